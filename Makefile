@@ -1,0 +1,34 @@
+# dpstream: two commands on a fresh machine.
+#   make demo   - embedded broker + demo producer + worker, releases printed, metrics on :9108
+#   make test   - the whole test suite (starts its own embedded broker)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: install demo test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/dpstream demo
+
+test: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check sketches worker tests benchmarks
+	$(BIN)/mypy sketches worker
+
+bench: install
+	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_noise.py
+	$(BIN)/python benchmarks/bench_e2e.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,145 @@
+"""The candidate set of LazyHH (paper 002, Algorithm 6, lines 9 and 12).
+
+LazyHH keeps a small set ``C`` of items that may be heavy: every arriving item
+joins ``C``; at each output time the set is evaluated against the sketch and
+trimmed to the ``k~`` items with the largest noisy estimates. This module holds
+that set as parallel numpy arrays so both operations are vectorised:
+
+- ``keys``: the 64-bit item keys of :class:`sketches.hashing.HashSpec`
+  (unique, the identity of an item inside the set);
+- ``items``: the original items (``int64`` for integer streams, ``object``
+  holding ``str``/``bytes`` otherwise), needed because the heavy hitters
+  themselves are the published output;
+- ``buckets``: ``int64[d, n]`` cached bucket indices, so an output never
+  re-hashes the candidates it already knows.
+
+The candidate set is private state (it is built from raw items); only the
+thresholded heavy hitters derived from it are published.
+
+Examples
+--------
+>>> import numpy as np
+>>> c = CandidateSet(depth=2, integer_items=True)
+>>> keys = np.array([7, 3], dtype=np.uint64)
+>>> c.add(keys, np.array([7, 3]), np.array([[1, 0], [2, 2]]))
+>>> c.add(np.array([3, 9], dtype=np.uint64), np.array([3, 9]), np.array([[0, 4], [2, 1]]))
+>>> c.size
+3
+>>> c.trim(np.array([5.0, 1.0, 5.0]), keep=2)   # estimates in the order of c.keys
+>>> c.items.tolist()
+[7, 9]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["CandidateSet", "top_order"]
+
+
+def top_order(estimates: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Indices sorting candidates by estimate (descending), ties by key (ascending).
+
+    The tie-break makes ``arg top-k~`` (Algorithm 6, line 12) a deterministic
+    function of (estimates, keys), independent of insertion order, so a batch
+    run and an event-by-event run keep exactly the same candidates.
+
+    Examples
+    --------
+    >>> top_order(np.array([1.0, 3.0, 3.0]), np.array([5, 9, 2], dtype=np.uint64)).tolist()
+    [2, 1, 0]
+    """
+    return np.lexsort((keys, -np.asarray(estimates, dtype=np.float64)))
+
+
+class CandidateSet:
+    """Unique candidate items with cached bucket indices.
+
+    Parameters
+    ----------
+    depth : int
+        Number of sketch rows ``d`` (first dimension of the bucket cache).
+    integer_items : bool
+        True for integer item streams (items stored as ``int64``), False for
+        ``str``/``bytes`` streams (items stored as Python objects).
+    """
+
+    def __init__(self, depth: int, integer_items: bool) -> None:
+        self._depth = int(depth)
+        self._integer = bool(integer_items)
+        self._keys = np.empty(0, dtype=np.uint64)
+        self._items: np.ndarray = np.empty(0, dtype=np.int64 if integer_items else object)
+        self._buckets = np.empty((self._depth, 0), dtype=np.int64)
+
+    @property
+    def keys(self) -> np.ndarray:
+        """``uint64[n]`` keys of the candidates (read-only view)."""
+        return self._keys
+
+    @property
+    def items(self) -> np.ndarray:
+        """The candidate items, aligned with :attr:`keys`."""
+        return self._items
+
+    @property
+    def buckets(self) -> np.ndarray:
+        """``int64[d, n]`` cached bucket indices, aligned with :attr:`keys`."""
+        return self._buckets
+
+    @property
+    def size(self) -> int:
+        """Number of candidates."""
+        return int(self._keys.size)
+
+    @property
+    def integer_items(self) -> bool:
+        """True if the items are integers."""
+        return self._integer
+
+    def missing(self, keys: np.ndarray) -> np.ndarray:
+        """Boolean mask of ``keys`` that are not candidates yet."""
+        if self._keys.size == 0:
+            return np.ones(keys.shape, dtype=bool)
+        return ~np.isin(keys, self._keys, assume_unique=True)
+
+    def add(self, keys: np.ndarray, items: np.ndarray, buckets: np.ndarray) -> None:
+        """Add items (``keys`` unique within the call) that are not candidates yet.
+
+        ``buckets`` is ``int64[d, len(keys)]``; keys already present are ignored.
+        """
+        keys = np.asarray(keys, dtype=np.uint64)
+        new = self.missing(keys)
+        if not new.any():
+            return None
+        self._keys = np.concatenate([self._keys, keys[new]])
+        new_items = np.asarray(items)[new].astype(self._items.dtype)
+        new_buckets = np.asarray(buckets, dtype=np.int64)[:, new]
+        self._items = np.concatenate([self._items, new_items])
+        self._buckets = np.concatenate([self._buckets, new_buckets], axis=1)
+        return None
+
+    def trim(self, estimates: np.ndarray, keep: int) -> None:
+        """Keep the ``keep`` candidates with the largest estimates (ties: smaller key)."""
+        if self._keys.size <= keep:
+            return None
+        order = top_order(estimates, self._keys)[:keep]
+        self.select(order)
+        return None
+
+    def select(self, index: np.ndarray) -> None:
+        """Keep only the candidates at positions ``index`` (in that order)."""
+        self._keys = self._keys[index]
+        self._items = self._items[index]
+        self._buckets = self._buckets[:, index]
+        return None
+
+    def restore(self, keys: np.ndarray, items: np.ndarray, buckets: np.ndarray) -> None:
+        """Replace the whole set (used by deserialisation)."""
+        self._keys = np.asarray(keys, dtype=np.uint64).copy()
+        self._items = np.asarray(items).astype(self._items.dtype)
+        self._buckets = np.asarray(buckets, dtype=np.int64).reshape(self._depth, -1).copy()
+        return None
+
+    def memory_bytes(self) -> int:
+        """Bytes of numpy state (object items count their pointer only)."""
+        return int(self._keys.nbytes + self._items.nbytes + self._buckets.nbytes)

@@ -1,0 +1,56 @@
+"""Import every mechanism module so it registers itself in ``sketches.base``.
+
+The worker never names a mechanism class: a topology's ``mechanism.name`` is
+looked up in the registry. Modules that are not available are skipped with a
+debug log, so a deployment without an optional mechanism still starts.
+Extra modules (e.g. a site's own mechanisms) come from ``Settings.plugins``.
+
+Examples
+--------
+>>> loaded = load_mechanisms()
+>>> isinstance(loaded, list)
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Iterable
+
+log = logging.getLogger(__name__)
+
+MECHANISM_MODULES: tuple[str, ...] = (
+    "sketches.lazy",
+    "sketches.lazy_hh",
+    "sketches.punctual",
+    "sketches.plain",
+    "sketches.misra_gries",
+    "sketches.pamg",
+    "sketches.triehh",
+    "sketches.dp_linear",
+    "sketches.dyadic_quantiles",
+    "sketches.fp_sketch",
+)
+
+
+def load_mechanisms(extra: Iterable[str] = ()) -> list[str]:
+    """Import the mechanism modules (and ``extra`` plugins); return those imported.
+
+    A missing built-in module is skipped (debug log); a missing plugin raises,
+    because the operator asked for it explicitly.
+    """
+    loaded = []
+    for name in MECHANISM_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            log.debug("mechanism module %s not available; skipped", name)
+            continue
+        loaded.append(name)
+    for name in extra:
+        importlib.import_module(name)
+        loaded.append(name)
+    return loaded

@@ -1,0 +1,79 @@
+"""Shard routing: which partition owns a shard, and grouping a batch by shard.
+
+Rule (documented in docs/TOPOLOGY.md): producers use the shard key as the
+Kafka message key, so the standard Kafka partitioner places every shard in
+exactly one partition::
+
+    partition = (murmur2(utf8(shard_key)) & 0x7fffffff) % partitions
+
+(the Java client's and aiokafka's default). The worker keeps state per
+``(topology, partition, shard)`` and only accepts a shard on the partition this
+rule assigns it to; events of a shard on another partition are dead-lettered
+as ``wrong_partition``, because accepting them would create a second, parallel
+state for the same public release identity ``(topology, shard, epoch, seq)``.
+
+Examples
+--------
+>>> partition_for("r1", 4)
+0
+>>> gate = ShardGate(partition=0, partitions=4, allowed=frozenset({"r1", "r3"}))
+>>> gate("r1"), gate("r9"), gate("r3")
+(None, 'unknown_shard', 'wrong_partition')
+>>> import numpy as np
+>>> [(s, i.tolist()) for s, i in group_by_shard(np.array(["b", "a", "b"], dtype=object))]
+[('a', [1]), ('b', [0, 2])]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+from aiokafka.partitioner import murmur2
+
+
+def partition_for(shard: str, partitions: int) -> int:
+    """The partition the default Kafka partitioner gives message key ``shard``."""
+    return int((murmur2(shard.encode("utf-8")) & 0x7FFFFFFF) % partitions)
+
+
+class ShardGate:
+    """Decide whether a shard key is accepted on ``partition`` (cached per key).
+
+    Returns ``None`` when accepted, otherwise the dead-letter reason code.
+    """
+
+    def __init__(self, partition: int, partitions: int,
+                 allowed: frozenset[str] | None) -> None:
+        self.partition, self.partitions, self.allowed = partition, partitions, allowed
+        self._cache: dict[str, str | None] = {}
+
+    def __call__(self, shard: str) -> str | None:
+        try:
+            return self._cache[shard]
+        except KeyError:
+            pass
+        if self.allowed is not None and shard not in self.allowed:
+            verdict: str | None = "unknown_shard"
+        elif partition_for(shard, self.partitions) != self.partition:
+            verdict = "wrong_partition"
+        else:
+            verdict = None
+        if len(self._cache) < 100_000:
+            self._cache[shard] = verdict
+        return verdict
+
+
+def group_by_shard(shards: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
+    """Yield ``(shard, indices)`` in sorted shard order; indices keep arrival order."""
+    if shards.shape[0] == 0:
+        return
+    first = shards[0]
+    if np.all(shards == first):
+        yield str(first), np.arange(shards.shape[0])
+        return
+    keys, inverse = np.unique(shards.astype(str), return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(keys) + 1))
+    for k, key in enumerate(keys):
+        yield str(key), order[bounds[k]:bounds[k + 1]]

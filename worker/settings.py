@@ -1,0 +1,175 @@
+"""Typed worker settings read from the environment.
+
+One :class:`Settings` object carries everything the worker needs that is not
+part of a topology: where the broker is, how to authenticate, the consumer
+group, the checkpoint topic and the metrics endpoint. Every field has an
+environment variable ``DPSTREAM_<FIELD>`` (upper case).
+
+With no broker configured (``DPSTREAM_BROKER`` empty) the CLI starts the
+embedded broker on loopback and fills :attr:`Settings.broker` in.
+
+Examples
+--------
+>>> s = Settings.from_env({"DPSTREAM_BROKER": "kafka-1:9092", "DPSTREAM_METRICS_PORT": "0"})
+>>> s.broker, s.metrics_port, s.metrics_host
+('kafka-1:9092', 0, '127.0.0.1')
+>>> s.kafka_security_kwargs()
+{'security_protocol': 'PLAINTEXT'}
+>>> Settings.from_env({"DPSTREAM_SESSION_TIMEOUT_MS": "soon"})  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+sketches.errors.SpecError: DPSTREAM_SESSION_TIMEOUT_MS: expected an integer, got 'soon'; ...
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from sketches.errors import SpecError
+
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_ASSIGNMENTS = ("group", "static")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Worker settings (environment variable ``DPSTREAM_<NAME>`` for each field).
+
+    Attributes
+    ----------
+    broker
+        Kafka bootstrap servers ``host:port[,host:port]``; empty starts the
+        embedded broker (CLI only).
+    topologies
+        Topology files or directories (``os.pathsep``-separated in the env).
+    group_id
+        Consumer group shared by all workers of one deployment.
+    assignment
+        ``group`` (default: workers split partitions through the consumer
+        group) or ``static`` (one worker owns every partition; no group join,
+        fastest restart).
+    checkpoint_topic
+        Compacted topic holding per-(topology, partition) checkpoints.
+    metrics_host, metrics_port
+        Prometheus endpoint; bound to loopback by default; port 0 disables it.
+    max_batch
+        Maximum records fetched per partition per poll.
+    session_timeout_ms, heartbeat_interval_ms
+        Consumer group timers (short defaults suit the embedded broker).
+    security_protocol, sasl_mechanism, sasl_username, sasl_password,
+    ssl_cafile, ssl_certfile, ssl_keyfile
+        Passed through to the Kafka clients for real clusters.
+    plugins
+        Extra Python modules imported at start-up (they may register mechanisms).
+    crash_points
+        Testing only: ``point:probability`` pairs at which the worker kills
+        itself with SIGKILL (crash-consistency tests); empty in production.
+    log_level
+        Python logging level name.
+    """
+
+    broker: str = ""
+    topologies: tuple[str, ...] = ("topologies",)
+    group_id: str = "dpstream"
+    assignment: str = "group"
+    checkpoint_topic: str = "dpstream-checkpoints"
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9108
+    max_batch: int = 50_000
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 1000
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password: str = field(default="", repr=False)
+    ssl_cafile: str = ""
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    plugins: tuple[str, ...] = ()
+    crash_points: str = ""
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        if self.security_protocol not in _PROTOCOLS:
+            raise SpecError(
+                f"DPSTREAM_SECURITY_PROTOCOL: unknown protocol {self.security_protocol!r}; "
+                f"use one of {', '.join(_PROTOCOLS)}"
+            )
+        if self.assignment not in _ASSIGNMENTS:
+            raise SpecError(
+                f"DPSTREAM_ASSIGNMENT: unknown mode {self.assignment!r}; use 'group' or 'static'"
+            )
+        if not 0 <= self.metrics_port <= 65535:
+            raise SpecError("DPSTREAM_METRICS_PORT: must be in 0..65535 (0 disables metrics)")
+        if self.max_batch < 1:
+            raise SpecError("DPSTREAM_MAX_BATCH: must be >= 1")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise SpecError(
+                "DPSTREAM_HEARTBEAT_INTERVAL_MS: must be smaller than DPSTREAM_SESSION_TIMEOUT_MS "
+                "(e.g. 1000 and 6000)"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``environ`` (default ``os.environ``); unknown keys are ignored."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            key = f"DPSTREAM_{f.name.upper()}"
+            if key not in env:
+                continue
+            raw = env[key].strip()
+            default = f.default
+            if isinstance(default, bool):
+                values[f.name] = raw.lower() in ("1", "true", "yes", "on")
+            elif isinstance(default, int):
+                try:
+                    values[f.name] = int(raw)
+                except ValueError:
+                    raise SpecError(
+                        f"{key}: expected an integer, got {raw!r}; "
+                        f"set it to a whole number such as {default}"
+                    ) from None
+            elif isinstance(default, tuple):
+                sep = "," if f.name == "plugins" else os.pathsep
+                values[f.name] = tuple(p for p in raw.split(sep) if p)
+            else:
+                values[f.name] = raw
+        return cls(**values)
+
+    def with_broker(self, broker: str) -> Settings:
+        """A copy pointing at ``broker``."""
+        return replace(self, broker=broker)
+
+    def kafka_security_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for aiokafka clients (security protocol, SASL, TLS)."""
+        kw: dict[str, Any] = {"security_protocol": self.security_protocol}
+        if self.security_protocol.startswith("SASL"):
+            kw["sasl_mechanism"] = self.sasl_mechanism or "PLAIN"
+            kw["sasl_plain_username"] = self.sasl_username
+            kw["sasl_plain_password"] = self.sasl_password
+        if self.security_protocol.endswith("SSL"):
+            ctx = ssl.create_default_context(cafile=self.ssl_cafile or None)
+            if self.ssl_certfile:
+                ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile or None)
+            kw["ssl_context"] = ctx
+        return kw
+
+    def crash_probabilities(self) -> dict[str, float]:
+        """Parse :attr:`crash_points` (testing only) into ``{point: probability}``."""
+        out: dict[str, float] = {}
+        for part in self.crash_points.split(","):
+            if not part.strip():
+                continue
+            name, _, prob = part.partition(":")
+            try:
+                out[name.strip()] = float(prob) if prob else 1.0
+            except ValueError:
+                raise SpecError(
+                    f"DPSTREAM_CRASH_POINTS: bad entry {part!r}; use point:probability"
+                ) from None
+        return out

@@ -1,0 +1,375 @@
+"""Declarative pipeline files (``topologies/*.yaml``): load and validate.
+
+A topology names an input topic and its encoding, the shard key, the
+mechanism, the privacy parameters, the release cadence and the dead-letter
+topic. It is validated once at start-up; every error names the file, the
+field path and the fix. The full format is documented in docs/TOPOLOGY.md.
+
+Examples
+--------
+>>> text = '''
+... name: demo
+... input: {topic: events, partitions: 2, fields: {shard: router, item: src}}
+... mechanism: {name: lazy_cms, params: {depth: 4, width: 256}}
+... privacy: {eps: 1.0, delta: 1.0e-6, tick_ms: 1000, epoch_ticks: 3600}
+... release: {every_ticks: 10, topic: demo-releases}
+... dead_letter: {topic: demo-dlq}
+... '''
+>>> t = parse_topology(text, "demo.yaml")
+>>> t.input.fields.item, t.privacy.relation, t.noise.kind
+('src', 'add_remove', 'secure')
+>>> parse_topology(text.replace("eps: 1.0", "eps: -1"), "demo.yaml")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+sketches.errors.SpecError: demo.yaml: privacy.eps: must be a number > 0, got -1; set a positive ...
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sketches.errors import SpecError
+
+RELATIONS = ("add_remove", "replace")
+CLOCKS = ("tick", "arrival")
+ENCODINGS = ("json", "columnar")
+NOISE_KINDS = ("secure", "fast", "zero")
+ITEM_TYPES = ("str", "int")
+_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+
+
+@dataclass(frozen=True)
+class FieldPaths:
+    """Dotted paths into a JSON event (``a.b`` reads ``event["a"]["b"]``)."""
+
+    shard: str
+    item: str
+    unit: str | None = None
+    weight: str | None = None
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """The input topic, its partition count, encoding and field paths."""
+
+    topic: str
+    partitions: int
+    encoding: str
+    fields: FieldPaths
+    max_message_bytes: int = 1_048_576
+    item_type: str = "str"
+
+
+@dataclass(frozen=True)
+class PrivacySpec:
+    """Privacy parameters; ``unit_field`` None means event-level privacy."""
+
+    eps: float
+    delta: float
+    relation: str = "add_remove"
+    clock: str = "tick"
+    tick_ms: int = 1000
+    epoch_ticks: int = 3600
+    epoch_events: int = 0
+    unit_field: str | None = None
+    unit_cap: int = 1
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """Noise source; anything but ``secure`` needs ``allow_insecure_noise: true``."""
+
+    kind: str = "secure"
+    allow_insecure_noise: bool = False
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """Release cadence (every N ticks of the topology's tick clock) and output."""
+
+    every_ticks: int
+    topic: str
+    partitions: int = 1
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A validated topology."""
+
+    name: str
+    source: str
+    production: bool
+    input: InputSpec
+    allowed_shards: frozenset[str] | None
+    mechanism: str
+    mechanism_params: Mapping[str, Any]
+    privacy: PrivacySpec
+    noise: NoiseSpec
+    release: ReleaseSpec
+    dead_letter_topic: str
+    description: str = ""
+
+    @property
+    def horizon(self) -> int:
+        """Rounds per epoch: ticks (tick clock) or events (arrival clock)."""
+        if self.privacy.clock == "tick":
+            return self.privacy.epoch_ticks
+        return self.privacy.epoch_events
+
+    def spec_params(self) -> dict[str, Any]:
+        """Parameters handed to ``MechanismEntry.build_spec``.
+
+        The mechanism's own ``params`` plus the privacy fields every continual
+        mechanism needs: ``eps``, ``delta``, ``relation``, ``clock``,
+        ``horizon`` (rounds per epoch) and ``unit_cap`` (1 for event-level).
+        """
+        params = dict(self.mechanism_params)
+        params.update(
+            eps=self.privacy.eps,
+            delta=self.privacy.delta,
+            relation=self.privacy.relation,
+            clock=self.privacy.clock,
+            horizon=self.horizon,
+            unit_cap=self.privacy.unit_cap if self.privacy.unit_field else 1,
+        )
+        return params
+
+
+class _Reader:
+    """Typed access to a YAML mapping with error messages naming file and path."""
+
+    def __init__(self, source: str, data: Any, path: str = "") -> None:
+        self.source, self.path = source, path
+        if not isinstance(data, dict):
+            where = path or "top level"
+            raise self.error(where, f"must be a mapping, got {type(data).__name__}",
+                             "write `key: value` lines")
+        self.data: dict[str, Any] = data
+
+    def error(self, field: str, problem: str, fix: str) -> SpecError:
+        return SpecError(f"{self.source}: {field}: {problem}; {fix}")
+
+    def full(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def sub(self, key: str, required: bool = True) -> _Reader:
+        if key not in self.data:
+            if required:
+                raise self.error(self.full(key), "missing section", f"add a `{key}:` section")
+            return _Reader(self.source, {}, self.full(key))
+        return _Reader(self.source, self.data[key], self.full(key))
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...,
+            fix: str = "") -> Any:
+        if key not in self.data or self.data[key] is None:
+            if default is ...:
+                raise self.error(self.full(key), "missing", fix or f"add `{key}:`")
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds:
+            ok = False
+        else:
+            ok = isinstance(value, kinds)
+        if not ok:
+            names = "/".join(k.__name__ for k in kinds)
+            raise self.error(self.full(key), f"expected {names}, got {value!r}",
+                             fix or f"set `{key}` to a {names}")
+        return value
+
+    def name(self, key: str, default: Any = ...) -> str:
+        value = self.get(key, str, default)
+        if value is not None and not _NAME_RE.match(value):
+            raise self.error(self.full(key), f"invalid name {value!r}",
+                             "use 1-100 characters from A-Z a-z 0-9 . _ -")
+        return str(value)
+
+    def positive_int(self, key: str, default: Any = ...) -> int:
+        value = self.get(key, int, default)
+        if value < 1:
+            raise self.error(self.full(key), f"must be an integer >= 1, got {value}",
+                             "use a positive whole number")
+        return int(value)
+
+    def choice(self, key: str, options: tuple[str, ...], default: str) -> str:
+        value = self.get(key, str, default)
+        if value not in options:
+            raise self.error(self.full(key), f"unknown value {value!r}",
+                             f"use one of: {', '.join(options)}")
+        return str(value)
+
+    def reject_unknown(self, known: Iterable[str]) -> None:
+        extra = sorted(set(self.data) - set(known))
+        if extra:
+            raise self.error(self.full(extra[0]), "unknown key",
+                             f"remove it or use one of: {', '.join(sorted(known))}")
+
+
+def parse_topology(text: str, source: str = "<string>") -> Topology:
+    """Parse and validate one topology from YAML ``text`` (``source`` names it in errors)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{source}: not valid YAML ({exc}); fix the syntax") from None
+    top = _Reader(source, data)
+    top.reject_unknown(["name", "description", "production", "input", "shards", "mechanism",
+                        "privacy", "noise", "release", "dead_letter"])
+    name = top.name("name")
+    production = top.get("production", bool, False)
+    inp = _parse_input(top.sub("input"))
+    shards = top.sub("shards", required=False)
+    shards.reject_unknown(["allowed"])
+    allowed_raw = shards.get("allowed", list, None)
+    allowed = None
+    if allowed_raw is not None:
+        if not allowed_raw or not all(isinstance(s, (str, int)) for s in allowed_raw):
+            raise shards.error("shards.allowed", "must be a non-empty list of strings",
+                               "list the public shard keys, or drop `allowed` for an open set")
+        allowed = frozenset(str(s) for s in allowed_raw)
+    mech = top.sub("mechanism")
+    mech.reject_unknown(["name", "params"])
+    mech_name = mech.get("name", str)
+    params = mech.get("params", dict, {})
+    privacy = _parse_privacy(top.sub("privacy"), inp.fields)
+    noise = _parse_noise(top.sub("noise", required=False), production)
+    rel = top.sub("release")
+    rel.reject_unknown(["every_ticks", "topic", "partitions"])
+    release = ReleaseSpec(rel.positive_int("every_ticks"), rel.name("topic"),
+                          rel.positive_int("partitions", 1))
+    dlq = top.sub("dead_letter")
+    dlq.reject_unknown(["topic"])
+    dlq_topic = dlq.name("topic")
+    if len({inp.topic, release.topic, dlq_topic}) < 3:
+        raise top.error("release.topic", "input, release and dead-letter topics must differ",
+                        "give each its own topic name")
+    return Topology(name, source, production, inp, allowed, mech_name, params, privacy,
+                    noise, release, dlq_topic, top.get("description", str, ""))
+
+
+def _parse_input(r: _Reader) -> InputSpec:
+    r.reject_unknown(["topic", "partitions", "encoding", "fields", "max_message_bytes",
+                      "item_type"])
+    f = r.sub("fields")
+    f.reject_unknown(["shard", "item", "unit", "weight"])
+    fields_ = FieldPaths(f.get("shard", str), f.get("item", str),
+                         f.get("unit", str, None), f.get("weight", str, None))
+    return InputSpec(r.name("topic"), r.positive_int("partitions"),
+                     r.choice("encoding", ENCODINGS, "json"), fields_,
+                     r.positive_int("max_message_bytes", 1_048_576),
+                     r.choice("item_type", ITEM_TYPES, "str"))
+
+
+def _parse_privacy(r: _Reader, fields_: FieldPaths) -> PrivacySpec:
+    r.reject_unknown(["eps", "delta", "relation", "clock", "tick_ms", "epoch_ticks",
+                      "epoch_events", "unit_cap"])
+    eps = r.get("eps", (int, float), fix="set a positive epsilon such as 1.0")
+    if not eps > 0:
+        raise r.error("privacy.eps", f"must be a number > 0, got {eps}",
+                      "set a positive epsilon such as 1.0")
+    delta = r.get("delta", (int, float), fix="set delta such as 1.0e-6")
+    if not 0 < delta < 1:
+        raise r.error("privacy.delta", f"must be in (0, 1), got {delta}",
+                      "set delta well below 1/stream length, e.g. 1.0e-6")
+    relation = r.choice("relation", RELATIONS, "add_remove")
+    clock = r.choice("clock", CLOCKS, "tick")
+    if clock == "arrival" and relation != "replace":
+        raise r.error("privacy.clock", "the arrival clock is only private under relation "
+                      "'replace' (stream length public)",
+                      "use `clock: tick`, or `relation: replace` if the stream length is public")
+    tick_ms = r.positive_int("tick_ms", 1000)
+    epoch_ticks = r.positive_int("epoch_ticks", 3600)
+    epoch_events = r.get("epoch_events", int, 0)
+    if clock == "arrival" and epoch_events < 1:
+        raise r.error("privacy.epoch_events", "required (>= 1) with the arrival clock",
+                      "set the number of events per epoch, e.g. 1000000")
+    unit_cap = r.positive_int("unit_cap", 1)
+    if fields_.unit is None and "unit_cap" in r.data:
+        raise r.error("privacy.unit_cap", "a contribution cap needs a privacy unit",
+                      "set input.fields.unit (e.g. user_id) or remove unit_cap")
+    if fields_.unit is not None and fields_.weight is not None:
+        raise r.error("input.fields.weight", "weights cannot be combined with a privacy unit "
+                      "(the cap counts events)", "remove input.fields.weight or the unit")
+    return PrivacySpec(float(eps), float(delta), relation, clock, tick_ms, epoch_ticks,
+                       int(epoch_events), fields_.unit, unit_cap)
+
+
+def _parse_noise(r: _Reader, production: bool) -> NoiseSpec:
+    r.reject_unknown(["kind", "allow_insecure_noise", "seed"])
+    kind = r.choice("kind", NOISE_KINDS, "secure")
+    allow = r.get("allow_insecure_noise", bool, False)
+    seed = r.get("seed", int, None)
+    if kind != "secure":
+        if production:
+            raise r.error("noise.kind", f"{kind!r} noise is refused in a production topology",
+                          "use `kind: secure` (or set `production: false` for tests)")
+        if not allow:
+            raise r.error("noise.kind", f"{kind!r} noise is not differentially private",
+                          "use `kind: secure`, or set `allow_insecure_noise: true` for "
+                          "benchmarks/tests only")
+    elif seed is not None:
+        raise r.error("noise.seed", "secure noise cannot be seeded", "remove `seed`")
+    return NoiseSpec(kind, allow, seed)
+
+
+def load_topology(path: str | os.PathLike[str]) -> Topology:
+    """Load and validate one YAML file; also builds the mechanism spec to validate params."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{p}: cannot read ({exc.strerror}); check the path") from None
+    topo = parse_topology(text, str(p))
+    validate_mechanism_params(topo)
+    return topo
+
+
+def validate_mechanism_params(topo: Topology) -> None:
+    """Build the mechanism spec once so bad ``mechanism.params`` fail at start-up."""
+    from sketches.base import lookup, registered
+
+    if topo.mechanism not in registered():
+        known = ", ".join(registered()) or "(none registered)"
+        raise SpecError(f"{topo.source}: mechanism.name: unknown mechanism {topo.mechanism!r}; "
+                        f"use one of: {known}")
+    entry = lookup(topo.mechanism)
+    if not entry.continual:
+        raise SpecError(f"{topo.source}: mechanism.name: {topo.mechanism!r} is a single-release "
+                        "mechanism; the worker runs continual mechanisms (e.g. lazy_cms)")
+    try:
+        entry.build_spec(topo.spec_params())
+    except (SpecError, TypeError, ValueError) as exc:
+        raise SpecError(f"{topo.source}: mechanism.params: {exc}") from None
+
+
+def load_topologies(paths: Iterable[str]) -> list[Topology]:
+    """Load every ``*.yaml``/``*.yml`` file named or found in the given directories.
+
+    Topology names must be unique; two topologies may not share an output topic.
+    """
+    files: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            files += sorted(glob.glob(os.path.join(p, "*.yaml")) +
+                            glob.glob(os.path.join(p, "*.yml")))
+        else:
+            files.append(p)
+    if not files:
+        raise SpecError(f"topologies: no topology files found in {list(paths)}; "
+                        "pass --topology FILE or set DPSTREAM_TOPOLOGIES")
+    topos = [load_topology(f) for f in files]
+    seen: dict[str, str] = {}
+    for t in topos:
+        if t.name in seen:
+            raise SpecError(f"{t.source}: name: {t.name!r} already used by {seen[t.name]}; "
+                            "give each topology a unique name")
+        seen[t.name] = t.source
+    return topos

@@ -1,0 +1,580 @@
+"""PMG: the private Misra-Gries sketch of Lebeda & Tětek (paper 000), single release.
+
+Algorithm 1 (paper 000, §5): a Misra-Gries sketch of ``k`` counters that keeps
+zero counters and, when a new item arrives and some counter is zero, replaces
+the *smallest* zero key under a fixed, data-independent total order (dummy
+keys first, then real keys by their unsigned 64-bit key). Estimates equal
+standard MG's: ``f(x) - n/(k+1) <= c(x) <= f(x)`` (Fact 1).
+
+Releases (one per window; a second ``release()`` raises ``PrivacyError``):
+
+- ``release_mode="approx"`` -- Algorithm 2, (eps, delta)-DP: one *shared*
+  noise draw ``eta`` added to every counter plus an independent per-counter
+  draw, both of scale ``1/eps``; keys with ``c + eta + z >= tau`` are
+  released, dummies never. Laplace: ``tau = 1 + 2 ln(3/delta)/eps``
+  (Lemma 5); two-sided geometric (integer, default):
+  ``tau = 1 + 2 ln(6 e^eps / ((e^eps + 1) delta))/eps`` (§5.2), see
+  :func:`pmg_threshold`.
+- ``release_mode="pure"`` -- Algorithm 3 (§6), eps-DP: subtract
+  ``gamma = sum(c)/(k+1)`` (kept exact: values are scaled by ``k+1``),
+  add noise of scale ``2/eps`` to *every* item of the declared universe
+  ``[0, universe)`` and release the top-k.
+
+Neighbouring relation: add/remove one event, order of the others unchanged
+(paper 000, Definition 1). Merging shards: see :func:`sketches.pamg.merge_mg`
+(Algorithm 2 must not be run on a merged sketch, §7).
+
+Misra-Gries is order dependent and inherently sequential: a batch is
+processed event by event by a tight CPython loop over a dict index (no numpy
+pre-aggregation: aggregating a batch with ``np.unique`` is *not* equivalent,
+because decrements between two copies of an item change the result).
+Decrements cost O(k) but happen at most ``n/(k+1)`` times, so the total work
+is O(n + n/(k+1) * k) = O(n).
+
+Examples
+--------
+>>> import numpy as np
+>>> from sketches.noise import make_noise
+>>> spec = PMGSpec(k=2, eps=1.0, delta=1e-6)
+>>> mg = PMG(spec, make_noise("zero", allow_insecure=True))
+>>> mg.update_batch(np.array([5, 5, 7, 5, 9, 5]))
+>>> mg.counts()
+{5: 3, 7: 0}
+>>> pmg_threshold(1.0, 1e-6, "laplace") == 1 + 2 * math.log(3 / 1e-6)
+True
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from sketches.base import MechanismEntry, register
+from sketches.errors import PrivacyError, SerializationError, SpecError
+from sketches.serialization import check_header, pack, unpack
+
+__all__ = [
+    "PMG", "ItemCodec", "MGState", "PMGSpec", "pmg_error_bound", "pmg_threshold",
+]
+
+_NOISES = ("geometric", "laplace")
+_MODES = ("approx", "pure")
+
+
+def pmg_threshold(eps: float, delta: float, noise: str = "geometric") -> float:
+    """Threshold ``tau`` of Algorithm 2 (paper 000, Lemma 5 and §5.2).
+
+    Laplace(1/eps): ``tau = 1 + 2 ln(3/delta)/eps``. A count-1 key that exists
+    in one sketch only clears ``tau`` only if its own or the shared draw is
+    ``>= ln(3/delta)/eps``; ``Pr[Lap(1/eps) >= t] = exp(-eps t)/2`` and at most
+    6 draws matter (4 keys + 2 shared), so the union bound gives ``delta``.
+
+    Two-sided geometric, ``P(Z=z) ∝ a^|z|`` with ``a = e^-eps``:
+    ``Pr[Z >= s] = a^s/(1+a)`` for integer ``s >= 1``, so
+    ``tau = 1 + 2 ln(6 e^eps / ((e^eps + 1) delta))/eps`` (our check of the
+    digest's [D] formula; see docs/MECHANISMS_000_001.md).
+
+    Examples
+    --------
+    >>> round(pmg_threshold(1.0, 1e-6, "laplace"), 3)
+    30.828
+    >>> pmg_threshold(1.0, 1e-6) < pmg_threshold(1.0, 1e-6, "laplace")
+    True
+    """
+    if noise == "laplace":
+        return 1.0 + 2.0 * math.log(3.0 / delta) / eps
+    if noise == "geometric":
+        return 1.0 + 2.0 * math.log(6.0 * math.exp(eps) / ((math.exp(eps) + 1.0) * delta)) / eps
+    raise SpecError(f"noise: unknown noise {noise!r}; use one of {_NOISES}")
+
+
+def pmg_error_bound(k: int, eps: float, delta: float, noise: str, beta: float = 0.05) -> float:
+    """Bound on ``|released - MG count|`` over all keys, w.p. >= 1-beta (Lemma 7).
+
+    ``tau + 2 t`` where ``t`` bounds all ``k+1`` draws: Laplace
+    ``t = ln((k+1)/beta)/eps``; geometric ``t = ln(2(k+1)/((1+a) beta))/eps``.
+    Against the truth add the sketch error ``n/(k+1)`` (Fact 1; ``n`` is private
+    so it is reported as a formula, not a number).
+
+    Examples
+    --------
+    >>> b = pmg_error_bound(100, 1.0, 1e-6, "laplace", 0.05)
+    >>> round(b - pmg_threshold(1.0, 1e-6, "laplace"), 3) == round(2 * math.log(101 / .05), 3)
+    True
+    """
+    tau = pmg_threshold(eps, delta, noise)
+    if noise == "laplace":
+        t = math.log((k + 1) / beta) / eps
+    else:
+        t = math.log(2 * (k + 1) / ((1 + math.exp(-eps)) * beta)) / eps
+    return tau + 2.0 * t
+
+
+# ---------------------------------------------------------------------------
+# Item keys
+# ---------------------------------------------------------------------------
+class ItemCodec:
+    """Map items to uint64 keys and keys back to public labels.
+
+    ``"int"``: the key is the integer itself (two's complement uint64 view), an
+    exact bijection. ``"str"``: the seeded 64-bit key of
+    :meth:`sketches.hashing.HashSpec.item_keys`; the original str of each stored
+    key is remembered for the release (a 64-bit collision merges two items,
+    probability about ``D^2 / 2^65`` for ``D`` distinct items).
+    """
+
+    def __init__(self, kind: str, seed: int) -> None:
+        if kind not in ("int", "str"):
+            raise SpecError(f"item_kind: use 'int' or 'str', got {kind!r}")
+        self.kind = kind
+        self.seed = seed
+        self.names: dict[int, str] = {}
+
+    def keys(self, items: Any) -> np.ndarray:
+        arr = np.asarray(items)
+        if arr.ndim != 1:
+            arr = arr.reshape(-1)
+        if self.kind == "int":
+            if arr.size and arr.dtype.kind not in "iu":
+                raise SpecError("items: item_kind='int' needs an integer array; "
+                                "use item_kind='str' for str/bytes items")
+            return arr.astype(np.int64, copy=False).view(np.uint64)
+        from sketches.hashing import HashSpec
+
+        if arr.size == 0:
+            return np.zeros(0, np.uint64)
+        keys = HashSpec(seed=self.seed, depth=1, width=1).item_keys(arr)
+        names = self.names
+        uk, first = np.unique(keys, return_index=True)
+        for key, i in zip(uk.tolist(), first.tolist(), strict=True):
+            if key not in names:
+                v = arr[i]
+                if isinstance(v, bytes):
+                    v = v.decode("utf-8", "backslashreplace")
+                names[key] = str(v)
+        return keys
+
+    def labels(self, keys: np.ndarray) -> list[Any]:
+        if self.kind == "int":
+            return keys.astype(np.uint64).view(np.int64).tolist()
+        return [self.names.get(k, f"#{k:016x}") for k in keys.tolist()]
+
+    def prune(self, keep: np.ndarray) -> None:
+        """Forget labels of keys no longer stored (bounded memory)."""
+        if self.kind == "str" and len(self.names) > 2 * keep.size + 64:
+            ks = set(keep.tolist())
+            self.names = {k: v for k, v in self.names.items() if k in ks}
+
+    def memory_bytes(self) -> int:
+        return sum(16 + len(v) for v in self.names.values())
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 1 state
+# ---------------------------------------------------------------------------
+class MGState:
+    """Algorithm 1 of paper 000 (MG keeping zero counters), sequential and fast.
+
+    Counters are stored as ``raw - base`` where ``base`` counts decrements
+    (Branch 2), so a decrement of all ``k`` counters is O(1) plus an O(k) scan
+    for the counters that became zero (at most ``n/(k+1)`` scans). Zero
+    counters sit in a heap ordered by the fixed total order: dummy ``i`` has
+    order ``i - k`` (before every real key), real key ``x`` has order ``x``
+    (its unsigned 64-bit key). Heap entries are checked lazily on pop.
+    """
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.n = 0
+        self.base = 0
+        self.raw = [0] * k
+        self.ordk = list(range(-k, 0))
+        self.slot_of: dict[int, int] = {}
+        self.heap = [(o, i) for i, o in enumerate(self.ordk)]
+        self.nzero = k
+
+    @property
+    def decrements(self) -> int:
+        """Number of Branch-2 executions (``l`` in the paper)."""
+        return self.base
+
+    def _scan_zeros(self) -> None:
+        base, heap, ordk = self.base, self.heap, self.ordk
+        for i, r in enumerate(self.raw):
+            if r == base:
+                heapq.heappush(heap, (ordk[i], i))
+                self.nzero += 1
+        if len(heap) > 4 * self.k + 64:  # drop stale entries
+            self.heap = [(ordk[i], i) for i, r in enumerate(self.raw) if r == base]
+            heapq.heapify(self.heap)
+
+    def _pop_zero(self) -> int:
+        heap, ordk, raw, base = self.heap, self.ordk, self.raw, self.base
+        while True:
+            o, s = heapq.heappop(heap)
+            if ordk[s] == o and raw[s] == base:
+                return s
+
+    def update(self, keys: np.ndarray) -> None:
+        """Process ``keys`` one by one, exactly as Algorithm 1."""
+        slot_of, raw, ordk = self.slot_of, self.raw, self.ordk
+        get = slot_of.get
+        for x in keys.tolist():
+            s = get(x)
+            if s is not None:  # Branch 1
+                r = raw[s]
+                if r == self.base:
+                    self.nzero -= 1
+                raw[s] = r + 1
+            elif self.nzero == 0:  # Branch 2: decrement all, drop x
+                self.base += 1
+                self._scan_zeros()
+            else:  # Branch 3: replace the smallest zero key
+                s = self._pop_zero()
+                old = ordk[s]
+                if old >= 0:
+                    del slot_of[old]
+                ordk[s] = x
+                slot_of[x] = s
+                raw[s] = self.base + 1
+                self.nzero -= 1
+        self.n += keys.size
+
+    def update_weighted(self, keys: np.ndarray, weights: np.ndarray) -> None:
+        """Same as ``update(np.repeat(keys, weights))``, O(k) per decrementing item."""
+        slot_of, raw, ordk = self.slot_of, self.raw, self.ordk
+        for x, w in zip(keys.tolist(), weights.tolist(), strict=True):
+            self.n += w
+            while w > 0:
+                s = slot_of.get(x)
+                if s is not None:
+                    if raw[s] == self.base:
+                        self.nzero -= 1
+                    raw[s] += w
+                    break
+                if self.nzero == 0:
+                    j = min(w, min(raw) - self.base)
+                    self.base += j
+                    w -= j
+                    self._scan_zeros()
+                    continue
+                s = self._pop_zero()
+                old = ordk[s]
+                if old >= 0:
+                    del slot_of[old]
+                ordk[s] = x
+                slot_of[x] = s
+                raw[s] = self.base + w
+                self.nzero -= 1
+                break
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(keys uint64[k], is_dummy bool[k], counts int64[k]) in slot order."""
+        ordk = np.array(self.ordk, dtype=object)
+        dummy = np.array([o < 0 for o in self.ordk], dtype=bool)
+        keys = np.array([o + self.k if o < 0 else o for o in ordk.tolist()], dtype=np.uint64)
+        counts = np.array(self.raw, dtype=np.int64) - self.base
+        return keys, dummy, counts
+
+    def real_items(self) -> tuple[np.ndarray, np.ndarray]:
+        """Stored real keys sorted by key (zero counters included) and their counts."""
+        keys, dummy, counts = self.arrays()
+        keys, counts = keys[~dummy], counts[~dummy]
+        order = np.argsort(keys, kind="stable")
+        return keys[order], counts[order]
+
+    @classmethod
+    def from_arrays(cls, k: int, keys: np.ndarray, dummy: np.ndarray, counts: np.ndarray,
+                    n: int, decrements: int) -> MGState:
+        if not (keys.size == dummy.size == counts.size == k) or (counts.size and counts.min() < 0):
+            raise SerializationError("MG state: arrays must have length k and counts >= 0")
+        st = cls(k)
+        st.n, st.base = n, decrements
+        st.raw = (counts + decrements).tolist()
+        st.ordk = [int(x) - k if d else int(x) for x, d in zip(keys.tolist(), dummy.tolist(),
+                                                              strict=True)]
+        st.slot_of = {o: i for i, o in enumerate(st.ordk) if o >= 0}
+        st.heap = [(st.ordk[i], i) for i, c in enumerate(counts.tolist()) if c == 0]
+        heapq.heapify(st.heap)
+        st.nzero = len(st.heap)
+        return st
+
+    def memory_bytes(self) -> int:
+        return 16 * self.k + 8 * len(self.heap)
+
+
+@dataclass(frozen=True)
+class PMGSpec:
+    """Every parameter of a PMG sketch (paper 000, Algorithms 1-3).
+
+    Parameters
+    ----------
+    k : int
+        Number of counters (memory 2k words; sketch error ``n/(k+1)``).
+    eps, delta : float
+        Budget of the single release. ``delta`` is unused (must be 0 or any
+        value) when ``release_mode="pure"``.
+    noise : {"geometric", "laplace"}
+        Two-sided geometric (integer, default) or continuous Laplace.
+    release_mode : {"approx", "pure"}
+        Algorithm 2 ((eps, delta)) or Algorithm 3 + top-k over the universe (eps).
+    universe : int or None
+        ``release_mode="pure"`` only: items are ints in ``[0, universe)``.
+    item_kind : {"int", "str"}
+        ``"int"``: integer items, the key is the int itself (exact). ``"str"``:
+        str/bytes items keyed by the seeded 64-bit hash of :mod:`sketches.hashing`.
+    hash_seed : int
+        Seed of the str/bytes key hash (public).
+    beta : float
+        Failure probability of the reported error bound (not a privacy parameter).
+    """
+
+    k: int
+    eps: float
+    delta: float
+    noise: str = "geometric"
+    release_mode: str = "approx"
+    universe: int | None = None
+    item_kind: str = "int"
+    hash_seed: int = 0
+    beta: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.k, int) and 1 <= self.k <= 1 << 24):
+            raise SpecError(f"k: need an int in [1, 2**24], got {self.k!r}")
+        if not (math.isfinite(self.eps) and self.eps > 0):
+            raise SpecError(f"eps: need a finite eps > 0, got {self.eps!r}")
+        if self.noise not in _NOISES:
+            raise SpecError(f"noise: use one of {_NOISES}, got {self.noise!r}")
+        if self.release_mode not in _MODES:
+            raise SpecError(f"release_mode: use one of {_MODES}, got {self.release_mode!r}")
+        if self.release_mode == "approx" and not 0 < self.delta < 1:
+            raise SpecError(
+                f"delta: need 0 < delta < 1 for release_mode='approx', got {self.delta}"
+            )
+        if self.release_mode == "pure":
+            if self.universe is None or self.universe < 1 or self.item_kind != "int":
+                raise SpecError(
+                    "universe: release_mode='pure' adds noise to every item, so it needs "
+                    "item_kind='int' and universe=d (items in [0, d)); set both"
+                )
+        if not 0 < self.beta < 1:
+            raise SpecError(f"beta: need 0 < beta < 1, got {self.beta}")
+        ItemCodec(self.item_kind, self.hash_seed)  # validates item_kind
+
+
+class PMG:
+    """Private Misra-Gries (paper 000): Algorithm 1 state, Algorithm 2/3 release.
+
+    Parameters
+    ----------
+    spec : PMGSpec
+    noise : NoiseSource
+        Injected noise (``sketches.noise``); used only by :meth:`release`.
+    """
+
+    name: ClassVar[str] = "pmg"
+    FORMAT_VERSION: ClassVar[int] = 1
+
+    def __init__(self, spec: PMGSpec, noise: Any) -> None:
+        self.spec = spec
+        self._noise = noise
+        self._codec = ItemCodec(spec.item_kind, spec.hash_seed)
+        self._mg = MGState(spec.k)
+        self._released = False
+
+    # ---------------------------------------------------------------- updates
+    def update_batch(
+        self,
+        items: np.ndarray,
+        ticks: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+    ) -> None:
+        """Feed a batch of events, in stream order (Algorithm 1, sequential).
+
+        ``ticks`` are accepted and ignored (a window-scoped sketch has no clock).
+        ``weights`` (non-negative ints) mean "this many consecutive copies";
+        each copy is one event of the neighbouring relation.
+        """
+        if self._released:
+            raise PrivacyError(
+                "update_batch: this PMG window was already released; start a fresh "
+                "instance for the next window (a re-release needs a fresh budget)"
+            )
+        keys = self._codec.keys(items)
+        if self.spec.release_mode == "pure" and keys.size:
+            signed = keys.view(np.int64)
+            if int(signed.min()) < 0 or int(signed.max()) >= int(self.spec.universe or 0):
+                raise SpecError(
+                    f"items: release_mode='pure' needs items in [0, {self.spec.universe}) "
+                    "(the declared universe); drop or remap out-of-range items first"
+                )
+        if weights is None:
+            self._mg.update(keys)
+        else:
+            w = np.asarray(weights)
+            if w.shape != keys.shape or w.dtype.kind not in "iu" or (w.size and w.min() < 0):
+                raise SpecError("weights: need non-negative integers, one per item")
+            self._mg.update_weighted(keys, w.astype(np.int64))
+
+    # ---------------------------------------------------------------- queries
+    def counts(self) -> dict[Any, int]:
+        """Exact (private!) MG counters of the stored real keys, by key order."""
+        keys, counts = self._mg.real_items()
+        return dict(zip(self._codec.labels(keys), counts.tolist(), strict=True))
+
+    @property
+    def events(self) -> int:
+        """Number of events processed (private)."""
+        return self._mg.n
+
+    # ---------------------------------------------------------------- release
+    def release(self) -> dict[str, Any]:
+        """Single DP release of this window; a second call raises PrivacyError."""
+        if self._released:
+            raise PrivacyError(
+                "release: PMG is single-release and this window was already released; "
+                "start a fresh instance (a second release would need a fresh budget)"
+            )
+        self._released = True
+        if self.spec.release_mode == "pure":
+            return _pure_release(self.spec, self._mg, self._noise)
+        return self._approx_release()
+
+    def _approx_release(self) -> dict[str, Any]:
+        s = self.spec
+        keys, counts = self._mg.real_items()  # sorted by key: output order is data-independent
+        scale = 1.0 / s.eps
+        if s.noise == "geometric":
+            shared = int(self._noise.discrete_laplace(scale, 1)[0])
+            vals: np.ndarray = counts + shared + self._noise.discrete_laplace(scale, keys.size)
+        else:
+            shared_f = float(self._noise.laplace(scale, 1)[0])
+            vals = counts + shared_f + self._noise.laplace(scale, keys.size)
+        tau = pmg_threshold(s.eps, s.delta, s.noise)
+        keep = vals >= tau
+        labels = self._codec.labels(keys[keep])
+        est = vals[keep].tolist()
+        return {
+            "kind": "heavy_hitters",
+            "mechanism": self.name,
+            "release_mode": "approx",
+            "items": [{"item": x, "estimate": e} for x, e in zip(labels, est, strict=True)],
+            "threshold": tau,
+            "k": s.k,
+            "eps": s.eps,
+            "delta": s.delta,
+            "noise": s.noise,
+            "relation": "add_remove",
+            "error_bound": {
+                "vs_sketch": pmg_error_bound(s.k, s.eps, s.delta, s.noise, s.beta),
+                "beta": s.beta,
+                "sketch_error": "n/(k+1) (one-sided, Fact 1)",
+                "source": "paper 000, Lemma 7 / Theorem 8",
+            },
+        }
+
+    # ---------------------------------------------------------------- state
+    def memory_bytes(self) -> int:
+        """Bytes of sketch state: k keys + k counters (+ str labels)."""
+        return self._mg.memory_bytes() + self._codec.memory_bytes()
+
+    def to_bytes(self) -> bytes:
+        """Versioned binary state (:mod:`sketches.serialization`; str labels in the header)."""
+        keys, dummy, counts = self._mg.arrays()
+        self._codec.prune(keys[~dummy])
+        state = {"n": self._mg.n, "decrements": self._mg.decrements,
+                 "released": self._released, "labels": _labels_out(self._codec),
+                 "format": self.FORMAT_VERSION}
+        return pack(self.name, asdict(self.spec), state,
+                    {"keys": keys, "dummy": dummy, "counts": counts})
+
+    @classmethod
+    def from_bytes(cls, data: bytes, noise: Any) -> PMG:
+        """Restore a sketch written by :meth:`to_bytes` (noise is injected again)."""
+        head, arrays = unpack(data)
+        check_header(head, cls.name, None)
+        st = head["state"]
+        if st.get("format") != cls.FORMAT_VERSION:
+            raise SerializationError(f"pmg: state format {st.get('format')} is not "
+                                     f"{cls.FORMAT_VERSION}; restore with a matching dpstream")
+        obj = cls(PMGSpec(**head["spec"]), noise)
+        obj._codec.names = {int(k): v for k, v in st["labels"].items()}
+        obj._mg = MGState.from_arrays(obj.spec.k, arrays["keys"], arrays["dummy"],
+                                      arrays["counts"], int(st["n"]), int(st["decrements"]))
+        obj._released = bool(st["released"])
+        return obj
+
+
+def _labels_out(codec: ItemCodec) -> dict[str, str]:
+    return {str(k): v for k, v in codec.names.items()}
+
+
+def _pure_release(spec: PMGSpec, mg: MGState, noise: Any) -> dict[str, Any]:
+    """Algorithm 3 + noise over the whole universe + top-k (paper 000, §6), eps-DP.
+
+    Post-processed counts ``c - gamma`` with ``gamma = sum(c)/(k+1)`` are kept
+    exact by scaling by ``k+1``: ``v = (k+1) c - sum(c)`` (integer, zero when
+    ``c <= gamma``). Their l1-sensitivity is ``< 2`` (Lemma 2 of §6), i.e.
+    ``< 2(k+1)`` scaled, so noise of scale ``2(k+1)/eps`` (geometric: on the
+    integer lattice) on every item of ``[0, universe)`` is eps-DP and the top-k
+    is post-processing. Cost O(universe) noise draws, in chunks of 2**20.
+    """
+    keys, counts = mg.real_items()
+    k1 = spec.k + 1
+    scaled = k1 * counts - int(counts.sum())
+    pos = scaled > 0
+    sk, sv = keys[pos].view(np.int64), scaled[pos]
+    scale = 2.0 * k1 / spec.eps
+    d = int(spec.universe or 0)
+    best_i = np.zeros(0, np.int64)
+    best_v: np.ndarray = np.zeros(0, np.float64 if spec.noise == "laplace" else np.int64)
+    chunk = 1 << 20
+    for a in range(0, d, chunk):
+        b = min(d, a + chunk)
+        vals = np.zeros(b - a, best_v.dtype)
+        sel = (sk >= a) & (sk < b)
+        vals[sk[sel] - a] = sv[sel]
+        if spec.noise == "laplace":
+            vals = vals + noise.laplace(scale, b - a)
+        else:
+            vals = vals + noise.discrete_laplace(scale, b - a)
+        cat_v = np.concatenate([best_v, vals])
+        cat_i = np.concatenate([best_i, np.arange(a, b, dtype=np.int64)])
+        if cat_v.size > spec.k:
+            top = np.argpartition(-cat_v, spec.k - 1)[: spec.k]
+            cat_v, cat_i = cat_v[top], cat_i[top]
+        best_v, best_i = cat_v, cat_i
+    order = np.lexsort((best_i, -best_v))
+    est = (best_v[order] / k1).tolist()
+    items = best_i[order].tolist()
+    return {
+        "kind": "heavy_hitters",
+        "mechanism": PMG.name,
+        "release_mode": "pure",
+        "items": [{"item": x, "estimate": e} for x, e in zip(items, est, strict=True)],
+        "threshold": None,
+        "k": spec.k,
+        "eps": spec.eps,
+        "delta": 0.0,
+        "noise": spec.noise,
+        "relation": "add_remove",
+        "error_bound": {
+            "noise_bound": 2.0 * math.log(2.0 * d / spec.beta) / spec.eps,
+            "beta": spec.beta,
+            "sketch_error": "n/(k+1) (one-sided, paper 000 §6 Lemma 1)",
+            "source": "paper 000, §6",
+        },
+    }
+
+
+def _build_spec(params: Any) -> PMGSpec:
+    return PMGSpec(**dict(params))
+
+
+register(MechanismEntry(name=PMG.name, build_spec=_build_spec, build=PMG,
+                        from_bytes=PMG.from_bytes, continual=False))

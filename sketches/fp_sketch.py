@@ -59,9 +59,7 @@ Examples
 
 from __future__ import annotations
 
-import json
 import math
-import struct
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -71,13 +69,10 @@ from sketches.base import MechanismEntry, register
 from sketches.errors import PrivacyError, SerializationError, SpecError
 from sketches.fp_projection import DATA_TAG, PAD_TAG, stable_columns
 from sketches.hashing import HashSpec
+from sketches.serialization import check_header, pack, unpack
 
 __all__ = ["FpSketch", "FpSketchSpec", "fp_eps", "fp_log_moments", "fp_rho",
            "gm_estimate", "pad_for_eps", "paper_rho_bound"]
-
-_MAGIC = b"DPFP"
-_VERSION = 1
-
 
 def fp_rho(p: float, max_value: float, pad_mass: float, unit_cap: int = 1) -> float:
     """Multiplicative sensitivity ``rho = 1 + c (M / n_pad)^p`` (see module docstring).
@@ -285,32 +280,28 @@ class FpSketch:
         return int(self._a.nbytes) + len(self._key)
 
     def to_bytes(self) -> bytes:
-        """Private checkpoint (includes the secret key: operator-only, never published).
+        """Private checkpoint via :mod:`sketches.serialization` (operator-only, never published).
 
-        Format v1: ``b"DPFP" | u16 version | u8 released | u32 len | spec JSON | 32-byte key |
-        float64[rows] a`` (little-endian).
+        Arrays: ``a`` (float64[rows], padding included) and ``key`` (uint8[32], the secret);
+        state: ``released``.
         """
-        spec = json.dumps(asdict(self.spec), sort_keys=True).encode()
-        head = _MAGIC + struct.pack("<HBI", _VERSION, int(self._released), len(spec))
-        return head + spec + self._key + self._a.astype("<f8").tobytes()
+        return pack(self.name, asdict(self.spec), {"released": self._released},
+                    {"a": self._a, "key": np.frombuffer(self._key, dtype=np.uint8)})
 
     @classmethod
     def from_bytes(cls, data: bytes, noise: Any) -> FpSketch:
         """Restore a checkpoint written by :meth:`to_bytes`."""
-        if data[:4] != _MAGIC or len(data) < 11:
-            raise SerializationError("fp_sketch state: bad magic; not an FpSketch checkpoint")
-        version, released, n = struct.unpack("<HBI", data[4:11])
-        if version != _VERSION:
-            raise SerializationError(f"fp_sketch state: unknown version {version}; expected 1")
+        header, arrays = unpack(data)
+        check_header(header, cls.name, None)
         try:
-            spec = FpSketchSpec(**json.loads(data[11:11 + n]))
-        except (ValueError, TypeError) as exc:
-            raise SerializationError(f"fp_sketch state: bad spec ({exc})") from None
-        key = data[11 + n:43 + n]
-        a = np.frombuffer(data[43 + n:], dtype="<f8").astype(np.float64)
-        if len(key) != 32 or a.shape[0] != spec.rows:
-            raise SerializationError("fp_sketch state: truncated (key or vector length wrong)")
-        return cls(spec, noise, _state=(key, a, bool(released)))
+            spec = FpSketchSpec(**header["spec"])
+            key, a = arrays["key"].tobytes(), arrays["a"].astype(np.float64)
+            released = bool(header["state"]["released"])
+        except (KeyError, TypeError) as exc:
+            raise SerializationError(f"fp_sketch state: missing field ({exc})") from None
+        if len(key) != 32 or a.shape != (spec.rows,):
+            raise SerializationError("fp_sketch state: key or sketch vector has the wrong size")
+        return cls(spec, noise, _state=(key, a, released))
 
 
 register(MechanismEntry(name=FpSketch.name, build_spec=FpSketchSpec.from_params,

@@ -1,0 +1,235 @@
+"""Private dyadic Count Sketch for quantiles in the turnstile model (paper 003, sec. 4).
+
+Items are integers in ``[0, 2^bits)``; a deletion is an event with weight
+``-1`` (turnstile). Levels ``s = r, r+1, ..., bits`` count the prefixes
+``x >> s`` (``r`` = ``resolution_bits``: answers are exact up to ``2^r``);
+dense top levels are exact, the others are Count Sketches (see
+:mod:`sketches.dyadic_levels`). Noise is drawn once at construction and the
+whole structure is released once, as quantile answers (post-processing).
+
+Quantile search (post-processing of the noisy counts): ``N_hat`` = the noisy
+root counter; for each ``phi`` the target is ``t = phi * N_hat`` and the tree
+is descended from the root: at each level go left if ``t <= count(left
+child)``, else subtract that count and go right. With exact counts this finds
+the smallest ``x`` (at resolution ``2^r``) with ``#{items <= x} >= t``, i.e.
+the ``phi``-quantile. The descent never needs monotone ranks.
+
+Privacy: Gaussian noise on every counter of every level, calibrated to the
+joint sensitivity (relation ``replace`` under the turnstile: ``2 sqrt(d)`` per
+hashed level, 2 per exact level; ``add_remove``: ``sqrt(d)`` / 1) with the
+exact calibrators of :mod:`sketches.privacy`. One release per instance.
+
+Payload ``"kind": "quantiles"``::
+
+    {"kind": "quantiles", "bits", "resolution_bits", "n_estimate",
+     "quantiles": [{"phi": float, "value": int}, ...],
+     "sigma", "levels", "eps", "delta", "relation",
+     "error_bound": {"beta", "rank_noise_abs_max", "hashed_levels"}}
+
+``value`` is the lower end of the ``2^r``-wide cell holding the quantile.
+``rank_noise_abs_max``: w.p. ``1 - beta/2`` every counter's noise is within
+``E = sigma sqrt(2 ln(4 cells / beta))``; a descent reads one node per level,
+so the rank it targets is off by at most ``levels * E`` from noise (hashed
+levels add Count-Sketch collision error on top).
+
+Examples
+--------
+>>> import numpy as np
+>>> from sketches.noise import make_noise
+>>> spec = DyadicQuantilesSpec(bits=8, eps=1.0, delta=1e-6, phis=(0.5,), calibrator="paper")
+>>> q = DyadicQuantiles(spec, make_noise("zero", allow_insecure=True))
+>>> q.update_batch(np.array([10, 20, 30, 40, 30]), weights=np.array([1, 1, 1, 1, -1]))
+>>> q.release()["quantiles"]
+[{'phi': 0.5, 'value': 20}]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from sketches.base import MechanismEntry, register
+from sketches.dp_linear import CALIBRATORS, RELATIONS, clip_weights, gaussian_sigma
+from sketches.dyadic_levels import DyadicLevels, check_domain
+from sketches.errors import PrivacyError, SerializationError, SpecError
+from sketches.serialization import check_header, pack, unpack
+
+__all__ = ["DEFAULT_PHIS", "DyadicQuantiles", "DyadicQuantilesSpec", "descend_quantiles"]
+
+DEFAULT_PHIS = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class DyadicQuantilesSpec:
+    """Parameters of one private dyadic quantile sketch window (all public).
+
+    Parameters
+    ----------
+    bits : int
+        Domain ``[0, 2^bits)``.
+    eps, delta : float
+        Privacy of the one release.
+    depth, width : int
+        Count Sketch size of each hashed level (paper: ``d = ceil(ln(bits / gamma))``,
+        ``w = sqrt(bits * d) / gamma``).
+    resolution_bits : int
+        Leaves are ``x >> resolution_bits``.
+    phis : tuple of float
+        Quantiles released, each in (0, 1].
+    relation, calibrator, hash_seed, weight_clip, turnstile, beta
+        As in :class:`sketches.dp_linear.DPLinearSpec` (``turnstile`` defaults to True).
+    """
+
+    bits: int
+    eps: float
+    delta: float
+    depth: int = 7
+    width: int = 512
+    resolution_bits: int = 0
+    phis: tuple[float, ...] = DEFAULT_PHIS
+    relation: str = "add_remove"
+    calibrator: str = "discrete"
+    hash_seed: int = 0
+    weight_clip: int = 1
+    turnstile: bool = True
+    beta: float = 0.01
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "phis", tuple(float(p) for p in self.phis))
+        if not 1 <= self.bits <= 62:
+            raise SpecError(f"bits: must be in [1, 62], got {self.bits!r}")
+        if not 0 <= self.resolution_bits < self.bits:
+            raise SpecError(f"resolution_bits: must be in [0, bits), got {self.resolution_bits}")
+        for f in ("depth", "width", "weight_clip"):
+            if int(getattr(self, f)) != getattr(self, f) or getattr(self, f) < 1:
+                raise SpecError(f"{f}: must be an integer >= 1, got {getattr(self, f)!r}")
+        if not self.phis or not all(0 < p <= 1 for p in self.phis):
+            raise SpecError(f"phis: need at least one quantile, each in (0, 1]; got {self.phis}")
+        if not self.eps > 0 or not 0 < self.delta < 1 or not 0 < self.beta < 1:
+            raise SpecError("eps/delta/beta: need eps > 0, delta in (0, 1), beta in (0, 1)")
+        if self.relation not in RELATIONS or self.calibrator not in CALIBRATORS:
+            raise SpecError(f"relation/calibrator: use one of {RELATIONS} / {CALIBRATORS}")
+
+    @property
+    def shifts(self) -> tuple[int, ...]:
+        return tuple(range(self.resolution_bits, self.bits + 1))
+
+    @classmethod
+    def from_params(cls, params: Any) -> DyadicQuantilesSpec:
+        """Build from topology params (unknown keys ignored)."""
+        kw = {k: params[k] for k in cls.__dataclass_fields__ if k in params}
+        if "phis" in kw:
+            kw["phis"] = tuple(kw["phis"])
+        return cls(**kw)
+
+
+def descend_quantiles(levels: DyadicLevels, targets: np.ndarray) -> np.ndarray:
+    """Leaf prefix reached by the rank descent for each target rank (vectorised over targets).
+
+    ``levels.shifts`` must end with the root (``bits``); returns prefixes at ``shifts[0]``.
+    """
+    if list(levels.shifts) != list(range(levels.shifts[0], levels.bits + 1)):
+        raise SpecError("shifts: the quantile descent needs consecutive levels up to the root")
+    t = np.asarray(targets, dtype=np.float64).copy()
+    node = np.zeros(t.shape[0], dtype=np.int64)
+    for i in range(len(levels.shifts) - 2, -1, -1):
+        left = node << 1
+        c = levels.estimate(i, left)
+        go_left = t <= c
+        t = np.where(go_left, t, t - c)
+        node = np.where(go_left, left, left + 1)
+    return node
+
+
+class DyadicQuantiles:
+    """Private dyadic Count Sketch quantiles (paper 003), single release.
+
+    Parameters
+    ----------
+    spec : DyadicQuantilesSpec
+    noise : NoiseSource
+        Noise of every counter of every level is drawn here, once.
+    """
+
+    name: ClassVar[str] = "dyadic_quantiles"
+
+    def __init__(self, spec: DyadicQuantilesSpec, noise: Any, *, _restore: bool = False) -> None:
+        self.spec = spec
+        self.levels = DyadicLevels(spec.bits, spec.shifts, "cs", spec.depth, spec.width,
+                                   spec.hash_seed)
+        self.sensitivity = self.levels.l2_sensitivity(spec.relation, spec.weight_clip,
+                                                      spec.turnstile)
+        self.sigma = gaussian_sigma(spec.eps, spec.delta, self.sensitivity, spec.calibrator)
+        self._released = False
+        if not _restore:
+            self.levels.draw_noise(noise, self.sigma, spec.calibrator == "discrete")
+
+    def update_batch(self, items: np.ndarray, ticks: np.ndarray | None = None,
+                     weights: np.ndarray | None = None) -> None:
+        """Add (weight +1) or delete (weight -1) integer items; vectorised per level."""
+        if self._released:
+            raise PrivacyError("update_batch: this window was already released; start a fresh "
+                               "instance (fresh noise) for the next window")
+        x = check_domain(items, self.spec.bits)
+        w = clip_weights(weights, x.shape[0], self.spec.weight_clip, self.spec.turnstile)
+        if x.shape[0]:
+            self.levels.update(x, w)
+
+    def _answer(self) -> tuple[float, np.ndarray]:
+        n_hat = max(float(self.levels.estimate(len(self.spec.shifts) - 1, np.zeros(1, int))[0]),
+                    0.0)
+        targets = np.array(self.spec.phis) * n_hat
+        leaves = descend_quantiles(self.levels, targets)
+        return n_hat, leaves << self.spec.resolution_bits
+
+    def release(self) -> dict[str, Any]:
+        """The ``quantiles`` payload (module docstring); once per instance."""
+        if self._released:
+            raise PrivacyError("release: this quantile sketch was already released; a second "
+                               "release after more updates reveals the exact increments")
+        self._released = True
+        s = self.spec
+        n_hat, values = self._answer()
+        e = self.sigma * math.sqrt(2 * math.log(4 * self.levels.cells() / s.beta))
+        hashed = sum(not self.levels.is_exact(i) for i in range(len(s.shifts)))
+        return {
+            "kind": "quantiles", "bits": s.bits, "resolution_bits": s.resolution_bits,
+            "n_estimate": n_hat,
+            "quantiles": [{"phi": p, "value": int(v)} for p, v in zip(s.phis, values,
+                                                                        strict=True)],
+            "sigma": self.sigma, "levels": len(s.shifts), "eps": s.eps, "delta": s.delta,
+            "relation": s.relation, "calibrator": s.calibrator, "mechanism": self.name,
+            "error_bound": {"beta": s.beta, "rank_noise_abs_max": (len(s.shifts) - 1) * e,
+                            "hashed_levels": hashed},
+        }
+
+    def memory_bytes(self) -> int:
+        """Bytes of counters and noise over all levels."""
+        return self.levels.memory_bytes()
+
+    def to_bytes(self) -> bytes:
+        """Private checkpoint (exact counts and drawn noise of every level)."""
+        spec = asdict(self.spec)
+        spec["phis"] = list(self.spec.phis)
+        return pack(self.name, spec, {"released": self._released}, self.levels.arrays())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, noise: Any) -> DyadicQuantiles:
+        """Restore a checkpoint; noise already drawn is reused, never redrawn."""
+        header, arrays = unpack(data)
+        check_header(header, cls.name, None)
+        try:
+            out = cls(DyadicQuantilesSpec.from_params(header["spec"]), noise, _restore=True)
+            out.levels.load(arrays)
+            out._released = bool(header["state"]["released"])
+        except (KeyError, TypeError, SpecError) as exc:
+            raise SerializationError(f"dyadic_quantiles state: {exc}") from None
+        return out
+
+
+register(MechanismEntry(name=DyadicQuantiles.name, build_spec=DyadicQuantilesSpec.from_params,
+                        build=DyadicQuantiles, from_bytes=DyadicQuantiles.from_bytes,
+                        continual=False))

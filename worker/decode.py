@@ -149,8 +149,10 @@ def _load(value: bytes | None, limit: int) -> Any:
         raise _Bad("not_utf8", "value is not UTF-8 text") from None
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise _Bad("malformed_json", f"not valid JSON: {exc.msg} at char {exc.pos}") from None
+    except ValueError as exc:  # e.g. numbers too long to convert
+        raise _Bad("malformed_json", f"not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise _Bad("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
     return doc

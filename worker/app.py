@@ -1,0 +1,248 @@
+"""The worker process: Kafka clients around :class:`worker.engine.Engine`.
+
+:func:`create_worker` is the factory: typed :class:`~worker.settings.Settings`
+plus validated topologies in, a :class:`Worker` out. The worker
+
+- declares every topic with an explicit partition count (input topics with
+  the topology's ``input.partitions``; the checkpoint topic compacted, one
+  partition) and refuses an input topic that exists with another count;
+- consumes the input topics in batches (``getmany``) in a consumer group
+  (``assignment=group``; workers split the partitions, a rebalance
+  checkpoints revoked partitions and restores assigned ones) or owning every
+  partition (``assignment=static``);
+- seeks each assigned partition to the offset its checkpoint covers (group
+  offsets are never trusted);
+- runs a timer that advances clocks and publishes due releases
+  (checkpoint first, publish second);
+- exposes Prometheus metrics on ``metrics_host:metrics_port``.
+
+The Kafka producer runs with idempotence disabled and ``acks=all`` (the
+idempotent producer does not work against every Kafka-protocol broker; crash
+consistency comes from checkpoints, not from transactions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from sketches.errors import SpecError
+from worker.checkpoint import CheckpointStore
+from worker.engine import Engine
+from worker.mechanisms import load_mechanisms
+from worker.metrics import Metrics
+from worker.settings import Settings
+from worker.topology import Topology, load_topologies
+
+log = logging.getLogger(__name__)
+
+
+class KafkaSink:
+    """Engine sink over an aiokafka producer: buffered sends, explicit flush."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self.producer = producer
+        self._futures: list[asyncio.Future[Any]] = []
+
+    async def publish(self, topic: str, key: bytes, value: bytes) -> None:
+        self._futures.append(await self.producer.send(topic, key=key, value=value))
+
+    async def flush(self) -> None:
+        futures, self._futures = self._futures, []
+        if futures:
+            await asyncio.gather(*futures)
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self.worker.engine.revoke([(tp.topic, tp.partition) for tp in revoked])
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        await self.worker.restore_and_seek(list(assigned))
+
+
+class Worker:
+    """A running dpstream worker (see the module docstring)."""
+
+    def __init__(self, settings: Settings, topologies: Sequence[Topology],
+                 metrics: Metrics | None = None) -> None:
+        if not settings.broker:
+            raise SpecError("DPSTREAM_BROKER: no broker configured; set host:port "
+                            "(the `dpstream run` CLI starts an embedded broker instead)")
+        self.settings, self.topologies = settings, list(topologies)
+        self.metrics = metrics or Metrics()
+        self.metrics_port: int | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._stopping = asyncio.Event()
+        self.engine: Engine
+        self.failed: BaseException | None = None
+
+    def _common(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.settings.broker,
+                **self.settings.kafka_security_kwargs()}
+
+    async def _declare_topics(self) -> None:
+        admin = AIOKafkaAdminClient(**self._common())
+        await admin.start()
+        try:
+            wanted: dict[str, tuple[int, dict[str, str]]] = {
+                self.settings.checkpoint_topic: (1, {"cleanup.policy": "compact"})}
+            for t in self.topologies:
+                wanted[t.input.topic] = (t.input.partitions, {})
+                wanted[t.release.topic] = (t.release.partitions, {})
+                wanted[t.dead_letter_topic] = (1, {})
+            for name, (n, cfg) in wanted.items():
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    await admin.create_topics([NewTopic(name, n, 1, topic_configs=cfg)])
+        finally:
+            await admin.close()
+
+    async def _check_partitions(self) -> None:
+        for t in self.topologies:
+            parts = self.consumer.partitions_for_topic(t.input.topic)
+            for _ in range(50):
+                if parts:
+                    break
+                await self.consumer._client.force_metadata_update()
+                parts = self.consumer.partitions_for_topic(t.input.topic)
+            if parts and len(parts) != t.input.partitions:
+                raise SpecError(
+                    f"{t.source}: input.partitions: topic {t.input.topic!r} has {len(parts)} "
+                    f"partitions, the topology says {t.input.partitions}; make them equal")
+
+    async def start(self) -> None:
+        """Connect, declare topics, join (or assign) and start consuming and the timer."""
+        s = self.settings
+        load_mechanisms(s.plugins)
+        await self._declare_topics()
+        self.producer = AIOKafkaProducer(
+            enable_idempotence=False, acks="all", linger_ms=2,
+            max_request_size=4 * 1024 * 1024, **self._common())
+        await self.producer.start()
+        self.ck_consumer = AIOKafkaConsumer(enable_auto_commit=False, group_id=None,
+                                            auto_offset_reset="earliest", **self._common())
+        await self.ck_consumer.start()
+        ck_tp = TopicPartition(s.checkpoint_topic, 0)
+        self.ck_consumer.assign([ck_tp])
+        await self.ck_consumer.seek_to_beginning(ck_tp)
+        store = CheckpointStore(self.producer, self.ck_consumer, s.checkpoint_topic)
+        self.engine = Engine(self.topologies, store, KafkaSink(self.producer), self.metrics,
+                             crash_points=s.crash_probabilities())
+        self.consumer = AIOKafkaConsumer(
+            group_id=s.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
+            session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
+            max_poll_interval_ms=300_000, rebalance_timeout_ms=60_000,
+            max_partition_fetch_bytes=8 * 1024 * 1024, **self._common())
+        await self.consumer.start()
+        await self._check_partitions()
+        topics = sorted({t.input.topic for t in self.topologies})
+        if s.assignment == "static":
+            tps = [TopicPartition(t.input.topic, p) for t in self.topologies
+                   for p in range(t.input.partitions)]
+            self.consumer.assign(sorted(set(tps)))
+            await self.restore_and_seek(tps)
+        else:
+            self.consumer.subscribe(topics, listener=_Listener(self))
+        if s.metrics_port:
+            self.metrics_port = self.metrics.serve(s.metrics_host, s.metrics_port)
+        self._tasks = [asyncio.create_task(self._consume(), name="dpstream-consume"),
+                       asyncio.create_task(self._timer(), name="dpstream-timer")]
+        for task in self._tasks:
+            task.add_done_callback(self._on_task_done)
+        log.info("worker started: %d topologies, group %s, assignment %s", len(self.topologies),
+                 s.group_id, s.assignment)
+
+    def _on_task_done(self, task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.failed = task.exception()
+            log.error("worker task %s failed: %r", task.get_name(), self.failed)
+            self._stopping.set()
+
+    async def restore_and_seek(self, tps: Sequence[TopicPartition]) -> None:
+        """Restore assigned partitions from checkpoints and seek to the covered offsets."""
+        offsets = await self.engine.assign([(tp.topic, tp.partition) for tp in tps])
+        for (topic, p), off in offsets.items():
+            tp = TopicPartition(topic, p)
+            if off is None:
+                await self.consumer.seek_to_beginning(tp)
+            else:
+                self.consumer.seek(tp, off)
+        log.info("assigned %s", sorted(f"{t}/{p}@{o}" for (t, p), o in offsets.items()))
+
+    async def _consume(self) -> None:
+        s = self.settings
+        while not self._stopping.is_set():
+            batches = await self.consumer.getmany(timeout_ms=100, max_records=s.max_batch)
+            for tp, msgs in batches.items():
+                records = [(m.offset, m.key, m.value, m.timestamp) for m in msgs]
+                await self.engine.process_batch(tp.topic, tp.partition, records)
+
+    async def _timer(self) -> None:
+        period = max(0.02, min(1.0, min(t.privacy.tick_ms for t in self.topologies) / 4000))
+        while not self._stopping.is_set():
+            await self.engine.on_timer()
+            self._update_lag()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), period)
+
+    def _update_lag(self) -> None:
+        for tp in self.consumer.assignment():
+            high = self.consumer.highwater(tp)
+            if high is None:
+                continue
+            with contextlib.suppress(Exception):
+                pos = self.consumer._fetcher._subscriptions.subscription.assignment \
+                    .state_value(tp).position
+                if pos is not None:
+                    for t in self.engine.by_topic.get(tp.topic, []):
+                        self.metrics.lag.labels(topology=t.name, partition=str(tp.partition)) \
+                            .set(max(0, high - pos))
+
+    async def run_until_stopped(self) -> None:
+        """Block until :meth:`request_stop` (or a task failure), then stop cleanly."""
+        await self._stopping.wait()
+        await self.stop()
+        if self.failed is not None:
+            raise self.failed
+
+    def request_stop(self) -> None:
+        """Ask the worker to stop (signal-handler safe)."""
+        self._stopping.set()
+
+    async def stop(self) -> None:
+        """Stop consuming, checkpoint everything owned, leave the group, close clients."""
+        self._stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        if self.failed is None:
+            with contextlib.suppress(Exception):
+                await self.engine.checkpoint_all()
+        for client in (getattr(self, "consumer", None), getattr(self, "ck_consumer", None),
+                       getattr(self, "producer", None)):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.stop()
+        self.metrics.close()
+
+
+def create_worker(settings: Settings, topology_paths: Sequence[str] | None = None,
+                  metrics: Metrics | None = None) -> Worker:
+    """Factory: load mechanisms and topologies, validate, and build a :class:`Worker`."""
+    load_mechanisms(settings.plugins)
+    topologies = load_topologies(topology_paths or settings.topologies)
+    return Worker(settings, topologies, metrics)

@@ -1,0 +1,189 @@
+"""The ``dpstream`` command line.
+
+``dpstream run [--topology FILE_OR_DIR ...] [--broker HOST:PORT]``
+    Run the worker. With no broker configured (no ``--broker``, no
+    ``DPSTREAM_BROKER``) it starts the embedded broker on loopback and stops it
+    on exit.
+``dpstream demo``
+    Embedded broker + demo producer + worker on ``topologies/netmon.yaml``;
+    prints releases as they are published.
+``dpstream tail ...`` / ``dpstream query ...``
+    Read releases (see ``worker.reader``).
+
+Examples
+--------
+>>> build_parser().parse_args(["run", "--topology", "topologies/netmon.yaml"]).topology
+['topologies/netmon.yaml']
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from sketches.errors import DPStreamError
+from worker.settings import Settings
+
+log = logging.getLogger("dpstream")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Argument parser of ``dpstream``."""
+    p = argparse.ArgumentParser(prog="dpstream", description="Differentially private "
+                                "statistics over Kafka event streams")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the worker")
+    run.add_argument("--topology", action="append", help="topology file or directory "
+                     "(repeatable; default $DPSTREAM_TOPOLOGIES or ./topologies)")
+    run.add_argument("--broker", help="Kafka bootstrap servers; default $DPSTREAM_BROKER, "
+                     "else an embedded broker")
+    run.add_argument("--metrics-port", type=int, help="Prometheus port (0 disables)")
+    demo = sub.add_parser("demo", help="embedded broker + demo producer + worker")
+    demo.add_argument("--rate", type=float, default=2000.0, help="events per second")
+    demo.add_argument("--seconds", type=float, default=None, help="stop after this long")
+    sub.add_parser("tail", help="tail a release topic (see dpstream tail -h)", add_help=False)
+    sub.add_parser("query", help="point queries on releases (see dpstream query -h)",
+                   add_help=False)
+    return p
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+
+
+async def _run(settings: Settings, topology: Sequence[str] | None) -> None:
+    from worker.app import create_worker
+
+    worker = create_worker(settings, topology)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, worker.request_stop)
+    await worker.start()
+    if worker.metrics_port:
+        log.info("metrics: http://%s:%d/metrics", settings.metrics_host, worker.metrics_port)
+    await worker.run_until_stopped()
+
+
+def _with_broker(settings: Settings) -> tuple[Settings, contextlib.AbstractContextManager[object]]:
+    if settings.broker:
+        return settings, contextlib.nullcontext()
+    from worker.broker import EmbeddedBroker
+
+    broker = EmbeddedBroker()
+    broker.start()
+    log.info("no broker configured: started the embedded broker on %s", broker.bootstrap)
+    return settings.with_broker(broker.bootstrap), contextlib.closing(_Stopper(broker))
+
+
+class _Stopper:
+    def __init__(self, broker: object) -> None:
+        self.broker = broker
+
+    def close(self) -> None:
+        self.broker.stop()  # type: ignore[attr-defined]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``dpstream run``."""
+    settings = Settings.from_env()
+    if args.broker:
+        settings = settings.with_broker(args.broker)
+    if args.metrics_port is not None:
+        settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
+    _logging(settings.log_level)
+    settings, broker = _with_broker(settings)
+    with broker:
+        asyncio.run(_run(settings, args.topology))
+    return 0
+
+
+async def _demo(settings: Settings, rate: float, seconds: float | None) -> None:
+    from worker.app import create_worker
+
+    worker = create_worker(settings, ["topologies/netmon.yaml"])
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, worker.request_stop)
+    await worker.start()
+    topo = worker.topologies[0]
+    tasks = []
+    try:
+        from worker.demo_producer import run_producer
+    except ImportError:
+        log.error("worker.demo_producer is not available; run your own producer")
+    else:
+        tasks.append(asyncio.create_task(run_producer(
+            settings.broker, topo.input.topic, events=None, rate=rate,
+            encoding=topo.input.encoding, seed=0)))
+    tasks.append(asyncio.create_task(_print_releases(settings, topo.release.topic)))
+    print(f"dpstream demo: broker {settings.broker}; metrics "
+          f"http://{settings.metrics_host}:{worker.metrics_port}/metrics; Ctrl-C stops",
+          flush=True)
+    if seconds:
+        loop.call_later(seconds, worker.request_stop)
+    try:
+        await worker.run_until_stopped()
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+
+
+async def _print_releases(settings: Settings, topic: str) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    from worker.publish import summarize_release
+
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.broker, group_id=None,
+                                auto_offset_reset="earliest",
+                                **settings.kafka_security_kwargs())
+    await consumer.start()
+    try:
+        async for msg in consumer:
+            if msg.value:
+                print(summarize_release(msg.value), flush=True)
+    finally:
+        await consumer.stop()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``dpstream demo``."""
+    settings = Settings.from_env()
+    _logging(settings.log_level)
+    settings, broker = _with_broker(settings)
+    with broker:
+        asyncio.run(_demo(settings, args.rate, args.seconds))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dpstream`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("tail", "query"):
+        import importlib
+
+        reader = importlib.import_module("worker.reader")
+        fn = reader.tail_main if argv[0] == "tail" else reader.query_main
+        return int(fn(argv[1:]) or 0)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        return cmd_demo(args)
+    except DPStreamError as exc:
+        print(f"dpstream: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,352 @@
+"""The worker's core, independent of how records arrive: batch -> state -> release.
+
+:class:`Engine` owns the per-(topology, partition) state of the partitions
+assigned to this worker. A driver (``worker.app``) calls
+
+- :meth:`Engine.assign` when partitions arrive: restore from the latest
+  checkpoint, re-publish its pending releases byte-identically, and return the
+  offsets to seek to (checkpointed offsets, never group commits);
+- :meth:`Engine.process_batch` for every fetched batch of one partition
+  (decode -> dead letters -> route by shard -> ``update_batch``);
+- :meth:`Engine.on_timer` periodically: advance clocks, roll epochs, make the
+  scheduled releases, then *checkpoint first and publish second*;
+- :meth:`Engine.revoke` when partitions leave: checkpoint, then drop them.
+
+Every call holds one asyncio lock, so a release never interleaves with a batch.
+The engine contains no DP maths; mechanisms come from the registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import xxhash
+
+from sketches.base import lookup
+from worker.checkpoint import CheckpointStore, PartitionCheckpoint
+from worker.decode import Record, decode_batch
+from worker.metrics import Metrics
+from worker.publish import envelope_bytes, release_key
+from worker.routing import ShardGate, group_by_shard
+from worker.shard_state import ShardState
+from worker.topology import Topology
+
+log = logging.getLogger(__name__)
+
+
+class Sink(Protocol):
+    """Where releases and dead letters go (a Kafka producer in production)."""
+
+    async def publish(self, topic: str, key: bytes, value: bytes) -> None: ...
+    async def flush(self) -> None: ...
+
+
+@dataclass
+class PartitionState:
+    """All shards of one topology on one input partition, plus what they cover."""
+
+    topology: Topology
+    partition: int
+    gate: ShardGate
+    next_offset: int = 0
+    shards: dict[str, ShardState] = field(default_factory=dict)
+    pending: list[tuple[str, bytes, bytes, float | None]] = field(default_factory=list)
+    dirty: bool = False
+    last_commit_ms: float = 0.0
+
+
+class Engine:
+    """Decode, route, update, release and checkpoint for the assigned partitions."""
+
+    def __init__(self, topologies: Sequence[Topology], store: CheckpointStore, sink: Sink,
+                 metrics: Metrics | None = None, *, crash_points: dict[str, float] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.topologies = {t.name: t for t in topologies}
+        self.by_topic: dict[str, list[Topology]] = {}
+        for t in topologies:
+            self.by_topic.setdefault(t.input.topic, []).append(t)
+        self.entries = {t.name: lookup(t.mechanism) for t in topologies}
+        self.specs = {t.name: self.entries[t.name].build_spec(t.spec_params())
+                      for t in topologies}
+        self.store, self.sink = store, sink
+        self.metrics = metrics or Metrics()
+        self.crash_points = crash_points or {}
+        self.clock = clock
+        self.parts: dict[tuple[str, int], PartitionState] = {}
+        self.lock = asyncio.Lock()
+        self._rng = np.random.default_rng()
+        for t in topologies:
+            self.metrics.privacy_info.labels(topology=t.name).info({
+                "mechanism": t.mechanism, "relation": t.privacy.relation,
+                "unit": t.privacy.unit_field or "event", "clock": t.privacy.clock,
+                "unit_cap": str(t.privacy.unit_cap if t.privacy.unit_field else 1),
+                "noise": t.noise.kind})
+
+    # ---- helpers -----------------------------------------------------------
+    def now_ms(self) -> int:
+        """Wall-clock milliseconds (the tick clock's processing time)."""
+        return int(self.clock() * 1000)
+
+    def _crash(self, point: str) -> None:
+        """Testing only: SIGKILL ourselves at ``point`` with the configured probability."""
+        p = self.crash_points.get(point)
+        if p and self._rng.random() < p:
+            log.warning("crash point %s reached: killing the worker (testing only)", point)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def _noise(self, topo: Topology, shard: str, epoch: int) -> Any:
+        from sketches.noise import make_noise
+
+        seed = None
+        if topo.noise.kind != "secure":
+            base = topo.noise.seed or 0
+            seed = xxhash.xxh64_intdigest(f"{base}/{topo.name}/{shard}/{epoch}".encode()) >> 1
+        return make_noise(topo.noise.kind, seed, allow_insecure=topo.noise.allow_insecure_noise)
+
+    def _new_state(self, ps: PartitionState, shard: str, now: int) -> ShardState:
+        topo = ps.topology
+        epoch = 0
+        st = ShardState(topo, shard, ps.partition, epoch, None)
+        if st.is_tick:
+            epoch, local = st.tick_of(now)
+            st.epoch = epoch
+            st.released_slot = local // topo.release.every_ticks
+        else:
+            st.released_slot = self._arrival_slot(topo, now)
+        st.mechanism = self.entries[topo.name].build(self.specs[topo.name],
+                                                     self._noise(topo, shard, st.epoch))
+        return st
+
+    @staticmethod
+    def _arrival_slot(topo: Topology, now: int) -> int:
+        return now // topo.privacy.tick_ms // topo.release.every_ticks
+
+    def _release(self, ps: PartitionState, st: ShardState, now: int, final: bool) -> None:
+        topo = ps.topology
+        payload = st.mechanism.release()
+        raw = envelope_bytes(topo, st.shard, epoch=st.epoch, seq=st.seq, rounds=st.rounds,
+                             final=final, payload=payload, published_at_ms=now)
+        st.seq += 1
+        ps.pending.append((topo.release.topic, release_key(topo.name, st.shard), raw,
+                           st.oldest_unreleased_ms))
+        st.oldest_unreleased_ms = None
+
+    def _roll(self, ps: PartitionState, st: ShardState, epoch: int, now: int) -> None:
+        """Close the epoch (final release), start ``epoch`` with a fresh mechanism and noise."""
+        topo = ps.topology
+        if st.is_tick:
+            st.advance(topo.horizon)
+        self._release(ps, st, now, final=True)
+        st.mechanism = self.entries[topo.name].build(self.specs[topo.name],
+                                                     self._noise(topo, st.shard, epoch))
+        st.epoch, st.seq, st.rounds, st.events_in_epoch = epoch, 0, 0, 0
+        st.unit_counts = {}
+        st.released_slot = 0 if st.is_tick else self._arrival_slot(topo, now)
+
+    # ---- driver API --------------------------------------------------------
+    async def assign(self, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+        """Restore the given input partitions; return ``{(topic, p): offset or None}``.
+
+        ``None`` means no checkpoint: start from the beginning of the partition.
+        """
+        async with self.lock:
+            tps = [tp for tp in tps if tp[0] in self.by_topic]
+            if not tps:
+                return {}
+            await self.store.refresh()
+            out: dict[tuple[str, int], int | None] = {}
+            for topic, p in tps:
+                for topo in self.by_topic[topic]:
+                    ps = self.parts.get((topo.name, p))
+                    if ps is None:
+                        ps = await self._restore(topo, p)
+                        self.parts[(topo.name, p)] = ps
+                    off = ps.next_offset if ps.next_offset > 0 else None
+                    if (topic, p) not in out:
+                        out[(topic, p)] = off
+                    else:
+                        prev = out[(topic, p)]
+                        out[(topic, p)] = None if prev is None or off is None else min(prev, off)
+            return out
+
+    async def _restore(self, topo: Topology, p: int) -> PartitionState:
+        ps = PartitionState(topo, p, ShardGate(p, topo.input.partitions, topo.allowed_shards))
+        cp = self.store.load(topo.name, p)
+        if cp is None:
+            log.info("topology %s partition %d: no checkpoint, starting fresh", topo.name, p)
+            return ps
+        entry = self.entries[topo.name]
+        for blob in cp.shards:
+            st = ShardState.from_bytes(blob, topo, entry.from_bytes,
+                                       lambda shard, epoch, t=topo: self._noise(t, shard, epoch))
+            ps.shards[st.shard] = st
+        ps.next_offset = cp.next_offset
+        for raw in cp.pending:
+            shard = json.loads(raw)["shard"]
+            await self.sink.publish(topo.release.topic, release_key(topo.name, shard), raw)
+        if cp.pending:
+            await self.sink.flush()
+        log.info("topology %s partition %d: restored %d shards at offset %d, re-published %d "
+                 "pending releases", topo.name, p, len(ps.shards), cp.next_offset,
+                 len(cp.pending))
+        return ps
+
+    async def revoke(self, tps: Iterable[tuple[str, int]]) -> None:
+        """Checkpoint, then drop, every state of the given input partitions."""
+        async with self.lock:
+            for topic, p in tps:
+                for topo in self.by_topic.get(topic, []):
+                    ps = self.parts.pop((topo.name, p), None)
+                    if ps is not None:
+                        await self._commit(ps, force=True)
+                        for shard in ps.shards:
+                            self.metrics.memory.remove(topo.name, shard)
+
+    async def checkpoint_all(self) -> None:
+        """Checkpoint every owned partition (graceful shutdown)."""
+        async with self.lock:
+            for ps in self.parts.values():
+                await self._commit(ps, force=True)
+
+    async def process_batch(self, topic: str, partition: int, records: Sequence[Record]) -> int:
+        """Ingest one fetched batch of ``topic``/``partition``; return events applied."""
+        t0 = time.perf_counter()
+        applied = 0
+        async with self.lock:
+            for topo in self.by_topic.get(topic, []):
+                ps = self.parts.get((topo.name, partition))
+                if ps is None or not records:
+                    continue
+                recs = records
+                if recs[0][0] < ps.next_offset:
+                    recs = [r for r in records if r[0] >= ps.next_offset]
+                    if not recs:
+                        continue
+                applied += await self._ingest(ps, recs, topic)
+                ps.next_offset = recs[-1][0] + 1
+                ps.dirty = True
+                self.metrics.batch_latency.labels(topology=topo.name).observe(
+                    time.perf_counter() - t0)
+            for ps in self.parts.values():
+                if ps.pending:
+                    await self._commit(ps)
+        return applied
+
+    async def _ingest(self, ps: PartitionState, recs: Sequence[Record], topic: str) -> int:
+        topo, m = ps.topology, self.metrics
+        decoded = decode_batch(topo.input, recs, ps.gate)
+        m.messages_in.labels(topology=topo.name).inc(len(recs))
+        for d in decoded.dead:
+            m.decode_errors.labels(topology=topo.name, reason=d.reason).inc()
+            m.dead_letters.labels(topology=topo.name, reason=d.reason).inc()
+            log.debug("dead letter %s at %s/%d@%d", d.reason, topic, ps.partition, d.offset)
+            await self.sink.publish(topo.dead_letter_topic, d.key or b"",
+                                    d.to_json(topo.name, topic, ps.partition))
+        now = self.now_ms()
+        dropped = applied = 0
+        for shard, idx in group_by_shard(decoded.shards):
+            st = ps.shards.get(shard)
+            if st is None:
+                st = ps.shards[shard] = self._new_state(ps, shard, now)
+            items = decoded.items[idx]
+            units = None if decoded.units is None else decoded.units[idx]
+            weights = None if decoded.weights is None else decoded.weights[idx]
+            if st.is_tick:
+                epoch, local = st.tick_of(now)
+                if epoch > st.epoch:
+                    self._roll(ps, st, epoch, now)
+                dropped += st.apply(items, units, weights, local, now)
+                applied += len(items)
+                continue
+            start = 0
+            while start < len(items):  # arrival clock: split at epoch boundaries
+                if st.room() == 0:
+                    self._roll(ps, st, st.epoch + 1, now)
+                stop = min(len(items), start + st.room())
+                sl = slice(start, stop)
+                dropped += st.apply(items[sl], None if units is None else units[sl],
+                                    None if weights is None else weights[sl], 0, now)
+                start = stop
+            applied += len(items)
+        applied -= dropped
+        m.events_in.labels(topology=topo.name).inc(applied)
+        m.batch_size.labels(topology=topo.name).observe(len(decoded))
+        if dropped:
+            m.dropped.labels(topology=topo.name).inc(dropped)
+        return applied
+
+    async def on_timer(self) -> None:
+        """Advance clocks, roll epochs, make due releases; checkpoint, then publish."""
+        async with self.lock:
+            now = self.now_ms()
+            for ps in list(self.parts.values()):
+                topo = ps.topology
+                every = topo.release.every_ticks
+                for st in ps.shards.values():
+                    if st.is_tick:
+                        epoch, local = st.tick_of(now)
+                        if epoch > st.epoch:
+                            self._roll(ps, st, epoch, now)
+                        st.advance(local)
+                        slot = local // every
+                    else:
+                        slot = self._arrival_slot(topo, now)
+                    if slot > st.released_slot:
+                        st.released_slot = slot
+                        self._release(ps, st, now, final=False)
+                    self._gauges(topo, st)
+                period = topo.privacy.tick_ms * every
+                if ps.pending or (ps.dirty and now - ps.last_commit_ms >= period):
+                    await self._commit(ps)
+
+    def _gauges(self, topo: Topology, st: ShardState) -> None:
+        labels = {"topology": topo.name, "shard": st.shard}
+        m = self.metrics
+        m.memory.labels(**labels).set(st.mechanism.memory_bytes())
+        m.eps.labels(**labels).set(topo.privacy.eps)
+        m.delta.labels(**labels).set(topo.privacy.delta)
+        m.epoch.labels(**labels).set(st.epoch)
+        m.epoch_progress.labels(**labels).set(st.rounds)
+        m.epoch_length.labels(**labels).set(topo.horizon)
+
+    async def _commit(self, ps: PartitionState, force: bool = False) -> None:
+        """Checkpoint ``ps`` (state + offsets + pending releases), then publish pending."""
+        if not (force or ps.pending or ps.dirty):
+            return
+        topo = ps.topology
+        t0 = time.perf_counter()
+        cp = PartitionCheckpoint(topo.name, ps.partition, ps.next_offset,
+                                 [st.to_bytes() for st in ps.shards.values()],
+                                 [raw for _, _, raw, _ in ps.pending])
+        written = await self.store.write(cp)
+        self.metrics.checkpoint_latency.labels(topology=topo.name).observe(
+            time.perf_counter() - t0)
+        self.metrics.checkpoint_bytes.labels(topology=topo.name).inc(written)
+        ps.dirty, ps.last_commit_ms = False, self.now_ms()
+        if not ps.pending:
+            return
+        self._crash("after_checkpoint")
+        for topic, key, raw, _ in ps.pending:
+            await self.sink.publish(topic, key, raw)
+        self._crash("mid_publish")
+        await self.sink.flush()
+        now = self.now_ms()
+        for _, key, _, oldest in ps.pending:
+            shard = key.decode().split("/", 1)[1]
+            self.metrics.releases.labels(topology=topo.name, shard=shard).inc()
+            if oldest is not None:
+                self.metrics.release_latency.labels(topology=topo.name).observe(
+                    max(0.0, (now - oldest) / 1000))
+        ps.pending.clear()
+        self.metrics.shards_owned.labels(topology=topo.name).set(
+            sum(len(p.shards) for p in self.parts.values() if p.topology is topo))
+

@@ -1,0 +1,97 @@
+"""Prometheus metrics of the worker (operator-only: they describe private data).
+
+Every metric lives in one :class:`Metrics` object with its own registry, so
+tests can run several workers in one process. :meth:`Metrics.serve` exposes
+them over HTTP, on 127.0.0.1 unless configured otherwise. The list with
+meanings is in docs/OPERATIONS.md.
+
+Examples
+--------
+>>> m = Metrics()
+>>> m.events_in.labels(topology="t").inc(3)
+>>> m.value("dpstream_events_in_total", topology="t")
+3.0
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.exposition import start_http_server
+
+log = logging.getLogger(__name__)
+
+_SIZE_BUCKETS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+_LAT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class Metrics:
+    """All dpstream worker metrics (names carry their unit, Prometheus style)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        t, ts, tp = ["topology"], ["topology", "shard"], ["topology", "partition"]
+        self.events_in = Counter("dpstream_events_in", "Events ingested into a sketch", t,
+                                 registry=r)
+        self.messages_in = Counter("dpstream_messages_in", "Input messages read", t, registry=r)
+        self.batch_size = Histogram("dpstream_batch_size_events", "Events per processed batch",
+                                    t, buckets=_SIZE_BUCKETS, registry=r)
+        self.batch_latency = Histogram("dpstream_batch_duration_seconds",
+                                       "Time to decode, route and apply one batch", t,
+                                       buckets=_LAT_BUCKETS, registry=r)
+        self.decode_errors = Counter("dpstream_decode_errors", "Messages that failed decoding",
+                                     ["topology", "reason"], registry=r)
+        self.dead_letters = Counter("dpstream_dead_letters", "Records sent to the dead-letter "
+                                    "topic", ["topology", "reason"], registry=r)
+        self.dropped = Counter("dpstream_contributions_dropped", "Events dropped by the exact "
+                               "per-unit contribution cap", t, registry=r)
+        self.releases = Counter("dpstream_releases_published", "Releases published", ts,
+                                registry=r)
+        self.release_latency = Histogram(
+            "dpstream_release_latency_seconds",
+            "Oldest event-in to its inclusion in a published release", t,
+            buckets=_LAT_BUCKETS, registry=r)
+        self.lag = Gauge("dpstream_consumer_lag_messages", "High watermark minus position", tp,
+                         registry=r)
+        self.memory = Gauge("dpstream_sketch_memory_bytes", "Bytes of sketch state", ts,
+                            registry=r)
+        self.eps = Gauge("dpstream_privacy_epsilon_per_epoch", "Epsilon spent per epoch", ts,
+                         registry=r)
+        self.delta = Gauge("dpstream_privacy_delta_per_epoch", "Delta spent per epoch", ts,
+                           registry=r)
+        self.epoch = Gauge("dpstream_epoch", "Current epoch number", ts, registry=r)
+        self.epoch_progress = Gauge("dpstream_epoch_progress_rounds", "Closed rounds of the "
+                                    "current epoch", ts, registry=r)
+        self.epoch_length = Gauge("dpstream_epoch_length_rounds", "Rounds per epoch", ts,
+                                  registry=r)
+        self.privacy_info = Info("dpstream_privacy", "Privacy semantics of a topology", t,
+                                 registry=r)
+        self.checkpoint_bytes = Counter("dpstream_checkpoint_written_bytes", "Compressed "
+                                        "checkpoint bytes written", t, registry=r)
+        self.checkpoint_latency = Histogram("dpstream_checkpoint_duration_seconds",
+                                            "Time to write and acknowledge one checkpoint", t,
+                                            buckets=_LAT_BUCKETS, registry=r)
+        self.shards_owned = Gauge("dpstream_shards_owned", "Shards whose state this worker "
+                                  "holds", t, registry=r)
+        self._server: Any = None
+
+    def value(self, name: str, **labels: str) -> float | None:
+        """Current sample value (for tests and the demo)."""
+        return self.registry.get_sample_value(name, labels)
+
+    def serve(self, host: str, port: int) -> int:
+        """Start the HTTP endpoint; return the bound port (``port`` 0 picks a free one)."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        bound = int(server.server_address[1])
+        log.info("metrics on http://%s:%d/metrics", host, bound)
+        return bound
+
+    def close(self) -> None:
+        """Stop the HTTP endpoint if it runs."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -1,0 +1,109 @@
+"""The release envelope (JSON, ``schema_version`` 1), documented in docs/RELEASES.md.
+
+The worker wraps a mechanism's public ``release()`` payload with the metadata
+a reader needs to interpret it. The envelope is encoded once, checkpointed as
+bytes and published; after a crash the same bytes are re-published, so a
+``(topology, shard, epoch, seq)`` never carries two different payloads.
+
+Examples
+--------
+>>> from worker.topology import parse_topology
+>>> topo = parse_topology('''
+... name: demo
+... input: {topic: in, partitions: 1, fields: {shard: r, item: i}}
+... mechanism: {name: lazy_cms}
+... privacy: {eps: 1.0, delta: 1.0e-6, tick_ms: 500, epoch_ticks: 100}
+... release: {every_ticks: 10, topic: out}
+... dead_letter: {topic: dlq}''')
+>>> raw = envelope_bytes(topo, "r1", epoch=7, seq=0, rounds=10, final=False,
+...                      payload={"kind": "sketch", "lag_bound": 1}, published_at_ms=1)
+>>> doc = json.loads(raw)
+>>> doc["schema_version"], doc["topology"], doc["epoch"], doc["unit"], doc["lag_bound"]
+(1, 'demo', 7, 'event', 1)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from worker.topology import Topology
+
+SCHEMA_VERSION = 1
+
+
+def release_key(topology: str, shard: str) -> bytes:
+    """Kafka key of a release: ``"<topology>/<shard>"`` (one partition per shard)."""
+    return f"{topology}/{shard}".encode()
+
+
+def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, final: bool,
+             payload: dict[str, Any], published_at_ms: int) -> dict[str, Any]:
+    """The envelope as a dict (see docs/RELEASES.md for every field)."""
+    p = topo.privacy
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "topology": topo.name,
+        "shard": shard,
+        "epoch": epoch,
+        "seq": seq,
+        "final": final,
+        "mechanism": topo.mechanism,
+        "eps": p.eps,
+        "delta": p.delta,
+        "relation": p.relation,
+        "unit": p.unit_field or "event",
+        "unit_cap": p.unit_cap if p.unit_field else 1,
+        "clock": p.clock,
+        "tick_ms": p.tick_ms if p.clock == "tick" else None,
+        "rounds": int(payload.get("rounds", rounds)),
+        "horizon": topo.horizon,
+        "item_type": topo.input.item_type,
+        "published_at": published_at_ms,
+        "error_bound": payload.get("error_bound"),
+        "lag_bound": payload.get("lag_bound"),
+        "payload": payload,
+    }
+    if "delta_tilde" in payload:
+        doc["delta_tilde"] = payload["delta_tilde"]
+    return doc
+
+
+def envelope_bytes(topo: Topology, shard: str, **kw: Any) -> bytes:
+    """:func:`envelope` encoded as compact UTF-8 JSON (the bytes that are published)."""
+    return json.dumps(envelope(topo, shard, **kw), separators=(",", ":"),
+                      allow_nan=False, default=_jsonable).encode()
+
+
+def _jsonable(obj: Any) -> Any:
+    """numpy scalars/arrays inside a payload become plain JSON values."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"release payload: {type(obj).__name__} is not JSON-serialisable; "
+                    "the mechanism's release() must return JSON types")
+
+
+def summarize_release(raw: bytes, top: int = 5) -> str:
+    """One human-readable line for a published release (demo output).
+
+    >>> summarize_release(b'{"topology":"t","shard":"r1","epoch":2,"seq":5,"eps":1.0,'
+    ...                   b'"payload":{"kind":"heavy_hitters",'
+    ...                   b'"items":[{"item":"a","estimate":9.5}]}}')
+    't/r1 epoch 2 seq 5 (eps 1.0): heavy hitters a~9.5'
+    """
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return f"<unreadable release of {len(raw)} bytes>"
+    head = (f"{doc.get('topology')}/{doc.get('shard')} epoch {doc.get('epoch')} "
+            f"seq {doc.get('seq')} (eps {doc.get('eps')})")
+    payload = doc.get("payload") or {}
+    kind = payload.get("kind")
+    if kind == "heavy_hitters":
+        items = payload.get("items") or []
+        hh = ", ".join(f"{i.get('item')}~{float(i.get('estimate', 0)):.1f}" for i in items[:top])
+        return f"{head}: heavy hitters {hh or '(none above threshold)'}"
+    if kind == "sketch":
+        matrix = payload.get("matrix") or []
+        return f"{head}: sketch {len(matrix)}x{len(matrix[0]) if matrix else 0}"
+    return f"{head}: {kind}"

@@ -1,0 +1,200 @@
+"""Per-shard worker state: one mechanism per epoch, its clock, seq and unit caps.
+
+A :class:`ShardState` belongs to one ``(topology, partition, shard)``. It holds
+the current epoch's mechanism (built through the ``sketches.base`` registry,
+never by class name), the epoch number, the next release ``seq`` of the epoch,
+the epoch progress in rounds and, for user-level privacy, the *exact* number
+of contributions of every privacy unit in this ``(shard, epoch)``.
+
+Clocks (DESIGN.md, privacy semantics 2 and 3)
+
+- ``tick``: ``global_tick = now_ms // tick_ms`` (wall clock, data-independent);
+  ``epoch = global_tick // epoch_ticks``; the mechanism sees the local tick
+  ``global_tick - epoch * epoch_ticks`` and ``advance_to`` pushes empty ticks.
+- ``arrival`` (relation ``replace`` only): the epoch is ``events // epoch_events``.
+
+This module contains no DP maths: it only counts, caps and calls the
+mechanism. The unit counts are private; they live in the checkpoint only.
+
+Examples
+--------
+>>> counts: dict[str, int] = {}
+>>> cap_mask(np.array(["u1", "u2", "u1", "u1"], dtype=object), counts, cap=2).tolist()
+[True, True, True, False]
+>>> sorted(counts.items())
+[('u1', 2), ('u2', 1)]
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sketches.errors import SerializationError
+from worker.topology import Topology
+
+STATE_MAGIC = b"DPSS"
+STATE_VERSION = 1
+
+
+def cap_mask(units: np.ndarray, counts: dict[str, int], cap: int) -> np.ndarray:
+    """Boolean mask keeping each unit's contributions while its exact count < ``cap``.
+
+    Updates ``counts`` in place (arrival order decides which contributions are
+    kept). Exact: no sampling or sketching, so units never interact.
+    """
+    n = units.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    keys, inverse = np.unique(units.astype(str), return_inverse=True)
+    prior = np.fromiter((counts.get(k, 0) for k in keys.tolist()), dtype=np.int64,
+                        count=len(keys))
+    order = np.argsort(inverse, kind="stable")
+    sizes = np.bincount(inverse, minlength=len(keys))
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - np.repeat(starts, sizes)
+    keep = prior[inverse] + rank < cap
+    new = np.minimum(prior + sizes, cap)
+    counts.update(zip(keys.tolist(), new.tolist(), strict=True))
+    return keep
+
+
+@dataclass
+class ShardState:
+    """State of one shard of one topology on one input partition.
+
+    Attributes
+    ----------
+    epoch
+        Current epoch number (tick clock: from the wall clock; arrival: by events).
+    seq
+        Sequence number the next release of this epoch gets.
+    rounds
+        Closed rounds of the epoch (ticks closed by ``advance_to``, or events).
+    released_slot
+        Index ``local_tick // every_ticks`` of the last scheduled release.
+    unit_counts
+        Exact contributions per privacy unit in this (shard, epoch): private.
+    """
+
+    topology: Topology
+    shard: str
+    partition: int
+    epoch: int
+    mechanism: Any
+    seq: int = 0
+    rounds: int = 0
+    released_slot: int = 0
+    events_in_epoch: int = 0
+    unit_counts: dict[str, int] = field(default_factory=dict)
+    oldest_unreleased_ms: float | None = None
+
+    # ---- clock -------------------------------------------------------------
+    def tick_of(self, now_ms: int) -> tuple[int, int]:
+        """``(epoch, local_tick)`` of wall-clock time ``now_ms`` (tick clock)."""
+        g = now_ms // self.topology.privacy.tick_ms
+        e = g // self.topology.privacy.epoch_ticks
+        return int(e), int(g - e * self.topology.privacy.epoch_ticks)
+
+    @property
+    def is_tick(self) -> bool:
+        """True for the tick clock."""
+        return self.topology.privacy.clock == "tick"
+
+    def room(self) -> int:
+        """Arrival clock: events the current epoch can still take."""
+        return self.topology.horizon - self.events_in_epoch
+
+    def advance(self, local_tick: int) -> None:
+        """Tick clock: close every tick before ``local_tick`` of the current epoch."""
+        local_tick = min(local_tick, self.topology.horizon)
+        if local_tick > self.rounds:
+            self.mechanism.advance_to(local_tick)
+            self.rounds = local_tick
+
+    # ---- ingestion ---------------------------------------------------------
+    def apply(self, items: np.ndarray, units: np.ndarray | None, weights: np.ndarray | None,
+              local_tick: int, now_ms: float) -> int:
+        """Add a batch of this shard's events; return how many the unit cap dropped.
+
+        Tick clock: every event belongs to ``local_tick``. Arrival clock: the
+        caller guarantees ``len(items) <= room()``.
+        """
+        dropped = 0
+        if units is not None:
+            keep = cap_mask(units, self.unit_counts, self.topology.privacy.unit_cap)
+            dropped = int(keep.shape[0] - np.count_nonzero(keep))
+            if dropped:
+                items = items[keep]
+                weights = None if weights is None else weights[keep]
+        n = items.shape[0]
+        if n == 0:
+            return dropped
+        if self.is_tick:
+            self.advance(local_tick)
+            ticks = np.full(n, local_tick, dtype=np.int64)
+            self.mechanism.update_batch(items, ticks=ticks, weights=weights)
+        else:
+            self.mechanism.update_batch(items, ticks=None, weights=weights)
+            self.events_in_epoch += n
+            self.rounds = self.events_in_epoch
+        if self.oldest_unreleased_ms is None:
+            self.oldest_unreleased_ms = now_ms
+        return dropped
+
+    # ---- serialization -----------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """Versioned binary state: ``DPSS`` u16 version, u32+JSON meta, u64+mechanism bytes.
+
+        The JSON meta holds the clock, seq, epoch and the exact unit counts.
+        """
+        meta = {
+            "topology": self.topology.name, "shard": self.shard, "partition": self.partition,
+            "epoch": self.epoch, "seq": self.seq, "rounds": self.rounds,
+            "released_slot": self.released_slot, "events_in_epoch": self.events_in_epoch,
+            "mechanism": self.topology.mechanism,
+            "units": list(self.unit_counts.keys()), "unit_counts": list(self.unit_counts.values()),
+        }
+        mb = json.dumps(meta, separators=(",", ":")).encode()
+        mech = self.mechanism.to_bytes()
+        return b"".join([STATE_MAGIC, struct.pack("<HI", STATE_VERSION, len(mb)), mb,
+                         struct.pack("<Q", len(mech)), mech])
+
+    @classmethod
+    def from_bytes(cls, data: bytes, topology: Topology, mechanism_from_bytes: Any,
+                   noise_for: Any) -> ShardState:
+        """Inverse of :meth:`to_bytes`.
+
+        ``mechanism_from_bytes`` is the registry's loader; ``noise_for(shard,
+        epoch)`` gives the noise source for draws *after* the restore (noise
+        already drawn is part of the mechanism bytes and is never redrawn).
+        """
+        view = memoryview(data)
+        if bytes(view[:4]) != STATE_MAGIC:
+            raise SerializationError("shard state: bad magic; not a dpstream shard state")
+        version, mlen = struct.unpack_from("<HI", view, 4)
+        if version != STATE_VERSION:
+            raise SerializationError(f"shard state: unknown version {version}; "
+                                     f"this worker reads version {STATE_VERSION}")
+        pos = 10
+        meta = json.loads(bytes(view[pos:pos + mlen]))
+        pos += mlen
+        (blen,) = struct.unpack_from("<Q", view, pos)
+        pos += 8
+        if pos + blen != len(data):
+            raise SerializationError("shard state: truncated mechanism bytes")
+        if meta["topology"] != topology.name or meta["mechanism"] != topology.mechanism:
+            raise SerializationError(
+                f"shard state: belongs to topology {meta['topology']!r} / mechanism "
+                f"{meta['mechanism']!r}, not {topology.name!r} / {topology.mechanism!r}")
+        mech = mechanism_from_bytes(bytes(view[pos:]),
+                                    noise_for(meta["shard"], int(meta["epoch"])))
+        return cls(topology, meta["shard"], int(meta["partition"]), int(meta["epoch"]), mech,
+                   int(meta["seq"]), int(meta["rounds"]), int(meta["released_slot"]),
+                   int(meta["events_in_epoch"]),
+                   dict(zip(meta["units"], meta["unit_counts"], strict=True)))

@@ -64,6 +64,7 @@ import numpy as np
 from sketches.base import MechanismEntry, register
 from sketches.errors import PrivacyError, SerializationError, SpecError
 from sketches.hashing import HashSpec
+from sketches.privacy import analytic_gaussian_sigma, discrete_gaussian_sigma
 from sketches.serialization import check_header, pack, unpack
 
 __all__ = ["DPCountMin", "DPCountSketch", "DPLinearSketch", "DPLinearSpec",
@@ -99,12 +100,10 @@ def gaussian_sigma(eps: float, delta: float, l2: float, calibrator: str) -> floa
     """
     if calibrator == "paper":
         return l2 / math.sqrt(2 * paper_rho(eps, delta))
-    from sketches import privacy  # generic calibration (helper B)
-
     if calibrator == "analytic":
-        return float(privacy.analytic_gaussian_sigma(eps, delta, l2))
+        return float(analytic_gaussian_sigma(eps, delta, l2))
     if calibrator == "discrete":
-        return float(privacy.discrete_gaussian_sigma(eps, delta, l2))
+        return float(discrete_gaussian_sigma(eps, delta, l2))
     raise SpecError(f"calibrator: {calibrator!r}; use one of {', '.join(CALIBRATORS)}")
 
 

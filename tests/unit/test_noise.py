@@ -1,0 +1,276 @@
+"""Tests of sketches.noise / sketches.noise_tables.
+
+False-failure rates (stated per test; all randomized tests are seeded except the
+SecureNoise ones, which by design cannot be):
+
+- FastNoise tests use fixed seeds, so they are deterministic; the thresholds are
+  chosen so that a *random* seed would fail with probability <= 1e-6 each.
+- SecureNoise moment tests use |z| <= 5.5 per statistic (two-sided normal tail
+  3.8e-8), 12 statistics: total false-failure rate < 1e-6.
+- Chi-square tests reject at p < 1e-7 (false failure 1e-7 each; for FastNoise
+  the seed is fixed, so deterministic).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from sketches.errors import PrivacyError, SpecError
+from sketches.noise import FastNoise, NoiseSource, SecureNoise, ZeroNoise, make_noise
+from sketches.noise_tables import (
+    IntegerTable,
+    discrete_gaussian_table,
+    discrete_laplace_table,
+)
+
+Z = 5.5  # per-statistic z threshold (two-sided tail 3.8e-8)
+
+
+def dg_pmf(sigma: float, support: np.ndarray) -> np.ndarray:
+    """Exact (float64, renormalised over a wide support) discrete Gaussian pmf."""
+    k = int(math.ceil(40 * sigma)) + 10
+    xs = np.arange(-k, k + 1)
+    w = np.exp(-(xs.astype(np.float64) ** 2) / (2 * sigma**2))
+    z = w.sum()
+    return np.exp(-(support.astype(np.float64) ** 2) / (2 * sigma**2)) / z
+
+
+def dl_pmf(scale: float, support: np.ndarray) -> np.ndarray:
+    r = math.exp(-1.0 / scale)
+    z = (1 + r) / (1 - r)
+    return np.exp(-np.abs(support.astype(np.float64)) / scale) / z
+
+
+def exact_moments(pmf, param: float) -> tuple[float, float, float]:
+    """Mean, variance and 4th central moment of a symmetric integer pmf."""
+    k = int(200 * param) + 50
+    xs = np.arange(-k, k + 1).astype(np.float64)
+    p = pmf(param, np.arange(-k, k + 1))
+    p = p / p.sum()
+    var = float((p * xs**2).sum())
+    mu4 = float((p * xs**4).sum())
+    return 0.0, var, mu4
+
+
+def check_moments(x: np.ndarray, mean: float, var: float, mu4: float, z: float = Z) -> None:
+    """|sample mean - mean| and |sample var - var| within z standard errors (CLT)."""
+    n = x.size
+    xf = x.astype(np.float64)
+    m = xf.mean()
+    assert abs(m - mean) <= z * math.sqrt(var / n), (m, mean)
+    s2 = ((xf - mean) ** 2).mean()
+    assert abs(s2 - var) <= z * math.sqrt((mu4 - var**2) / n), (s2, var)
+
+
+# ---------------------------------------------------------------- make_noise
+
+
+def test_make_noise_refuses_insecure_kinds_without_flag() -> None:
+    for kind in ("fast", "zero"):
+        with pytest.raises(PrivacyError, match="allow_insecure"):
+            make_noise(kind)
+        with pytest.raises(PrivacyError, match=kind):
+            make_noise(kind, 1)
+
+
+def test_make_noise_logs_warning_naming_the_mode(caplog: pytest.LogCaptureFixture) -> None:
+    for kind in ("fast", "zero"):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="sketches.noise"):
+            src = make_noise(kind, 5 if kind == "fast" else None, allow_insecure=True)
+        assert src.kind == kind
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1
+        assert kind in warnings[0].getMessage() and "INSECURE" in warnings[0].getMessage()
+
+
+def test_make_noise_secure_and_errors(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        src = make_noise("secure")
+    assert isinstance(src, SecureNoise) and src.kind == "secure"
+    assert not caplog.records
+    with pytest.raises(SpecError, match="seed"):
+        make_noise("secure", 3)
+    with pytest.raises(SpecError, match="secure, fast, zero"):
+        make_noise("gaussian")
+    fast = make_noise("fast", 11, allow_insecure=True)
+    assert isinstance(fast, FastNoise) and fast.seed == 11
+    assert make_noise("fast", allow_insecure=True).seed == 0  # type: ignore[attr-defined]
+    assert isinstance(make_noise("zero", allow_insecure=True), ZeroNoise)
+
+
+# ---------------------------------------------------------------- shapes
+
+
+@pytest.mark.parametrize("src", [SecureNoise(), FastNoise(1), ZeroNoise()], ids=repr)
+def test_shapes_and_dtypes(src: NoiseSource) -> None:
+    assert isinstance(src, NoiseSource)
+    for size, shape in [(5, (5,)), ((2, 3), (2, 3)), (0, (0,)), ((4, 0), (4, 0))]:
+        assert src.gaussian(2.0, size).shape == shape
+        assert src.gaussian(2.0, size).dtype == np.float64
+        assert src.laplace(2.0, size).dtype == np.float64
+        assert src.uniform(size).shape == shape
+        dg = src.discrete_gaussian(2.0, size)
+        dl = src.discrete_laplace(2.0, size)
+        assert dg.shape == shape and dg.dtype == np.int64
+        assert dl.shape == shape and dl.dtype == np.int64
+    assert len(src.random_bytes(33)) == 33
+
+
+@pytest.mark.parametrize("src", [SecureNoise(), FastNoise(1), ZeroNoise()], ids=repr)
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_invalid_scales_rejected(src: NoiseSource, bad: float) -> None:
+    for fn in (src.gaussian, src.discrete_gaussian, src.laplace, src.discrete_laplace):
+        with pytest.raises(SpecError, match="sigma|scale"):
+            fn(bad, 3)
+
+
+def test_zero_noise_is_zero() -> None:
+    z = ZeroNoise()
+    assert not z.gaussian(5.0, 100).any() and not z.discrete_gaussian(5.0, 100).any()
+    assert not z.laplace(5.0, 100).any() and not z.discrete_laplace(5.0, 100).any()
+    assert not z.uniform(10).any() and z.random_bytes(4) == b"\0\0\0\0"
+
+
+def test_fast_noise_reproducible_and_seed_exposed() -> None:
+    a, b, c = FastNoise(42), FastNoise(42), FastNoise(43)
+    assert a.seed == 42
+    for name in ("gaussian", "discrete_gaussian", "laplace", "discrete_laplace"):
+        x, y, w = (getattr(s, name)(7.0, 50) for s in (a, b, c))
+        assert np.array_equal(x, y) and not np.array_equal(x, w)
+    with pytest.raises(SpecError, match="seed"):
+        FastNoise(-1)
+
+
+def test_secure_noise_is_not_repeating() -> None:
+    """Two 256-bit draws collide with probability 2**-256."""
+    s = SecureNoise()
+    assert s.random_bytes(32) != s.random_bytes(32)
+    assert not np.array_equal(s.discrete_gaussian(100.0, 64), s.discrete_gaussian(100.0, 64))
+
+
+# ---------------------------------------------------------------- tables
+
+
+def test_table_cdf_matches_independent_exact_computation() -> None:
+    """Table words vs. a direct (non-recurrence) Decimal computation: equal to 2**-100."""
+    from decimal import Decimal, localcontext
+
+    sigma = 3.7
+    t = discrete_gaussian_table(sigma)
+    k = -t.offset
+    with localcontext() as ctx:
+        ctx.prec = 60
+        s2 = Decimal(repr(sigma)) ** 2
+        w = [(-(Decimal(x) ** 2) / (2 * s2)).exp() for x in range(-k, k + 1)]
+        total = sum(w, Decimal(0))
+        acc, worst = Decimal(0), 0.0
+        for j in range(2 * k):
+            acc += w[j]
+            exact = acc / total
+            got = Decimal((int(t.hi[j]) << 64) | int(t.lo[j])) / Decimal(2) ** 128
+            worst = max(worst, float(abs(exact - got)))
+    assert worst < 2.0**-100
+    assert t.tv_bound < 2.0**-100
+    assert discrete_laplace_table(4.0).tv_bound < 2.0**-100
+
+
+def test_table_tie_resolution_matches_128bit_reference() -> None:
+    """Draws whose high word equals a table word must be resolved by the low word exactly."""
+    rng = np.random.default_rng(3)
+    # a table with many equal high words: CDF values clustered in few 2**64 buckets
+    words = np.sort(rng.integers(0, 50, 40).astype(object) * (1 << 64)
+                    + rng.integers(0, 2**63, 40).astype(object) * 2)
+    table = IntegerTable(
+        offset=-20,
+        hi=np.array([int(w) >> 64 for w in words], dtype=np.uint64),
+        lo=np.array([int(w) & ((1 << 64) - 1) for w in words], dtype=np.uint64),
+        tv_bound=0.0,
+    )
+    u_hi = rng.integers(0, 52, 2000).astype(np.uint64)
+    lows = rng.integers(0, 2**63, 2000, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    used: list[int] = []
+
+    def draw(n: int) -> np.ndarray:
+        out = lows[len(used): len(used) + n]
+        used.extend(range(n))
+        return out
+
+    got = table.sample(u_hi, draw)
+    # reference: low words are consumed in order of tied positions
+    tied = [i for i in range(u_hi.size) if int(u_hi[i]) in set(table.hi.tolist())]
+    lo_of = dict(zip(tied, lows[: len(tied)].tolist(), strict=True))
+    for i in range(u_hi.size):
+        u = (int(u_hi[i]) << 64) | lo_of.get(i, 0)
+        if i not in lo_of:  # no tie: any low word gives the same answer
+            u = int(u_hi[i]) << 64
+        expect = sum(1 for w in words if int(w) <= u) - 20
+        assert int(got[i]) == expect
+    assert len(tied) > 100  # the tie path was really exercised
+
+
+# ---------------------------------------------------------------- statistics
+
+
+@pytest.mark.parametrize("sigma", [1.5, 4.0])
+def test_discrete_gaussian_pmf_chi_square(sigma: float) -> None:
+    """Chi-square goodness of fit vs. the exact pmf (FastNoise seed 1; reject at p < 1e-7)."""
+    x = FastNoise(1).discrete_gaussian(sigma, 200_000)
+    _chi_square(x, lambda s: dg_pmf(sigma, s))
+
+
+def test_discrete_gaussian_pmf_chi_square_secure() -> None:
+    """Same with SecureNoise (unseeded: false-failure rate 1e-7)."""
+    x = SecureNoise().discrete_gaussian(2.5, 200_000)
+    _chi_square(x, lambda s: dg_pmf(2.5, s))
+
+
+def test_discrete_laplace_pmf_chi_square() -> None:
+    x = FastNoise(2).discrete_laplace(2.0, 200_000)
+    _chi_square(x, lambda s: dl_pmf(2.0, s))
+
+
+def _chi_square(x: np.ndarray, pmf) -> None:
+    n = x.size
+    support = np.arange(int(x.min()), int(x.max()) + 1)
+    probs = pmf(support)
+    keep = probs * n >= 20  # pool bins with expected count < 20 into one tail bin
+    lo, hi = support[keep].min(), support[keep].max()
+    inner = np.arange(lo, hi + 1)
+    obs = np.array([np.count_nonzero(x == v) for v in inner] + [np.count_nonzero((x < lo) | (x > hi))])
+    exp_inner = pmf(inner) * n
+    expected = np.append(exp_inner, n - exp_inner.sum())
+    chi2 = float(((obs - expected) ** 2 / expected).sum())
+    p = stats.chi2.sf(chi2, obs.size - 1)
+    assert p > 1e-7, (chi2, obs.size, p)
+
+
+@pytest.mark.parametrize(
+    "src", [FastNoise(123), SecureNoise()], ids=["fast-seed123", "secure"]
+)
+def test_moments_of_all_samplers(src: NoiseSource) -> None:
+    """Mean and variance of each sampler within 5.5 standard errors (see module docstring)."""
+    n = 200_000
+    check_moments(src.gaussian(30.0, n), 0.0, 900.0, 3 * 30.0**4)
+    check_moments(src.laplace(3.0, n), 0.0, 2 * 9.0, 24 * 3.0**4)
+    check_moments(src.uniform(n), 0.5, 1 / 12, 1 / 80)
+    for sigma in (10.0, 1000.0):
+        _, var, mu4 = exact_moments(dg_pmf, sigma)
+        check_moments(src.discrete_gaussian(sigma, n), 0.0, var, mu4)
+    _, var, mu4 = exact_moments(dl_pmf, 5.0)
+    check_moments(src.discrete_laplace(5.0, n), 0.0, var, mu4)
+    u = src.uniform(n)
+    assert u.min() >= 0.0 and u.max() < 1.0
+
+
+@pytest.mark.parametrize("src", [FastNoise(9), SecureNoise()], ids=["fast-seed9", "secure"])
+def test_continuous_samplers_match_cdf(src: NoiseSource) -> None:
+    """Kolmogorov-Smirnov against the exact CDFs (reject at p < 1e-7)."""
+    assert stats.kstest(src.gaussian(2.0, 50_000), stats.norm(scale=2.0).cdf).pvalue > 1e-7
+    assert stats.kstest(src.laplace(2.0, 50_000), stats.laplace(scale=2.0).cdf).pvalue > 1e-7
+    assert stats.kstest(src.uniform(50_000), "uniform").pvalue > 1e-7

@@ -1,0 +1,504 @@
+"""LazyCMS and LazyCS: continual-observation DP sketches (paper 002, Algorithm 5).
+
+State: a private ``d x w`` array ``P`` of exact counts of the current interval
+of every cell, and ``d x w`` GaussBM counters ``O``
+(:class:`~sketches.gauss_bm.ContinualCounters`) that receive column ``j`` of
+``P`` (then reset it) once per round. Queries use Algorithm 4 on ``O``.
+
+Clocks (DESIGN.md, privacy semantics 2)
+---------------------------------------
+Both clocks are the same schedule over *steps*: step ``s`` (0-based) first adds
+its events to ``P``, then pushes ``c = columns_per_tick`` consecutive columns
+``(s*c) mod w .. (s*c) mod w + c - 1`` into ``O`` at round ``floor(s*c/w) + 1``.
+A round is ``w / c`` steps.
+
+- Arrival clock (the paper's): one step per event, ``c = 1``. Event ``t``
+  (0-based) increments ``P``, then column ``pos = t mod w`` is pushed at round
+  ``floor(t/w) + 1`` -- exactly Algorithm 5, line 15 (the paper's ``t`` is
+  0-based there: ``pos`` starts at 0). Horizon: ``T`` events,
+  ``ceil(T / w)`` rounds (Theorem 2). Only private under ``relation="replace"``
+  (stream length public); the spec refuses it otherwise.
+- Tick clock: step = tick. A tick carries a (possibly empty) batch of events.
+  ``update_batch(items, ticks)`` closes every tick before the last tick of the
+  batch (the last one stays open for more events); ``advance_to(k)`` closes
+  every tick ``< k``, empty ones included, so the schedule never depends on
+  the data. Horizon: ``T`` ticks, ``ceil(T / (w/c))`` rounds. Per round every
+  cell still receives one increment, so Theorem 2's sensitivity argument
+  carries over (m = 2d replace, d add/remove).
+
+Vectorised update
+-----------------
+For an event at step ``s`` hashed to column ``j`` (slot ``q = j // c``), the
+column is next pushed at step ``s' = s - (s mod R) + q + (R if q < s mod R)``
+(``R = w/c`` steps per round), i.e. in round ``s'//R + 1``. One ``bincount``
+over ``(round, row, column)`` accumulates the batch; columns whose push step
+is not closed yet stay in ``P``; whole rounds go to ``O`` in one call. The
+test-suite checks this against a per-event implementation of Algorithm 5.
+
+Examples
+--------
+>>> import numpy as np
+>>> from sketches.noise import make_noise
+>>> zero = make_noise("zero", allow_insecure=True)
+>>> spec = LazySketchSpec(depth=2, width=4, horizon=64, eps=1.0, delta=1e-6)
+>>> sk = LazyCMS(spec, zero)          # tick clock, all columns pushed per tick
+>>> sk.update_batch(np.array([7, 7, 7, 9]), ticks=np.array([0, 0, 1, 1]))
+>>> sk.query(np.array([7])).tolist()  # tick 0 closed, tick 1 still open
+[2]
+>>> sk.advance_to(2)
+>>> sk.query(np.array([7, 9])).tolist()  # exact with zero noise at a tick boundary
+[3, 1]
+>>> arr = LazyCS(LazySketchSpec(depth=3, width=4, horizon=64, eps=1.0, delta=1e-6,
+...                             relation="replace", clock="arrival"), zero)
+>>> arr.update_batch(np.array([5] * 8))
+>>> bool(-4 <= arr.query(np.array([5]))[0] - 8 <= 4)   # lazy lag at most w
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from sketches.errors import HorizonExceededError, SerializationError, SpecError
+from sketches.gauss_bm import ContinualCounters
+from sketches.hashing import HashSpec
+from sketches.privacy import (
+    Calibration,
+    Calibrator,
+    Clock,
+    Relation,
+    calibrate,
+    check_clock,
+    counter_error_bound,
+    lemma5_depth,
+    neighbouring_cells,
+)
+from sketches.release import estimate
+from sketches.serialization import (
+    spec_from_params,
+    spec_to_dict,
+    state_from_bytes,
+    state_to_bytes,
+)
+
+if TYPE_CHECKING:
+    from sketches.noise import NoiseSource
+
+__all__ = ["LazyCMS", "LazyCS", "LazySketchSpec"]
+
+
+@dataclass(frozen=True)
+class LazySketchSpec:
+    """Every parameter of a LazyCMS / LazyCS (frozen, JSON-able via ``to_dict``).
+
+    Parameters
+    ----------
+    depth, width : int
+        Sketch dimensions ``d x w``.
+    horizon : int
+        Arrival clock: events ``T``; tick clock: ticks.
+    eps, delta : float
+        Privacy parameters of the whole epoch (continual release).
+    relation : Relation
+        Neighbouring relation (``add_remove`` default; ``replace`` = paper).
+    clock : Clock
+        ``tick`` (default) or ``arrival`` (needs ``replace``).
+    columns_per_tick : int or None
+        Tick clock: columns pushed per tick, must divide ``width``; ``None``
+        means ``width`` (one round per tick, no lag at tick boundaries).
+        Arrival clock: must be ``None`` or 1.
+    calibrator : Calibrator
+        ``discrete`` (default, integer noise), ``analytic`` or ``paper``.
+    hash_seed : int
+        Public hash seed.
+    unit_cap : int
+        Exact per-unit contribution cap (1 = event-level privacy).
+    """
+
+    depth: int
+    width: int
+    horizon: int
+    eps: float
+    delta: float
+    relation: Relation = Relation.ADD_REMOVE
+    clock: Clock = Clock.TICK
+    columns_per_tick: int | None = None
+    calibrator: Calibrator = Calibrator.DISCRETE
+    hash_seed: int = 0
+    unit_cap: int = 1
+
+    def __post_init__(self) -> None:
+        for name, enum in (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator)):
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, enum(value))
+            except ValueError:
+                allowed = ", ".join(e.value for e in enum)
+                raise SpecError(f"{name}: unknown value {value!r}; use one of {allowed}") from None
+        for name in ("depth", "width", "horizon", "unit_cap"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise SpecError(f"{name}: must be an integer >= 1, got {value!r}")
+        if not (isinstance(self.eps, int | float) and math.isfinite(self.eps) and self.eps > 0):
+            raise SpecError(f"eps: must be a finite number > 0, got {self.eps!r}")
+        if not (isinstance(self.delta, int | float) and 0 < self.delta < 1):
+            raise SpecError(f"delta: must be in (0, 1), got {self.delta!r}")
+        cpt = self.columns_per_tick
+        if self.clock is Clock.ARRIVAL and cpt not in (None, 1):
+            raise SpecError(
+                f"columns_per_tick: the arrival clock pushes one column per event; got {cpt!r},"
+                " leave it unset or use clock='tick'"
+            )
+        if cpt is not None and (
+            isinstance(cpt, bool) or not isinstance(cpt, int | np.integer)
+            or cpt < 1 or self.width % cpt
+        ):
+            raise SpecError(
+                f"columns_per_tick: must be a divisor of width={self.width}, got {cpt!r};"
+                " pick a divisor (e.g. width itself) or change width"
+            )
+        HashSpec(self.hash_seed, self.depth, self.width)  # validates seed
+        check_clock(self.relation, self.clock)
+
+    # ------------------------------------------------------------ derived
+    @property
+    def cpt(self) -> int:
+        """Columns pushed per step (1 on the arrival clock)."""
+        if self.clock is Clock.ARRIVAL:
+            return 1
+        return self.width if self.columns_per_tick is None else int(self.columns_per_tick)
+
+    @property
+    def steps_per_round(self) -> int:
+        """Steps (events or ticks) per round: ``width / cpt``."""
+        return self.width // self.cpt
+
+    @property
+    def rounds(self) -> int:
+        """GaussBM horizon in rounds: ``ceil(horizon / steps_per_round)``."""
+        return -(-self.horizon // self.steps_per_round)
+
+    @property
+    def hash_spec(self) -> HashSpec:
+        return HashSpec(self.hash_seed, self.depth, self.width)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict of every field (enums as strings)."""
+        return spec_to_dict(self)
+
+
+class _LazySketch:
+    """Shared implementation of LazyCMS / LazyCS (see module docstring)."""
+
+    name: ClassVar[str] = ""
+    estimator: ClassVar[str] = ""
+    signed: ClassVar[bool] = False
+
+    def __init__(self, spec: LazySketchSpec, noise: NoiseSource) -> None:
+        if not isinstance(spec, LazySketchSpec):
+            raise SpecError(f"spec: expected LazySketchSpec, got {type(spec).__name__}")
+        self.spec = spec
+        self.hash = spec.hash_spec
+        self.calibration: Calibration = calibrate(
+            spec.eps, spec.delta,
+            m=neighbouring_cells(spec.relation, spec.depth, signed=self.signed),
+            rounds=spec.rounds, calibrator=spec.calibrator, unit_cap=spec.unit_cap,
+        )
+        self._noise = noise
+        d, w = spec.depth, spec.width
+        self._P = np.zeros((d, w), dtype=np.int64)
+        self._counters = ContinualCounters(
+            d * w, spec.rounds, self.calibration.sigma, self.calibration.integer_noise, noise
+        )
+        self._steps = 0  # steps closed (arrival: events seen; tick: ticks closed)
+        self._slot = np.arange(w, dtype=np.int64) // spec.cpt
+
+    # ------------------------------------------------------------ updates
+    def update_batch(
+        self, items: np.ndarray, ticks: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+    ) -> None:
+        """Add a batch of events (vectorised Algorithm 5).
+
+        Parameters
+        ----------
+        items : array of int / str / bytes
+        ticks : int64 array, optional
+            Tick clock only (required there): non-decreasing tick of each event,
+            ``>=`` the current open tick and ``< horizon``.
+        weights : None
+            Not supported (one event = one unit of sensitivity).
+        """
+        if weights is not None:
+            raise SpecError(
+                f"weights: {self.name} counts one unit per event; expand weighted events into"
+                " repeated events (bounded by unit_cap) instead"
+            )
+        items = np.asarray(items)
+        n = int(items.shape[0]) if items.ndim else 1
+        spec = self.spec
+        if spec.clock is Clock.ARRIVAL:
+            if ticks is not None:
+                raise SpecError("ticks: the arrival clock takes no ticks; pass ticks=None")
+            if self._steps + n > spec.horizon:
+                raise HorizonExceededError(
+                    f"horizon: {self._steps + n} events exceed the horizon of {spec.horizon}"
+                    " events; start a new epoch (fresh sketch)"
+                )
+            steps = np.arange(self._steps, self._steps + n, dtype=np.int64)
+            close_to = self._steps + n
+        else:
+            if ticks is None:
+                raise SpecError("ticks: the tick clock needs the tick of every event")
+            steps = np.asarray(ticks, dtype=np.int64).reshape(-1)
+            if steps.shape[0] != n:
+                raise SpecError(f"ticks: length {steps.shape[0]} != number of items {n}")
+            if n == 0:
+                return
+            if np.any(steps[1:] < steps[:-1]):
+                raise SpecError("ticks: must be non-decreasing within a batch; sort the batch")
+            if int(steps[0]) < self._steps:
+                raise SpecError(
+                    f"ticks: tick {int(steps[0])} is already closed (open tick is {self._steps});"
+                    " assign late events to the open tick"
+                )
+            if int(steps[-1]) >= spec.horizon:
+                raise HorizonExceededError(
+                    f"horizon: tick {int(steps[-1])} is past the horizon of {spec.horizon} ticks;"
+                    " start a new epoch (fresh sketch)"
+                )
+            close_to = int(steps[-1])
+        if n == 0:
+            return
+        keys = self.hash.item_keys(items.reshape(-1))
+        if self.signed:
+            cols, signs = self.hash.buckets_and_signs(keys)
+        else:
+            cols, signs = self.hash.buckets(keys), None
+        self._ingest(steps, cols, signs, close_to)
+
+    def advance_to(self, tick: int) -> None:
+        """Tick clock: close every tick ``< tick`` (empty ticks push their columns)."""
+        if self.spec.clock is not Clock.TICK:
+            raise SpecError("clock: advance_to() is for the tick clock; the arrival clock has none")
+        tick = int(tick)
+        if tick > self.spec.horizon:
+            raise HorizonExceededError(
+                f"horizon: cannot close ticks up to {tick}, the horizon is {self.spec.horizon}"
+                " ticks; start a new epoch (fresh sketch)"
+            )
+        if tick > self._steps:
+            d = self.spec.depth
+            self._ingest(np.zeros(0, np.int64), np.zeros((d, 0), np.int64), None, tick)
+
+    def _ingest(
+        self, steps: np.ndarray, cols: np.ndarray, signs: np.ndarray | None, close_to: int
+    ) -> None:
+        spec = self.spec
+        d, w, spr = spec.depth, spec.width, spec.steps_per_round
+        s0 = self._steps
+        close_to = max(close_to, s0)
+        base = s0 // spr + 1  # round of step s0 (local round 0)
+        last_step = max(close_to, int(steps[-1]) if steps.size else s0)
+        k = last_step // spr + 3 - base  # local rounds that may hold data
+        # round of the push of every (row, event): next step serving the column's slot
+        if steps.size:
+            pos = steps % spr
+            lr = (steps // spr + 1 - base)[None, :] + (self._slot[cols] < pos[None, :])
+            idx = (lr * d + np.arange(d)[:, None]) * w + cols
+            if signs is None:
+                acc = np.bincount(idx.ravel(), minlength=k * d * w)
+            else:
+                acc = np.bincount(idx.ravel(), weights=signs.ravel(), minlength=k * d * w)
+                acc = np.rint(acc).astype(np.int64)
+            acc = acc.reshape(k, d, w)
+        else:
+            acc = np.zeros((k, d, w), dtype=np.int64)
+        # pending P columns: pushed at the next step serving their slot
+        p_round = (self._slot < s0 % spr).astype(np.int64)
+        acc[p_round, :, np.arange(w)] += self._P.T
+        # which (local round, column) pushes are closed
+        push_step = (base - 1 + np.arange(k))[:, None] * spr + self._slot[None, :]
+        pushed = push_step < close_to
+        self._P = np.where(pushed[:, None, :], 0, acc).sum(axis=0)
+        inc = np.where(pushed[:, None, :], acc, 0).reshape(k, d * w)
+        opened = self._counters.rounds
+        new_open = -(-close_to // spr)
+        first_new = opened + 1 - base  # local index of the first round to open
+        if first_new > 0 and close_to > s0:
+            self._counters.add_to_current(inc[0])
+        if new_open > opened:
+            rows = inc[first_new : new_open - base + 1]
+            self._counters.advance(rows, empty_rounds=new_open - opened - rows.shape[0])
+        self._steps = close_to
+
+    # ------------------------------------------------------------- queries
+    def _behind(self) -> np.ndarray | None:
+        pos = self._steps % self.spec.steps_per_round
+        if pos == 0:
+            return None
+        return np.broadcast_to(self._slot >= pos, (self.spec.depth, self.spec.width)).ravel()
+
+    def noisy_matrix(self) -> np.ndarray:
+        """The released ``d x w`` matrix: every cell's GaussBM estimate (noisy)."""
+        est = self._counters.query(self._behind())
+        return est.reshape(self.spec.depth, self.spec.width)
+
+    def query(self, items: np.ndarray) -> np.ndarray:
+        """Noisy point estimates (Algorithm 4) for ``items``."""
+        return estimate(self.noisy_matrix(), self.hash, items, self.estimator)
+
+    @property
+    def steps_closed(self) -> int:
+        """Arrival clock: events seen; tick clock: ticks closed (= the open tick)."""
+        return self._steps
+
+    @property
+    def rounds(self) -> int:
+        """Rounds opened so far on the GaussBM counters."""
+        return self._counters.rounds
+
+    def lag_bound(self) -> dict[str, Any]:
+        """Worst-case lazy lag of any cell (Lemma 5 proof: ``[-w, 0]`` CMS, ``[-w, w]`` CS)."""
+        spr = self.spec.steps_per_round
+        if self.spec.clock is Clock.ARRIVAL:
+            return {"lag_bound": spr, "lag_unit": "events"}
+        return {"lag_bound": spr, "lag_unit": "ticks"}
+
+    def release(self, beta: float = 0.05) -> dict[str, Any]:
+        """Public payload: noisy matrix, hash spec, estimator, rounds, error and lag bounds."""
+        matrix = self.noisy_matrix()
+        payload: dict[str, Any] = {
+            "kind": "sketch",
+            "mechanism": self.name,
+            "estimator": self.estimator,
+            "hash": self.hash.to_public(),
+            "matrix": matrix.tolist(),
+            "rounds": int(self._counters.rounds),
+            "clock": self.spec.clock.value,
+            "steps_closed": int(self._steps),
+            "error_bound": error_bound(self.spec, self.calibration, self.estimator, beta),
+        }
+        payload.update(self.lag_bound())
+        return payload
+
+    # --------------------------------------------------------------- state
+    def memory_bytes(self) -> int:
+        """Bytes of numpy state: ``P`` plus the counters (prefix + one node per level)."""
+        return int(self._P.nbytes + self._counters.memory_bytes())
+
+    def to_bytes(self) -> bytes:
+        """Versioned binary state (private: holds exact counts). See sketches.serialization."""
+        state = {"steps": self._steps, **self._counters.state_header()}
+        arrays = {"P": self._P, **self._counters.state_arrays()}
+        return state_to_bytes(self.name, self.spec, state, arrays)
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes, noise: NoiseSource, expected_spec: LazySketchSpec | None = None
+    ) -> _LazySketch:
+        """Restore a state written by :meth:`to_bytes`.
+
+        The restored sketch continues exactly as the original would, given a
+        noise source in the same state. ``expected_spec`` (recommended) makes a
+        state with any other spec raise IncompatibleSpecError.
+        """
+        spec, state, arrays = state_from_bytes(cls.name, LazySketchSpec, data, expected_spec)
+        sketch = cls(spec, noise)
+        check_calibration(state, sketch._counters)
+        p = arrays.get("P")
+        if p is None or p.shape != sketch._P.shape:
+            raise SerializationError(f"arrays.P: missing or not of shape {sketch._P.shape}")
+        sketch._counters.restore(state, arrays)
+        sketch._P = p.astype(np.int64)
+        steps = int(state["steps"])
+        if sketch._counters.rounds != -(-steps // spec.steps_per_round):
+            raise SerializationError("state: steps and rounds are inconsistent; corrupt state")
+        sketch._steps = steps
+        return sketch
+
+
+def check_calibration(state: dict[str, Any], counters: ContinualCounters) -> None:
+    """Refuse a checkpoint whose noise scale differs from today's calibration.
+
+    Continuing an epoch with a different sigma would silently change the
+    guarantee, so a changed calibration must start a new epoch instead.
+    """
+    stored = float(state.get("sigma", float("nan")))
+    if not math.isclose(stored, counters.sigma, rel_tol=1e-9) or bool(
+        state.get("integer_noise")) != counters.integer_noise:
+        from sketches.errors import IncompatibleSpecError
+
+        raise IncompatibleSpecError(
+            f"calibration: checkpoint sigma={stored} differs from the current calibration"
+            f" sigma={counters.sigma}; start a new epoch instead of restoring"
+        )
+
+
+def error_bound(spec: LazySketchSpec, cal: Calibration, estimator: str,
+                beta: float) -> dict[str, Any]:
+    """Lemma 5 error statement of a release, with the sigma actually used.
+
+    ``noise``: with probability ``>= 1 - beta`` every cell of every release of
+    the epoch is within ``noise`` of its exact pushed count (Lemma 4 with the
+    exact sigma, :func:`sketches.privacy.counter_error_bound`, union bound over
+    ``d w`` counters and ``rounds`` distinct values each). ``lag``: lazy-update
+    error (``[-lag, 0]`` CMS, ``[-lag, lag]`` CS) in ``lag_unit``. ``eta``:
+    collision error ``<= eta * t`` (CMS, ``eta = e/w``) or ``eta * sqrt(F2)``
+    (CS, ``eta = sqrt(3/w)``); it holds for all times w.p. ``1 - beta/2`` only
+    when ``depth >= ceil(ln(2T/beta))`` (``collision_depth_ok``).
+    """
+    noise = counter_error_bound(cal.sigma, levels=cal.levels, n=spec.depth * spec.width,
+                                steps=spec.rounds, beta=beta)
+    cms = estimator == "min"
+    lag = spec.steps_per_round
+    return {
+        "beta": beta,
+        "noise": noise,
+        "lag": [-lag, 0] if cms else [-lag, lag],
+        "lag_unit": "events" if spec.clock is Clock.ARRIVAL else "ticks",
+        "eta": math.e / spec.width if cms else math.sqrt(3.0 / spec.width),
+        "collision_term": "eta * t" if cms else "eta * sqrt(F2)",
+        "collision_depth_ok": spec.depth >= lemma5_depth(spec.horizon, beta),
+        "reference": "paper 002 Lemma 5 (noise term via Lemma 4 with the calibrated sigma)",
+    }
+
+
+class LazyCMS(_LazySketch):
+    """LazySketch with Count-Min rows (estimator: min). See module docstring."""
+
+    name = "lazy_cms"
+    estimator = "min"
+    signed = False
+
+
+class LazyCS(_LazySketch):
+    """LazySketch with Count Sketch rows (signs; estimator: median)."""
+
+    name = "lazy_cs"
+    estimator = "median"
+    signed = True
+
+
+def _build_spec(params: Any) -> LazySketchSpec:
+    return spec_from_params(LazySketchSpec, params)
+
+
+def _register() -> None:
+    from sketches.base import MechanismEntry, register
+
+    for cls in (LazyCMS, LazyCS):
+        register(MechanismEntry(
+            name=cls.name,
+            build_spec=_build_spec,
+            build=cls,
+            from_bytes=cls.from_bytes,
+            continual=True,
+        ))
+
+
+_register()

@@ -28,9 +28,10 @@ Payload ``"kind": "quantiles"``::
 
 ``value`` is the lower end of the ``2^r``-wide cell holding the quantile.
 ``rank_noise_abs_max``: w.p. ``1 - beta/2`` every counter's noise is within
-``E = sigma sqrt(2 ln(4 cells / beta))``; a descent reads one node per level,
-so the rank it targets is off by at most ``levels * E`` from noise (hashed
-levels add Count-Sketch collision error on top).
+``E = sigma sqrt(2 ln(4 cells / beta))``; a descent reads one node per
+non-root level and the root (through ``phi * N_hat``, ``phi <= 1``), so the
+true rank interval of the returned cell is within ``levels * E`` of the target
+``phi * N`` (hashed levels add Count-Sketch collision error on top).
 
 Examples
 --------
@@ -202,7 +203,7 @@ class DyadicQuantiles:
                                                                         strict=True)],
             "sigma": self.sigma, "levels": len(s.shifts), "eps": s.eps, "delta": s.delta,
             "relation": s.relation, "calibrator": s.calibrator, "mechanism": self.name,
-            "error_bound": {"beta": s.beta, "rank_noise_abs_max": (len(s.shifts) - 1) * e,
+            "error_bound": {"beta": s.beta, "rank_noise_abs_max": len(s.shifts) * e,
                             "hashed_levels": hashed},
         }
 

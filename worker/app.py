@@ -123,6 +123,14 @@ class Worker:
 
     async def start(self) -> None:
         """Connect, declare topics, join (or assign) and start consuming and the timer."""
+        try:
+            await self._start()
+        except BaseException:
+            self.failed = None
+            await self._close_clients()
+            raise
+
+    async def _start(self) -> None:
         s = self.settings
         load_mechanisms(s.plugins)
         await self._declare_topics()
@@ -229,9 +237,12 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
-        if self.failed is None:
+        if self.failed is None and hasattr(self, "engine"):
             with contextlib.suppress(Exception):
                 await self.engine.checkpoint_all()
+        await self._close_clients()
+
+    async def _close_clients(self) -> None:
         for client in (getattr(self, "consumer", None), getattr(self, "ck_consumer", None),
                        getattr(self, "producer", None)):
             if client is not None:

@@ -34,20 +34,32 @@ MECHANISM_MODULES: tuple[str, ...] = (
 )
 
 
+FAILED: dict[str, str] = {}
+"""Built-in mechanism modules that failed to import, with the error."""
+
+
 def load_mechanisms(extra: Iterable[str] = ()) -> list[str]:
     """Import the mechanism modules (and ``extra`` plugins); return those imported.
 
-    A missing built-in module is skipped (debug log); a missing plugin raises,
-    because the operator asked for it explicitly.
+    A missing built-in module is skipped (debug log); one that fails to import
+    is skipped with a warning and remembered in :data:`FAILED` (a topology
+    that names one of its mechanisms then fails validation, showing the
+    error). A missing plugin raises: the operator asked for it explicitly.
     """
     loaded = []
     for name in MECHANISM_MODULES:
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            log.debug("mechanism module %s not available; skipped", name)
+            if exc.name == name:
+                log.debug("mechanism module %s not available; skipped", name)
+            else:
+                FAILED[name] = repr(exc)
+                log.warning("mechanism module %s failed to import (%r); skipped", name, exc)
+            continue
+        except ImportError as exc:
+            FAILED[name] = repr(exc)
+            log.warning("mechanism module %s failed to import (%r); skipped", name, exc)
             continue
         loaded.append(name)
     for name in extra:

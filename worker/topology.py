@@ -335,11 +335,13 @@ def load_topology(path: str | os.PathLike[str]) -> Topology:
 def validate_mechanism_params(topo: Topology) -> None:
     """Build the mechanism spec once so bad ``mechanism.params`` fail at start-up."""
     from sketches.base import lookup, registered
+    from worker.mechanisms import FAILED
 
     if topo.mechanism not in registered():
         known = ", ".join(registered()) or "(none registered)"
+        broken = f" (modules that failed to import: {FAILED})" if FAILED else ""
         raise SpecError(f"{topo.source}: mechanism.name: unknown mechanism {topo.mechanism!r}; "
-                        f"use one of: {known}")
+                        f"use one of: {known}{broken}")
     entry = lookup(topo.mechanism)
     if not entry.continual:
         raise SpecError(f"{topo.source}: mechanism.name: {topo.mechanism!r} is a single-release "

@@ -20,8 +20,7 @@ import sketches.fp_sketch as fps
 from sketches.base import lookup
 from sketches.errors import PrivacyError, SerializationError, SpecError
 from sketches.fp_projection import DATA_TAG, PAD_TAG, chacha20_blocks, stable_columns
-from sketches.fp_sketch import (FpSketch, FpSketchSpec, fp_eps, fp_rho, pad_for_eps,
-                                paper_rho_bound)
+from sketches.fp_sketch import FpSketch, FpSketchSpec, fp_eps, fp_rho, pad_for_eps, paper_rho_bound
 from sketches.noise import FastNoise, ZeroNoise, make_noise
 
 stats = pytest.importorskip("scipy.stats")

@@ -47,6 +47,7 @@ input:
   topic: {name}-in
   partitions: {partitions}
   encoding: {encoding}
+  max_message_bytes: {max_message_bytes}
   fields: {{shard: router, item: src{unit_field}}}
 {shards}mechanism:
   name: {mechanism}
@@ -72,11 +73,12 @@ def make_topology(tmp_path: Path, unique: str) -> Callable[..., Path]:
     def make(*, partitions: int = 2, encoding: str = "json", tick_ms: int = 200,
              epoch_ticks: int = 100_000, every_ticks: int = 2, allowed: list[str] | None = None,
              unit_cap: int | None = None, mechanism: str = "test_exact_counts",
-             params: dict[str, Any] | None = None) -> Path:
+             params: dict[str, Any] | None = None,
+             max_message_bytes: int = 1_048_576) -> Path:
         text = TOPOLOGY.format(
             name=unique, partitions=partitions, encoding=encoding, tick_ms=tick_ms,
             epoch_ticks=epoch_ticks, every_ticks=every_ticks, mechanism=mechanism,
-            params=json.dumps(params or {}),
+            params=json.dumps(params or {}), max_message_bytes=max_message_bytes,
             shards=f"shards: {{allowed: {json.dumps(allowed)}}}\n" if allowed else "",
             unit_field=", unit: user" if unit_cap else "",
             unit_cap=f"  unit_cap: {unit_cap}\n" if unit_cap else "")

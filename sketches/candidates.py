@@ -32,9 +32,12 @@ Examples
 
 from __future__ import annotations
 
+import base64
+from typing import Any
+
 import numpy as np
 
-__all__ = ["CandidateSet", "top_order"]
+__all__ = ["CandidateSet", "decode_items", "encode_items", "public_item", "top_order"]
 
 
 def top_order(estimates: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -143,3 +146,52 @@ class CandidateSet:
     def memory_bytes(self) -> int:
         """Bytes of numpy state (object items count their pointer only)."""
         return int(self._keys.nbytes + self._items.nbytes + self._buckets.nbytes)
+
+
+def public_item(item: Any) -> Any:
+    """JSON form of a released item: ``int`` as int, ``str`` as str, ``bytes`` as base64 str.
+
+    Examples
+    --------
+    >>> public_item(np.int64(5)), public_item("10.0.0.1"), public_item(b"\\x00\\x01")
+    (5, '10.0.0.1', 'AAE=')
+    """
+    if isinstance(item, bytes | bytearray):
+        return base64.b64encode(bytes(item)).decode("ascii")
+    if isinstance(item, np.integer | int):
+        return int(item)
+    return str(item)
+
+
+def encode_items(items: np.ndarray) -> dict[str, np.ndarray]:
+    """Arrays encoding str/bytes items (state serialization, never pickle).
+
+    ``blob`` (uint8) holds the UTF-8 / raw bytes back to back, ``lengths``
+    (int64) their sizes, ``is_bytes`` (uint8) 1 for ``bytes`` items.
+
+    Examples
+    --------
+    >>> enc = encode_items(np.array(["ab", b"c"], dtype=object))
+    >>> decode_items(enc).tolist()
+    ['ab', b'c']
+    """
+    raw = [x if isinstance(x, bytes) else str(x).encode("utf-8") for x in items.tolist()]
+    flags = [1 if isinstance(x, bytes) else 0 for x in items.tolist()]
+    return {
+        "blob": np.frombuffer(b"".join(raw), dtype=np.uint8),
+        "lengths": np.array([len(r) for r in raw], dtype=np.int64),
+        "is_bytes": np.array(flags, dtype=np.uint8),
+    }
+
+
+def decode_items(enc: dict[str, np.ndarray]) -> np.ndarray:
+    """Inverse of :func:`encode_items` (object array of str / bytes)."""
+    blob = enc["blob"].astype(np.uint8).tobytes()
+    ends = np.cumsum(enc["lengths"]).tolist()
+    out = np.empty(len(ends), dtype=object)
+    start = 0
+    for i, (end, flag) in enumerate(zip(ends, enc["is_bytes"].tolist(), strict=True)):
+        chunk = blob[start:end]
+        out[i] = chunk if flag else chunk.decode("utf-8")
+        start = end
+    return out

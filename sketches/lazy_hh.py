@@ -1,0 +1,396 @@
+"""LazyHH: continual-observation DP heavy hitters (paper 002, Algorithm 6).
+
+A ``d x k~`` LazyCMS counts the stream; a candidate set
+(:mod:`sketches.candidates`) holds every item seen since the last output plus
+the ``k~`` best candidates kept then. At every output time the candidates are
+queried and those with a noisy estimate ``> max(tau1, tau2) + c`` are
+published, then the set is trimmed to the top ``k~`` estimates (thresholds:
+:class:`sketches.privacy.LazyHHThresholds`; ``c`` = unit cap, 1 in the paper).
+
+Output times ``I`` and clocks
+-----------------------------
+- Arrival clock (relation ``replace``, the paper): ``I = {t : t mod k~ = 0}``
+  (events); one column pushed per event, so an output lags by ``<= k~`` events
+  (``lag = k~``).
+- Tick clock: all ``k~`` columns are pushed when a tick closes, so nothing is
+  pending at a tick boundary (``lag = 0``); ``I`` = the close of every
+  ``output_every``-th tick (ticks ``b - 1`` with ``b`` a multiple of
+  ``output_every``). The Theorem 4 bounds hold at those boundaries.
+
+Stream length ``t`` (DESIGN.md point 6)
+---------------------------------------
+``replace``: ``t`` is public and enters the thresholds as in the paper.
+``add_remove``: a GaussBM length counter (``count_fraction`` of eps and delta)
+gives ``t_hat``; ``tau1`` uses ``t_hat``, ``lambda2``/``tau2`` use
+``t_up = t_hat + E + c`` (``E``: its error bound at failure ``beta``).
+
+Guarantee (reported in every release, see :meth:`LazyHH.privacy`)
+-----------------------------------------------------------------
+``replace``: ``(eps, delta_tilde(eps, delta))`` (Theorem 3). ``add_remove``:
+``(eps_s + eps_l, delta_tilde(eps_s, delta_s) + e^eps_s delta_l + beta)``.
+Derivation [D]: condition on the counter's output; when ``t_up >= t`` for
+both neighbours (failure ``<= beta``) Theorem 3 applies with fixed thresholds;
+the counter is ``(eps_l, delta_l)``-DP and ``P[H in S | t_hat]`` is a [0, 1]
+post-processing of it. Depth ``d = ceil(log2(2 N / beta))`` where ``N`` bounds
+the (candidate, output) pairs: ``2T`` (arrival, Lemma 6) or
+``|I| k~ + event_horizon`` (tick: each event adds <= 1 candidate).
+
+Examples
+--------
+>>> import numpy as np
+>>> from sketches.noise import make_noise
+>>> spec = LazyHHSpec(k=2, k_tilde=64, horizon=2**16, eps=1.0, delta=1e-3,
+...                   relation="replace", clock="arrival", hash_seed=1)
+>>> hh = LazyHH(spec, make_noise("zero", allow_insecure=True))
+>>> hh.update_batch(np.concatenate([np.full(40_000, 7), np.arange(2**16 - 40_000)]))
+>>> [e["item"] for e in hh.release()["items"]], hh.release()["threshold"]
+([7], 32769.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from sketches.base import MechanismEntry, register
+from sketches.candidates import CandidateSet, decode_items, encode_items, public_item, top_order
+from sketches.errors import HorizonExceededError, SerializationError, SpecError
+from sketches.gauss_bm import ContinualCounters
+from sketches.lazy import LazyCMS, LazySketchSpec
+from sketches.lazy_hh_spec import LazyHHSpec, derive_params
+from sketches.privacy import Clock, delta_tilde
+from sketches.serialization import spec_from_params, state_from_bytes, state_to_bytes
+
+if TYPE_CHECKING:
+    from sketches.noise import NoiseSource
+
+__all__ = ["LazyHH", "LazyHHSpec"]
+
+
+class LazyHH:
+    """Algorithm 6 with vectorised batches (see module docstring).
+
+    Parameters
+    ----------
+    spec : LazyHHSpec
+    noise : NoiseSource
+        Injected noise (also the source of the hash seed when ``spec.hash_seed`` is None).
+    """
+
+    name: ClassVar[str] = "lazy_hh"
+
+    def __init__(self, spec: LazyHHSpec, noise: NoiseSource) -> None:
+        if not isinstance(spec, LazyHHSpec):
+            raise SpecError(f"spec: expected LazyHHSpec, got {type(spec).__name__}")
+        seed = spec.hash_seed
+        if seed is None:
+            seed = int.from_bytes(noise.random_bytes(8), "little") >> 1
+        self._setup(spec, noise, int(seed))
+
+    def _setup(self, spec: LazyHHSpec, noise: NoiseSource, seed: int) -> None:
+        self.spec = spec
+        self._noise = noise
+        eps_s, delta_s = spec.sketch_budget
+        depth = derive_params(spec, None, None).depth
+        self.sketch_spec = LazySketchSpec(
+            depth=depth, width=spec.k_tilde, horizon=spec.horizon, eps=eps_s, delta=delta_s,
+            relation=spec.relation, clock=spec.clock, columns_per_tick=None,
+            calibrator=spec.calibrator, hash_seed=seed, unit_cap=spec.unit_cap,
+        )
+        self._sketch = LazyCMS(self.sketch_spec, noise)
+        self.params = derive_params(spec, self._sketch.calibration, depth)
+        cal = self.params.count
+        self._counter = None if cal is None else ContinualCounters(
+            1, spec.horizon, cal.sigma, cal.integer_noise, noise)
+        self._cands: CandidateSet | None = None
+        self._events = 0  # events ingested
+        self._boundary = 0  # tick clock: last output boundary (all ticks < it are closed)
+        self._tick_counts = np.zeros(spec.output_every, dtype=np.int64)
+        self._outputs = 0
+        self._hh_keys = np.zeros(0, dtype=np.uint64)
+        self._hh_items: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._hh_est: np.ndarray = np.zeros(0, dtype=np.float64)
+        self._last: dict[str, float] = {}
+
+    # ------------------------------------------------------------ updates
+    def update_batch(
+        self, items: np.ndarray, ticks: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+    ) -> None:
+        """Add a batch of events; publishes a new set at every output time it crosses.
+
+        ``ticks``: tick clock only, non-decreasing int64 (one per item).
+        """
+        if weights is not None:
+            raise SpecError("weights: LazyHH counts events (one unit each); pass weights=None")
+        items = np.asarray(items).reshape(-1)
+        if self.spec.clock is Clock.ARRIVAL:
+            if ticks is not None:
+                raise SpecError("ticks: the arrival clock takes no ticks; pass ticks=None")
+            self._check_items(items)
+            self._update_arrival(items)
+        else:
+            if ticks is None:
+                raise SpecError("ticks: the tick clock needs the tick of every event")
+            tk = np.asarray(ticks, dtype=np.int64).reshape(-1)
+            if tk.shape != items.shape:
+                raise SpecError(f"ticks: length {tk.size} != number of items {items.size}")
+            self._check_items(items)
+            self._update_tick(items, tk)
+
+    def _check_items(self, items: np.ndarray) -> None:
+        if items.size and self._events + items.size > self._event_limit():
+            raise HorizonExceededError(
+                f"horizon: {self._events + items.size} events exceed the epoch's bound of"
+                f" {self._event_limit()}; start a new epoch (or raise event_horizon)")
+        if not items.size:
+            return
+        integer = items.dtype.kind in "iub"
+        if not integer and items.dtype.kind not in "USO":
+            raise SpecError(f"items: unsupported dtype {items.dtype}; pass integers, str or bytes")
+        if self._cands is None:
+            self._cands = CandidateSet(self.sketch_spec.depth, integer)
+        elif self._cands.integer_items != integer:
+            raise SpecError("items: a LazyHH holds either integer or str/bytes items, not both;"
+                            " convert the items to one type")
+
+    def _event_limit(self) -> int:
+        return self.spec.horizon if self.spec.clock is Clock.ARRIVAL else self.spec.event_horizon
+
+    def _update_arrival(self, items: np.ndarray) -> None:
+        kt, n, start = self.spec.k_tilde, items.size, 0
+        while start < n:  # one iteration per output interval (k~ events), not per event
+            stop = min(n, start + kt - self._events % kt)
+            seg = items[start:stop]
+            self._sketch.update_batch(seg)
+            self._absorb(seg)
+            self._events += seg.size
+            if self._events % kt == 0:
+                self._output()
+            start = stop
+
+    def _update_tick(self, items: np.ndarray, ticks: np.ndarray) -> None:
+        if not items.size:
+            return
+        if np.any(ticks[1:] < ticks[:-1]):
+            raise SpecError("ticks: must be non-decreasing within a batch; sort the batch")
+        if int(ticks[0]) < self._sketch.steps_closed or int(ticks[-1]) >= self.spec.horizon:
+            raise SpecError(f"ticks: must lie in [{self._sketch.steps_closed},"
+                            f" {self.spec.horizon}) (open tick, horizon); got"
+                            f" {int(ticks[0])}..{int(ticks[-1])}")
+        every = self.spec.output_every
+        bounds = np.arange(self._boundary + every, int(ticks[-1]) + 1, every)
+        cuts = np.searchsorted(ticks, bounds, side="left")
+        start = 0
+        for b, cut in zip(bounds.tolist(), cuts.tolist(), strict=True):
+            self._ingest_ticks(items[start:cut], ticks[start:cut])
+            self._close(b)
+            start = cut
+        self._ingest_ticks(items[start:], ticks[start:])
+
+    def _ingest_ticks(self, items: np.ndarray, ticks: np.ndarray) -> None:
+        if not items.size:
+            return
+        self._sketch.update_batch(items, ticks)
+        self._absorb(items)
+        self._events += items.size
+        self._tick_counts += np.bincount(ticks - self._boundary,
+                                         minlength=self.spec.output_every)
+
+    def advance_to(self, tick: int) -> None:
+        """Tick clock: close every tick ``< tick``; publish at each output boundary crossed."""
+        if self.spec.clock is not Clock.TICK:
+            raise SpecError("clock: advance_to() is for the tick clock; the arrival clock has none")
+        tick = int(tick)
+        if tick > self.spec.horizon:
+            raise HorizonExceededError(f"horizon: cannot close ticks up to {tick}, the horizon is"
+                                       f" {self.spec.horizon} ticks; start a new epoch")
+        for b in range(self._boundary + self.spec.output_every, tick + 1, self.spec.output_every):
+            self._close(b)
+        if tick > self._sketch.steps_closed:
+            self._sketch.advance_to(tick)
+
+    def _close(self, boundary: int) -> None:
+        self._sketch.advance_to(boundary)
+        if self._counter is not None:
+            self._counter.advance(self._tick_counts[:, None])
+        self._tick_counts[:] = 0
+        self._boundary = boundary
+        self._output()
+
+    def _absorb(self, items: np.ndarray) -> None:
+        """Alg. 6 line 9, vectorised: add the interval's distinct new items to C."""
+        assert self._cands is not None
+        h = self._sketch.hash
+        keys, first = np.unique(h.item_keys(items), return_index=True)
+        new = self._cands.missing(keys)
+        if new.any():
+            self._cands.add(keys[new], items[first[new]], h.buckets(keys[new]))
+
+    # ------------------------------------------------------------- outputs
+    def _length(self) -> tuple[float, float]:
+        """``(t_hat, t_up)``: public length (replace) or DP count and its upper bound."""
+        if self._counter is None:
+            return float(self._events), float(self._events)
+        t_hat = float(self._counter.query()[0])
+        return t_hat, t_hat + self.params.count_error + self.spec.unit_cap
+
+    def _output(self) -> None:
+        """Alg. 6 ``output`` (lines 1-11) then the top-k~ trim (line 12)."""
+        th = self.params.thresholds
+        t_hat, t_up = self._length()
+        tau = th.threshold(max(t_hat, 0.0), t_up)
+        self._last = {"t_hat": t_hat, "t_up": t_up, "threshold": tau,
+                      "tau1": th.tau1(max(t_hat, 0.0)), "tau2": th.tau2(t_up),
+                      "lambda2": th.lambda2(t_up)}
+        self._outputs += 1
+        c = self._cands
+        if c is None or c.size == 0:
+            return
+        est = np.take_along_axis(self._sketch.noisy_matrix(), c.buckets, axis=1).min(axis=0)
+        hot = np.flatnonzero(est > tau)
+        order = hot[top_order(est[hot], c.keys[hot])]
+        self._hh_keys, self._hh_items, self._hh_est = c.keys[order], c.items[order], est[order]
+        c.trim(est, self.spec.k_tilde)
+
+    def heavy_hitters(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(items, estimates)`` of the last output (estimates descending)."""
+        return self._hh_items.copy(), self._hh_est.copy()
+
+    # ------------------------------------------------------------- release
+    def privacy(self) -> dict[str, Any]:
+        """The stated guarantee and its budget split (module docstring)."""
+        spec, (eps_s, delta_s), (eps_l, delta_l) = self.spec, *self._budgets()
+        beta = spec.beta_value
+        dt_sketch = delta_tilde(eps_s, delta_s)
+        total = dt_sketch if self._counter is None else (
+            dt_sketch + math.exp(eps_s) * delta_l + beta)
+        return {
+            "eps": eps_s + eps_l, "delta": spec.delta, "delta_tilde": total,
+            "relation": spec.relation.value, "unit_cap": spec.unit_cap,
+            "budget": {
+                "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch,
+                           "beta": beta, "calibrator": spec.calibrator.value,
+                           "sigma": self._sketch.calibration.sigma},
+                "length": None if self._counter is None else {
+                    "eps": eps_l, "delta": delta_l, "beta": beta,
+                    "sigma": self._counter.sigma, "error_bound": self.params.count_error},
+            },
+            "reference": "paper 002 Theorem 3; length counter per DESIGN.md 6 [D]",
+        }
+
+    def _budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        return self.spec.sketch_budget, self.spec.count_budget
+
+    def release(self) -> dict[str, Any]:
+        """Public ``heavy_hitters`` payload of the last output (ARCHITECTURE.md)."""
+        spec, th, last = self.spec, self.params.thresholds, self._last
+        est = [int(v) if self._hh_est.dtype.kind in "iu" else float(v) for v in self._hh_est]
+        items = [{"item": public_item(x), "estimate": v}
+                 for x, v in zip(self._hh_items.tolist(), est, strict=True)]
+        if any(isinstance(x, bytes) for x in self._hh_items.tolist()):
+            for e, x in zip(items, self._hh_items.tolist(), strict=True):
+                if isinstance(x, bytes):
+                    e["item_encoding"] = "base64"
+        bound = None
+        if last:
+            bound = {"lower": -th.lambda1, "upper": last["lambda2"],
+                     "coverage": last["threshold"] + th.lambda1, "gamma": self.params.gamma,
+                     "failure_probability": spec.beta_value * (1 if self._counter is None else 2),
+                     "statement": "at every output time, w.p. >= 1 - failure_probability: "
+                     "lower <= estimate - f <= upper for reported items, and every item with "
+                     "f > coverage is reported (paper 002 Lemma 6, Theorem 4)"}
+        priv = self.privacy()
+        arrival = spec.clock is Clock.ARRIVAL
+        return {
+            "kind": "heavy_hitters", "mechanism": self.name, "items": items,
+            "threshold": last.get("threshold"), "tau1": last.get("tau1"),
+            "tau2": last.get("tau2"), "t_estimate": last.get("t_hat"),
+            "length_public": self._counter is None, "error_bound": bound,
+            "outputs": self._outputs, "k": spec.k, "k_tilde": spec.k_tilde,
+            "depth": self.sketch_spec.depth, "clock": spec.clock.value,
+            "lag_bound": spec.k_tilde if arrival else spec.output_every,
+            "lag_unit": "events" if arrival else "ticks",
+            "eps": priv["eps"], "delta": priv["delta"], "delta_tilde": priv["delta_tilde"],
+            "budget": priv["budget"], "relation": priv["relation"],
+        }
+
+    # --------------------------------------------------------------- state
+    def memory_bytes(self) -> int:
+        """Bytes of numpy state: sketch, candidates, length counter, last output."""
+        extra = 0 if self._cands is None else self._cands.memory_bytes()
+        extra += 0 if self._counter is None else self._counter.memory_bytes()
+        return int(self._sketch.memory_bytes() + extra + self._hh_keys.nbytes
+                   + self._hh_est.nbytes + self._tick_counts.nbytes)
+
+    def to_bytes(self) -> bytes:
+        """Versioned binary state (private: exact counts, raw candidate items)."""
+        c = self._cands
+        state: dict[str, Any] = {
+            "hash_seed": self.sketch_spec.hash_seed, "events": self._events,
+            "boundary": self._boundary, "outputs": self._outputs, "last": self._last,
+            "integer_items": None if c is None else c.integer_items,
+            "counter": None if self._counter is None else self._counter.state_header(),
+        }
+        arrays: dict[str, np.ndarray] = {
+            "sketch": np.frombuffer(self._sketch.to_bytes(), dtype=np.uint8),
+            "tick_counts": self._tick_counts, "hh_est": self._hh_est,
+        }
+        if self._counter is not None:
+            arrays.update({f"counter_{k}": v for k, v in self._counter.state_arrays().items()})
+        if c is not None:
+            for prefix, items in (("cand", c.items), ("hh", self._hh_items)):
+                if c.integer_items:
+                    arrays[f"{prefix}_items"] = items.astype(np.int64)
+                else:
+                    arrays.update({f"{prefix}_{k}": v for k, v in encode_items(items).items()})
+        return state_to_bytes(self.name, self.spec, state, arrays)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, noise: NoiseSource) -> LazyHH:
+        """Restore a state written by :meth:`to_bytes`; continues exactly."""
+        spec, state, arrays = state_from_bytes(cls.name, LazyHHSpec, data)
+        try:
+            obj = cls.__new__(cls)
+            obj._setup(spec, noise, int(state["hash_seed"]))
+            sketch = LazyCMS.from_bytes(arrays["sketch"].tobytes(), noise, obj.sketch_spec)
+            assert isinstance(sketch, LazyCMS)
+            obj._sketch = sketch
+            obj._events, obj._boundary = int(state["events"]), int(state["boundary"])
+            obj._outputs, obj._last = int(state["outputs"]), dict(state["last"])
+            obj._tick_counts = arrays["tick_counts"].astype(np.int64)
+            obj._hh_est = arrays["hh_est"]
+            if obj._counter is not None:
+                obj._counter.restore(state["counter"], {
+                    k: arrays[f"counter_{k}"] for k in ("prefix", "node_noise")})
+            if state["integer_items"] is not None:
+                obj._restore_items(bool(state["integer_items"]), arrays)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SerializationError(f"state: incomplete LazyHH state ({exc!r})") from None
+        return obj
+
+    def _restore_items(self, integer: bool, arrays: dict[str, np.ndarray]) -> None:
+        def items(prefix: str) -> np.ndarray:
+            if integer:
+                return arrays[f"{prefix}_items"]
+            return decode_items({k: arrays[f"{prefix}_{k}"]
+                                 for k in ("blob", "lengths", "is_bytes")})
+        h = self._sketch.hash
+        self._cands = CandidateSet(self.sketch_spec.depth, integer)
+        cand = items("cand")
+        keys = h.item_keys(cand) if cand.size else np.zeros(0, dtype=np.uint64)
+        self._cands.restore(keys, cand, h.buckets(keys))
+        self._hh_items = items("hh")
+        self._hh_keys = h.item_keys(self._hh_items) if self._hh_items.size else self._hh_keys
+
+
+def _build_spec(params: Mapping[str, Any]) -> LazyHHSpec:
+    return spec_from_params(LazyHHSpec, params)
+
+
+for _name in (LazyHH.name, "LazyHH"):
+    register(MechanismEntry(name=_name, build_spec=_build_spec, build=LazyHH,
+                            from_bytes=LazyHH.from_bytes, continual=True))

@@ -1,0 +1,205 @@
+"""LazyHH spec and the constants of Lemma 6 / Algorithm 6 (paper 002).
+
+:class:`LazyHHSpec` holds every parameter; :func:`derive_params` turns it
+into the sketch depth, the noise bound ``gamma``, the thresholds and the
+length-counter calibration. Formulas live in :mod:`sketches.privacy`
+(``lazyhh_depth``, ``lazyhh_gamma``, ``alg6_gamma``, ``lazyhh_thresholds``,
+``length_counter_calibration``); this module only decides which apply:
+
+- depth ``d = ceil(log2(2 N / beta))``, ``N`` = bound on (candidate, output)
+  pairs: ``2T`` on the arrival clock (Lemma 6 proof: ``d = ceil(log2(4T/beta))``;
+  the paper's text says ``ln``, but the Markov halving per row needs ``log2``),
+  ``|I| k~ + event_horizon`` on the tick clock (each event adds at most one
+  candidate between outputs, at most ``k~`` survive an output);
+- ``gamma``: exact-sigma noise bound over ``d k~`` counters at ``|I|`` outputs
+  with failure ``beta/2``; with ``calibrator="paper"`` on the arrival clock the
+  printed Alg. 6 line 4 value when larger (reproduction);
+- ``lag``: ``k~`` (arrival clock) or 0 (tick clock: all columns pushed per tick).
+
+Examples
+--------
+>>> spec = LazyHHSpec(k=128, k_tilde=512, horizon=22_995_712, eps=0.5, delta=1e-3,
+...                   relation="replace", clock="arrival", calibrator="paper")
+>>> derive_params(spec, None, None).depth
+38
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sketches.errors import SpecError
+from sketches.privacy import (
+    Calibration,
+    Calibrator,
+    Clock,
+    LazyHHThresholds,
+    Relation,
+    alg6_gamma,
+    check_clock,
+    counter_error_bound,
+    lazyhh_depth,
+    lazyhh_gamma,
+    lazyhh_thresholds,
+    length_counter_calibration,
+    split_budget,
+)
+
+__all__ = ["HHParams", "LazyHHSpec", "derive_params"]
+
+
+@dataclass(frozen=True)
+class LazyHHSpec:
+    """Every parameter of a LazyHH (frozen; JSON-able via ``spec_to_dict``).
+
+    Parameters
+    ----------
+    k, k_tilde : int
+        Heavy-hitter parameter ``k`` (report ``f > t/k``) and candidate-set size /
+        sketch width ``k~ > k``.
+    horizon : int
+        Arrival clock: events ``T``; tick clock: ticks per epoch.
+    eps, delta : float
+        Total epsilon; ``delta`` of the sketch (the paper's ``delta``; the release
+        reports the resulting ``delta_tilde``).
+    beta : float or None
+        Utility failure probability, ``0 < beta < delta`` of the sketch; ``None``:
+        ``delta / 2``.
+    relation, clock, calibrator : as in :class:`sketches.lazy.LazySketchSpec`.
+    hash_seed : int or None
+        ``None`` (recommended): drawn from the noise source at construction, so the
+        hash is independent of the data (the collision bounds need that).
+    event_horizon : int
+        Tick clock only (required): public upper bound on events per epoch
+        (enters the depth); more events raise HorizonExceededError.
+    output_every : int
+        Tick clock: publish a new set every ``output_every`` ticks.
+    count_fraction : float
+        ``add_remove``: share of eps and delta spent on the length counter.
+    unit_cap : int
+        Exact per-unit contribution cap ``c`` (1 = event-level).
+    """
+
+    k: int
+    k_tilde: int
+    horizon: int
+    eps: float
+    delta: float
+    beta: float | None = None
+    relation: Relation = Relation.ADD_REMOVE
+    clock: Clock = Clock.TICK
+    calibrator: Calibrator = Calibrator.DISCRETE
+    hash_seed: int | None = None
+    event_horizon: int = 0
+    output_every: int = 1
+    count_fraction: float = 0.1
+    unit_cap: int = 1
+
+    def __post_init__(self) -> None:
+        for name, enum in (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator)):
+            try:
+                object.__setattr__(self, name, enum(getattr(self, name)))
+            except ValueError:
+                allowed = ", ".join(e.value for e in enum)
+                raise SpecError(f"{name}: unknown value {getattr(self, name)!r}; use one of"
+                                f" {allowed}") from None
+        for name in ("k", "k_tilde", "horizon", "output_every", "unit_cap"):
+            _positive_int(name, getattr(self, name))
+        if self.k_tilde <= self.k:
+            raise SpecError(f"k_tilde: must exceed k={self.k} (Theorem 4), got {self.k_tilde};"
+                            " use e.g. k_tilde = 4 k")
+        if not (math.isfinite(self.eps) and self.eps > 0):
+            raise SpecError(f"eps: must be a finite number > 0, got {self.eps!r}")
+        if not 0 < self.delta < 1:
+            raise SpecError(f"delta: must be in (0, 1), got {self.delta!r}")
+        if not 0 < self.count_fraction < 1:
+            raise SpecError(f"count_fraction: must be in (0, 1), got {self.count_fraction!r}")
+        check_clock(self.relation, self.clock)
+        if self.clock is Clock.TICK:
+            if isinstance(self.event_horizon, bool) or self.event_horizon < 1:
+                raise SpecError("event_horizon: the tick clock needs a public upper bound on"
+                                " events per epoch; set event_horizon (e.g. 10 x expected)")
+        elif self.event_horizon not in (0, self.horizon) or self.output_every != 1:
+            raise SpecError("event_horizon/output_every: the arrival clock outputs every k_tilde"
+                            " events of a horizon of `horizon` events; leave both unset")
+        sketch_delta = self.sketch_budget[1]
+        if not 0 < self.beta_value < sketch_delta:
+            raise SpecError(f"beta: must be in (0, {sketch_delta:g}) (sketch delta, Lemma 11),"
+                            f" got {self.beta}; leave it unset for delta/2")
+
+    @property
+    def beta_value(self) -> float:
+        """``beta`` with its default ``delta_sketch / 2``."""
+        return self.sketch_budget[1] / 2 if self.beta is None else float(self.beta)
+
+    @property
+    def sketch_budget(self) -> tuple[float, float]:
+        """``(eps_s, delta_s)`` of the LazyCMS (everything under replace)."""
+        if self.relation is Relation.REPLACE:
+            return float(self.eps), float(self.delta)
+        s = split_budget(self.eps, self.delta, length_fraction=self.count_fraction)
+        return s.sketch_eps, s.sketch_delta
+
+    @property
+    def count_budget(self) -> tuple[float, float]:
+        """``(eps_l, delta_l)`` of the length counter (``(0, 0)`` under replace)."""
+        if self.relation is Relation.REPLACE:
+            return 0.0, 0.0
+        s = split_budget(self.eps, self.delta, length_fraction=self.count_fraction)
+        return s.length_eps, s.length_delta
+
+    @property
+    def outputs(self) -> int:
+        """``|I|``: number of output times per epoch."""
+        if self.clock is Clock.ARRIVAL:
+            return self.horizon // self.k_tilde
+        return self.horizon // self.output_every
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise SpecError(f"{name}: must be an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class HHParams:
+    """Derived constants (Lemma 6 / Alg. 6) of one LazyHH epoch."""
+
+    depth: int
+    gamma: float
+    thresholds: LazyHHThresholds
+    count: Calibration | None
+    count_error: float
+
+
+def derive_params(spec: LazyHHSpec, sketch_cal: Calibration | None, depth: int | None) -> HHParams:
+    """Depth (first call) or gamma/thresholds (second call, once the sketch is calibrated)."""
+    beta, kt = spec.beta_value, spec.k_tilde
+    if spec.clock is Clock.ARRIVAL:
+        d = lazyhh_depth(spec.horizon, beta)  # N = 2T (candidate, output) pairs
+    else:
+        pairs = spec.outputs * kt + spec.event_horizon
+        d = lazyhh_depth(-(-pairs // 2), beta)  # ceil(log2(2N / beta))
+    if sketch_cal is None:
+        return HHParams(d, 0.0, lazyhh_thresholds(0.0, k=spec.k, k_tilde=kt), None, 0.0)
+    d = int(depth or d)
+    gamma = lazyhh_gamma(sketch_cal.sigma, levels=sketch_cal.levels, depth=d, k_tilde=kt,
+                         outputs=max(spec.outputs, 1), beta=beta)
+    if spec.calibrator is Calibrator.PAPER and spec.clock is Clock.ARRIVAL:
+        # the paper's printed gamma (Alg. 6 line 4); never below the exact-sigma bound
+        gamma = max(gamma, alg6_gamma(spec.eps, spec.delta, horizon=spec.horizon,
+                                      k_tilde=kt, beta=beta))
+    lag = kt if spec.clock is Clock.ARRIVAL else 0
+    th = lazyhh_thresholds(gamma, k=spec.k, k_tilde=kt, lag=lag, unit_cap=spec.unit_cap)
+    count, err = None, 0.0
+    if spec.relation is Relation.ADD_REMOVE:
+        le, ld = spec.count_budget
+        count = length_counter_calibration(le, ld, rounds=spec.horizon,
+                                           calibrator=spec.calibrator, unit_cap=spec.unit_cap)
+        err = counter_error_bound(count.sigma, levels=count.levels, n=1,
+                                  steps=max(spec.outputs, 1), beta=beta)
+    return HHParams(d, gamma, th, count, err)

@@ -8,6 +8,16 @@ used, which is what a release must carry (any calibrator).
 
 Paper discrepancies found while implementing (the proofs win):
 
+- Lemma 4's proof writes ``σ sqrt(2h ln(2|I|n/β)) = (h/ε) sqrt(2m ln(1.25/δ)
+  ln(2|I|n/β))``, which holds for ``σ = sqrt(m h ln(1.25/δ))/ε`` (Theorem 1's
+  proof) but not for Alg. 1's ``σ = sqrt(2 m h ln(1.25/δ))/ε``: with the sigma
+  the algorithm actually uses, the bound is ``sqrt 2`` larger. Lemma 5's and
+  Lemma 6's ``γ`` inherit this; their ``3 log`` slack covers it only when
+  ``log(T/w) >~ 17`` (e.g. ``T = 2^20, w = 1024, d = 4, ε = 0.5, δ = 1e-3``:
+  Lemma 5 ``γ = 1394.5`` < exact ``1472.5``). Releases therefore carry
+  :func:`counter_error_bound` of the actual sigma, and LazyHH's suppression
+  threshold must use :func:`lazyhh_gamma` (or the max with the printed form).
+
 - LazyHH ``γ``: Theorem 4 prints ``3 log T``, Lemma 6 eq. (1) ``3 log(T/k~)``
   with ``ln(2T log(4T/β)/β)``, Alg. 6 line 4 ``3 log(T/k~) sqrt(d ln(4Td/β)
   ln(1.25/δ))``. The proof of Lemma 6 applies Lemma 4 with failure ``β/2`` to

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import platform
 import secrets
 import sys
@@ -151,7 +152,9 @@ def main() -> None:
         "# Noise sampler benchmark (`benchmarks/bench_noise.py`)",
         "",
         f"Machine: {platform.machine()}, {platform.python_version()}, numpy {np.__version__}; "
-        f"best of {repeat}, batch {n:,} unless stated.",
+        f"best of {repeat}, batch {n:,} unless stated; load average at the end "
+        f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} shared cores (other jobs running "
+        "lower every number; compare rows of the same run).",
         "",
         "| sampler | sigma | throughput |",
         "|---|---:|---:|",

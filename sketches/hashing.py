@@ -267,6 +267,25 @@ class HashSpec:
         y += self._b[row]
         return y
 
+    def row_into(
+        self, keys: np.ndarray, row: int, out: np.ndarray, signs_out: np.ndarray | None = None
+    ) -> None:
+        """Write row ``row``'s buckets into ``out`` (int64/uint64, shape (n,)), in place.
+
+        Allocation-free hot-path variant of :meth:`buckets` (and of
+        :meth:`signs` into ``signs_out``, any numeric dtype) for one row.
+        """
+        y = out.view(np.uint64)
+        np.multiply(keys, self._a[row], out=y)
+        y += self._b[row]
+        if signs_out is not None:
+            signs_out[...] = (y >> np.uint64(31)) & np.uint64(1)
+            signs_out *= -2
+            signs_out += 1
+        y >>= _S32
+        y *= np.uint64(self.width)
+        y >>= _S32
+
     def buckets(self, keys: np.ndarray) -> np.ndarray:
         """Bucket of every key in every row, ``int64[depth, n]`` in ``[0, width)``.
 

@@ -217,7 +217,8 @@ def analytic_gaussian_delta(eps: float, sigma: float, sensitivity: float) -> flo
     a = sensitivity / (2.0 * sigma)
     b = eps * sigma / sensitivity
     second = _phi(-a - b)
-    term = math.exp(eps + math.log(second)) if second > 0 else 0.0
+    log_term = eps + math.log(second) if second > 0 else -math.inf
+    term = math.exp(min(log_term, 700.0))
     return max(_phi(a - b) - term, 0.0)
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import xxhash
 
 from sketches.base import lookup
+from sketches.errors import HorizonExceededError
 from worker.checkpoint import CheckpointStore, PartitionCheckpoint
 from worker.decode import Record, decode_batch
 from worker.metrics import Metrics
@@ -264,7 +265,13 @@ class Engine:
                 epoch, local = st.tick_of(now)
                 if epoch > st.epoch:
                     self._roll(ps, st, epoch, now)
-                dropped += st.apply(items, units, weights, local, now)
+                try:
+                    dropped += st.apply(items, units, weights, local, now)
+                except HorizonExceededError:
+                    m.over_horizon.labels(topology=topo.name).inc(len(items))
+                    log.warning("topology %s shard %s: events beyond the epoch's public event "
+                                "bound dropped", topo.name, shard)
+                    continue
                 applied += len(items)
                 continue
             start = 0

@@ -47,6 +47,8 @@ class Metrics:
                                     "topic", ["topology", "reason"], registry=r)
         self.dropped = Counter("dpstream_contributions_dropped", "Events dropped by the exact "
                                "per-unit contribution cap", t, registry=r)
+        self.over_horizon = Counter("dpstream_events_over_horizon", "Events dropped because "
+                                    "the epoch's public event bound was reached", t, registry=r)
         self.releases = Counter("dpstream_releases_published", "Releases published", ts,
                                 registry=r)
         self.release_latency = Histogram(

@@ -1,0 +1,135 @@
+"""Topology validation: every error names the file, the field path and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sketches.errors import SpecError
+from worker.mechanisms import load_mechanisms
+from worker.topology import load_topologies, load_topology, parse_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BASE = {
+    "name": "t1",
+    "input": {"topic": "in", "partitions": 2, "fields": {"shard": "router", "item": "src"}},
+    "mechanism": {"name": "lazy_cms", "params": {"depth": 2, "width": 64}},
+    "privacy": {"eps": 1.0, "delta": 1e-6, "tick_ms": 100, "epoch_ticks": 50},
+    "release": {"every_ticks": 5, "topic": "out"},
+    "dead_letter": {"topic": "dlq"},
+}
+
+
+def _with(path: str, value: object) -> str:
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    node = doc
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+    if value is _DELETE:
+        del node[keys[-1]]
+    else:
+        node[keys[-1]] = value
+    return yaml.safe_dump(doc)
+
+
+_DELETE = object()
+
+
+def test_minimal_topology_defaults() -> None:
+    t = parse_topology(yaml.safe_dump(BASE), "x.yaml")
+    assert t.privacy.relation == "add_remove" and t.privacy.clock == "tick"
+    assert t.noise.kind == "secure" and t.allowed_shards is None
+    assert t.input.encoding == "json" and t.input.item_type == "str"
+    assert t.horizon == 50
+    assert t.spec_params() == {"depth": 2, "width": 64, "eps": 1.0, "delta": 1e-6,
+                               "relation": "add_remove", "clock": "tick", "horizon": 50,
+                               "unit_cap": 1}
+
+
+@pytest.mark.parametrize(("path", "value", "field", "fix"), [
+    ("privacy.eps", 0, "privacy.eps", "positive epsilon"),
+    ("privacy.delta", 1.5, "privacy.delta", "delta"),
+    ("privacy.clock", "arrival", "privacy.clock", "relation: replace"),
+    ("privacy.relation", "swap", "privacy.relation", "add_remove, replace"),
+    ("privacy.unit_cap", 5, "privacy.unit_cap", "input.fields.unit"),
+    ("input.partitions", 0, "input.partitions", "positive whole number"),
+    ("input.encoding", "avro", "input.encoding", "json, columnar"),
+    ("input.fields.item", _DELETE, "input.fields.item", "add `item:`"),
+    ("input.topic", "bad topic!", "input.topic", "A-Z"),
+    ("input.extra", 1, "input.extra", "remove it"),
+    ("release", _DELETE, "release", "add a `release:` section"),
+    ("release.every_ticks", "often", "release.every_ticks", "int"),
+    ("release.topic", "in", "release.topic", "own topic"),
+    ("noise.kind", "fast", "noise.kind", "allow_insecure_noise: true"),
+    ("shards.allowed", [], "shards.allowed", "public shard keys"),
+])
+def test_error_names_field_and_fix(path: str, value: object, field: str, fix: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_topology(_with(path, value), "pipelines/x.yaml")
+    msg = str(err.value)
+    assert msg.startswith("pipelines/x.yaml: "), msg
+    assert field in msg and fix in msg, msg
+
+
+def test_insecure_noise_needs_flag_and_is_refused_in_production() -> None:
+    doc = yaml.safe_load(_with("noise", {"kind": "zero", "allow_insecure_noise": True}))
+    assert parse_topology(yaml.safe_dump(doc)).noise.kind == "zero"
+    doc["production"] = True
+    with pytest.raises(SpecError, match="refused in a production topology"):
+        parse_topology(yaml.safe_dump(doc))
+
+
+def test_arrival_clock_with_replace_needs_epoch_events() -> None:
+    doc = yaml.safe_load(_with("privacy.clock", "arrival"))
+    doc["privacy"]["relation"] = "replace"
+    with pytest.raises(SpecError, match=r"privacy\.epoch_events"):
+        parse_topology(yaml.safe_dump(doc))
+    doc["privacy"]["epoch_events"] = 1000
+    t = parse_topology(yaml.safe_dump(doc))
+    assert t.horizon == 1000 and t.spec_params()["clock"] == "arrival"
+
+
+def test_unit_and_weight_cannot_be_combined() -> None:
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc["input"]["fields"].update(unit="user", weight="bytes")
+    with pytest.raises(SpecError, match=r"input\.fields\.weight"):
+        parse_topology(yaml.safe_dump(doc))
+
+
+def test_invalid_yaml_and_non_mapping() -> None:
+    with pytest.raises(SpecError, match=r"x\.yaml: not valid YAML"):
+        parse_topology("a: [", "x.yaml")
+    with pytest.raises(SpecError, match="top level: must be a mapping"):
+        parse_topology("- 1", "x.yaml")
+
+
+def test_unknown_mechanism_and_bad_params_fail_at_load(tmp_path: Path) -> None:
+    load_mechanisms()
+    p = tmp_path / "m.yaml"
+    p.write_text(_with("mechanism.name", "lazy_nope"))
+    with pytest.raises(SpecError, match=r"m.yaml: mechanism.name: unknown mechanism 'lazy_nope'"):
+        load_topology(p)
+    p.write_text(_with("mechanism.params", {"depth": 2, "widht": 64}))
+    with pytest.raises(SpecError, match=r"m.yaml: mechanism.params: widht"):
+        load_topology(p)
+
+
+def test_shipped_topologies_validate() -> None:
+    load_mechanisms()
+    topos = load_topologies([str(ROOT / "topologies")])
+    names = {t.name for t in topos}
+    assert {"netmon-heavy-sources", "netmon-dst-prefixes", "pageviews-dp"} <= names
+    for t in topos:
+        assert t.noise.kind == "secure"
+
+
+def test_duplicate_names_rejected(tmp_path: Path) -> None:
+    load_mechanisms()
+    for n in ("a", "b"):
+        (tmp_path / f"{n}.yaml").write_text(yaml.safe_dump(BASE))
+    with pytest.raises(SpecError, match="already used"):
+        load_topologies([str(tmp_path)])

@@ -116,14 +116,17 @@ class IntegerTable:
         return out.reshape(u_hi.shape)
 
 
+def _check_half_width(name: str, value: float, k: int) -> None:
+    if k > MAX_HALF_WIDTH:
+        raise SpecError(
+            f"{name}: {value:g} would need an integer-noise table with K={k} > "
+            f"{MAX_HALF_WIDTH} entries; lower it (raise eps, lower the unit cap or depth)"
+        )
+
+
 def _table_from_half_weights(half: list[Decimal], tail: Decimal) -> IntegerTable:
     """Build the symmetric CDF table from weights ``w(0), ..., w(K)`` (exact Decimals)."""
     k = len(half) - 1
-    if k > MAX_HALF_WIDTH:
-        raise SpecError(
-            f"noise scale: the integer-noise table would need K={k} > {MAX_HALF_WIDTH} "
-            "entries; lower sigma/scale (e.g. raise eps or lower the unit cap)"
-        )
     with localcontext() as ctx:
         ctx.prec = _PREC
         total = half[0] + 2 * sum(half[1:], Decimal(0))
@@ -160,6 +163,7 @@ def discrete_gaussian_table(sigma: float) -> IntegerTable:
     if not (math.isfinite(sigma) and sigma > 0):
         raise SpecError(f"sigma: must be a finite number > 0, got {sigma!r}")
     k = math.ceil(sigma * math.sqrt(2 * _TAIL_BITS * math.log(2))) + 1
+    _check_half_width("sigma", sigma, k)
     with localcontext() as ctx:
         ctx.prec = _PREC
         s2 = Decimal(repr(float(sigma))) ** 2
@@ -193,6 +197,7 @@ def discrete_laplace_table(scale: float) -> IntegerTable:
     if not (math.isfinite(scale) and scale > 0):
         raise SpecError(f"scale: must be a finite number > 0, got {scale!r}")
     k = math.ceil(_TAIL_BITS * math.log(2) * scale) + 1
+    _check_half_width("scale", scale, k)
     with localcontext() as ctx:
         ctx.prec = _PREC
         r = (Decimal(-1) / Decimal(repr(float(scale)))).exp()

@@ -6,9 +6,11 @@ SecureNoise ones, which by design cannot be):
 - FastNoise tests use fixed seeds, so they are deterministic; the thresholds are
   chosen so that a *random* seed would fail with probability <= 1e-6 each.
 - SecureNoise moment tests use |z| <= 5.5 per statistic (two-sided normal tail
-  3.8e-8), 12 statistics: total false-failure rate < 1e-6.
-- Chi-square tests reject at p < 1e-7 (false failure 1e-7 each; for FastNoise
-  the seed is fixed, so deterministic).
+  3.8e-8), 12 statistics: 4.6e-7.
+- Chi-square and Kolmogorov-Smirnov tests reject at p < 1e-7 (1e-7 each; for
+  FastNoise the seed is fixed, so deterministic). SecureNoise runs 1 chi-square
+  and 3 KS tests: 4e-7.
+- Whole file, SecureNoise included: false-failure rate < 1e-6 per run.
 """
 
 from __future__ import annotations
@@ -131,6 +133,13 @@ def test_invalid_scales_rejected(src: NoiseSource, bad: float) -> None:
     for fn in (src.gaussian, src.discrete_gaussian, src.laplace, src.discrete_laplace):
         with pytest.raises(SpecError, match=r"sigma|scale"):
             fn(bad, 3)
+
+
+def test_huge_scale_refused_before_building() -> None:
+    with pytest.raises(SpecError, match="sigma"):
+        SecureNoise().discrete_gaussian(1e7, 1)
+    with pytest.raises(SpecError, match="scale"):
+        SecureNoise().discrete_laplace(1e6, 1)
 
 
 def test_zero_noise_is_zero() -> None:

@@ -66,11 +66,17 @@ Examples
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sketches.errors import HorizonExceededError, SerializationError, SpecError
+from sketches.errors import (
+    HorizonExceededError,
+    IncompatibleSpecError,
+    SerializationError,
+    SpecError,
+)
 
 if TYPE_CHECKING:
     from sketches.noise import NoiseSource
@@ -253,7 +259,22 @@ class ContinualCounters:
                 "integer_noise": self.integer_noise, "horizon": self.horizon}
 
     def restore(self, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        """Load state written by :meth:`state_arrays` / :meth:`state_header`."""
+        """Load state written by :meth:`state_arrays` / :meth:`state_header`.
+
+        Refuses (IncompatibleSpecError) a checkpoint whose noise scale differs
+        from this object's calibration: continuing an epoch with another sigma
+        would silently change the guarantee; start a new epoch instead.
+        """
+        stored = float(header.get("sigma", float("nan")))
+        if not math.isclose(stored, self.sigma, rel_tol=1e-9) or bool(
+            header.get("integer_noise")) != self.integer_noise:
+            raise IncompatibleSpecError(
+                f"calibration: checkpoint sigma={stored} (integer={header.get('integer_noise')})"
+                f" differs from the current calibration sigma={self.sigma}"
+                f" (integer={self.integer_noise}); start a new epoch instead of restoring"
+            )
+        if "rounds" not in header:
+            raise SerializationError("state.rounds: missing from the checkpoint header")
         prefix, node_noise = arrays.get("prefix"), arrays.get("node_noise")
         if prefix is None or node_noise is None:
             raise SerializationError("counters: missing 'prefix' or 'node_noise' array")

@@ -457,7 +457,6 @@ class _LazySketch:
         """
         spec, state, arrays = state_from_bytes(cls.name, LazySketchSpec, data, expected_spec)
         sketch = cls(spec, noise)
-        check_calibration(state, sketch._counters)
         p = arrays.get("P")
         if p is None or p.shape != sketch._P.shape:
             raise SerializationError(f"arrays.P: missing or not of shape {sketch._P.shape}")
@@ -468,23 +467,6 @@ class _LazySketch:
             raise SerializationError("state: steps and rounds are inconsistent; corrupt state")
         sketch._steps = steps
         return sketch
-
-
-def check_calibration(state: dict[str, Any], counters: ContinualCounters) -> None:
-    """Refuse a checkpoint whose noise scale differs from today's calibration.
-
-    Continuing an epoch with a different sigma would silently change the
-    guarantee, so a changed calibration must start a new epoch instead.
-    """
-    stored = float(state.get("sigma", float("nan")))
-    if not math.isclose(stored, counters.sigma, rel_tol=1e-9) or bool(
-        state.get("integer_noise")) != counters.integer_noise:
-        from sketches.errors import IncompatibleSpecError
-
-        raise IncompatibleSpecError(
-            f"calibration: checkpoint sigma={stored} differs from the current calibration"
-            f" sigma={counters.sigma}; start a new epoch instead of restoring"
-        )
 
 
 def error_bound(spec: LazySketchSpec, cal: Calibration, estimator: str,

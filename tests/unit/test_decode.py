@@ -1,0 +1,142 @@
+"""Decoding JSON and columnar batches; every bad message becomes a dead letter."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worker.decode import REASONS, decode_batch
+from worker.routing import ShardGate, group_by_shard, partition_for
+from worker.topology import FieldPaths, InputSpec
+
+JSON = InputSpec("in", 1, "json", FieldPaths("router", "src.ip", "user", None), 300)
+JSONW = InputSpec("in", 1, "json", FieldPaths("router", "src", None, "pkts"))
+COL = InputSpec("in", 1, "columnar", FieldPaths("router", "src", None, "pkts"))
+COLI = InputSpec("in", 1, "columnar", FieldPaths("router", "src"), item_type="int")
+
+
+def rec(i: int, value: bytes | None) -> tuple[int, bytes | None, bytes | None, int]:
+    return (i, b"k", value, 1000 + i)
+
+
+def test_json_good_events_all_columns() -> None:
+    msgs = [rec(i, json.dumps({"router": f"r{i % 2}", "src": {"ip": f"10.0.0.{i}"},
+                               "user": i % 3}).encode()) for i in range(5)]
+    out = decode_batch(JSON, msgs)
+    assert out.dead == []
+    assert out.items.tolist() == [f"10.0.0.{i}" for i in range(5)]
+    assert out.shards.tolist() == ["r0", "r1", "r0", "r1", "r0"]
+    assert out.units is not None and out.units.tolist() == ["0", "1", "2", "0", "1"]
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    (b'{"router": "r1", "src": ', "malformed_json"),
+    (b"\xff\xfe\x81", "not_utf8"),
+    (b"[1, 2]", "not_an_object"),
+    (b'{"router": "r1", "user": 1}', "missing_field"),
+    (b'{"router": "r1", "src": {"ip": "a"}}', "missing_field"),
+    (b'{"router": "r1", "src": {"ip": {"x": 1}}, "user": 1}', "wrong_type"),
+    (b'{"router": "r1", "src": {"ip": true}, "user": 1}', "wrong_type"),
+    (b'{"router": 1.5, "src": {"ip": "a"}, "user": 1}', "wrong_type"),
+    (b"", "empty"),
+    (None, "empty"),
+    (b'{"router": "r1", "src": {"ip": "' + b"x" * 400 + b'"}, "user": 1}', "oversized"),
+])
+def test_json_bad_messages_dead_lettered(raw: bytes | None, reason: str) -> None:
+    good = rec(1, b'{"router": "r1", "src": {"ip": "a"}, "user": "u"}')
+    out = decode_batch(JSON, [good, rec(2, raw), good])
+    assert [d.reason for d in out.dead] == [reason]
+    assert out.dead[0].offset == 2 and out.dead[0].value == raw
+    assert out.items.tolist() == ["a", "a"]  # good events unaffected
+    assert reason in REASONS
+    doc = json.loads(out.dead[0].to_json("t", "in", 3))
+    assert doc["reason"] == reason and doc["partition"] == 3 and doc["offset"] == 2
+
+
+def test_int_item_normalised_to_string_and_int_type() -> None:
+    out = decode_batch(JSONW, [rec(0, b'{"router": 7, "src": 42, "pkts": 3}')])
+    assert out.items.tolist() == ["42"] and out.shards.tolist() == ["7"]
+    assert out.weights is not None and out.weights.tolist() == [3.0]
+    ints = InputSpec("in", 1, "json", FieldPaths("router", "src"), item_type="int")
+    out = decode_batch(ints, [rec(0, b'{"router": "r", "src": 42}'),
+                              rec(1, b'{"router": "r", "src": "42"}')])
+    assert out.items.dtype == np.int64 and out.items.tolist() == [42]
+    assert [d.reason for d in out.dead] == ["wrong_type"]
+
+
+def test_negative_weight_rejected() -> None:
+    out = decode_batch(JSONW, [rec(0, b'{"router": "r", "src": "a", "pkts": -1}')])
+    assert [d.reason for d in out.dead] == ["wrong_type"] and len(out) == 0
+
+
+def test_gate_rejects_unknown_and_wrong_partition() -> None:
+    spec = InputSpec("in", 4, "json", FieldPaths("router", "src"))
+    p = partition_for("r1", 4)
+    other = next(s for s in (f"r{i}" for i in range(50)) if partition_for(s, 4) != p)
+    gate = ShardGate(p, 4, frozenset({"r1", other}))
+    msgs = [rec(0, b'{"router": "r1", "src": "a"}'),
+            rec(1, json.dumps({"router": other, "src": "a"}).encode()),
+            rec(2, b'{"router": "zz", "src": "a"}')]
+    out = decode_batch(spec, msgs, gate)
+    assert out.shards.tolist() == ["r1"]
+    assert [d.reason for d in out.dead] == ["wrong_partition", "unknown_shard"]
+
+
+def test_columnar_batch_decodes_to_arrays() -> None:
+    msg = json.dumps({"v": 1, "shard": "r9", "item": ["a", "b", 5],
+                      "weight": [1, 2.5, 0]}).encode()
+    out = decode_batch(COL, [rec(0, msg), rec(1, msg)])
+    assert out.items.tolist() == ["a", "b", "5", "a", "b", "5"]
+    assert out.shards.tolist() == ["r9"] * 6
+    assert out.weights is not None and out.weights.tolist() == [1, 2.5, 0, 1, 2.5, 0]
+    out = decode_batch(COLI, [rec(0, b'{"v": 1, "shard": "r", "item": [1, 2, 3]}')])
+    assert out.items.dtype == np.int64 and out.items.tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("doc", "reason"), [
+    ({"v": 2, "shard": "r", "item": ["a"], "weight": [1]}, "bad_version"),
+    ({"v": 1, "item": ["a"], "weight": [1]}, "missing_field"),
+    ({"v": 1, "shard": "r", "weight": [1]}, "missing_field"),
+    ({"v": 1, "shard": "r", "item": "a", "weight": [1]}, "wrong_type"),
+    ({"v": 1, "shard": "r", "item": ["a", "b"], "weight": [1]}, "length_mismatch"),
+    ({"v": 1, "shard": "r", "item": ["a", 1.5], "weight": [1, 1]}, "wrong_type"),
+    ({"v": 1, "shard": "r", "item": [{"x": 1}], "weight": [1]}, "wrong_type"),
+    ({"v": 1, "shard": "r", "item": ["a"], "weight": ["x"]}, "wrong_type"),
+    ({"v": 1, "shard": "r", "item": ["a"], "weight": [-1]}, "wrong_type"),
+    ({"v": 1, "shard": ["r"], "item": ["a"], "weight": [1]}, "wrong_type"),
+])
+def test_columnar_bad_messages(doc: dict, reason: str) -> None:
+    out = decode_batch(COL, [rec(0, json.dumps(doc).encode())])
+    assert [d.reason for d in out.dead] == [reason] and len(out) == 0
+
+
+def test_columnar_int_items_reject_floats_and_bools() -> None:
+    for items in ([1.5], [True], ["1"]):
+        out = decode_batch(COLI, [rec(0, json.dumps({"v": 1, "shard": "r",
+                                                     "item": items}).encode())])
+        assert [d.reason for d in out.dead] == ["wrong_type"], items
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_never_raise(raw: bytes) -> None:
+    for spec in (JSON, COL):
+        out = decode_batch(spec, [rec(0, raw)])
+        assert len(out) + len(out.dead) >= 1
+        assert all(d.reason in REASONS for d in out.dead)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=50))
+def test_group_by_shard_partitions_indices(shards: list[str]) -> None:
+    arr = np.array(shards, dtype=object)
+    seen: list[int] = []
+    for key, idx in group_by_shard(arr):
+        assert all(arr[i] == key for i in idx)
+        assert list(idx) == sorted(idx)
+        seen += list(idx)
+    assert sorted(seen) == list(range(len(shards)))

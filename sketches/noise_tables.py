@@ -21,14 +21,15 @@ fixed-point CDF table:
 
 Statistical distance (documented bound, stored in ``IntegerTable.tv_bound``)
 --------------------------------------------------------------------------
-Let ``P`` be the exact (untruncated) distribution and ``P̂`` the sampled one.
-Each stored CDF value is off by less than ``2**-128`` plus the Decimal error
-(``< 2**-140`` relative, 50 digits over at most a few million recurrence steps),
-so ``sum_x |P̂(x) - P_K(x)| <= (2K+1) * 2**-127`` where ``P_K`` is ``P``
-truncated to ``[-K, K]``. ``K`` is chosen so the tail mass ``P[|X| > K] <
-2**-130``, hence ``TV(P̂, P) <= (2K+1) * 2**-128 + 2**-130``, below ``2**-100``
-for every table this module builds (``K < 2**26``). Over ``n`` samples the joint
-distance is at most ``n`` times that, i.e. negligible next to any ``delta``
+Let ``P`` be the exact (untruncated) distribution, ``P_K`` its restriction to
+``[-K, K]`` (renormalised) and ``P̂`` the sampled one. Each stored CDF value is
+off by less than ``2**-128`` (floor) plus the Decimal error (below ``2**-140``:
+50 digits, at most ``2**21`` recurrence steps), so under ``2**-127``; each
+``P̂(x)`` is a difference of two such values, hence ``TV(P̂, P_K) <= (2K+1) *
+2**-127``. ``K`` is chosen so that ``TV(P_K, P) = P[|X| > K] < 2**-130``. So
+``TV(P̂, P) <= (2K+1) * 2**-127 + 2**-130 < 2**-104`` for every table this
+module builds (``K <= 2**21``). Over ``n`` samples the joint distance is at most
+``n`` times that, i.e. negligible next to any ``delta``
 (``10**12`` samples still give ``< 2**-60``).
 
 Examples
@@ -43,7 +44,7 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal, localcontext
 from functools import lru_cache
@@ -52,8 +53,8 @@ import numpy as np
 
 from sketches.errors import SpecError
 
-#: Largest table half-width K we are willing to build (memory ~ 16 bytes * (2K+1)).
-MAX_HALF_WIDTH = 4_000_000
+#: Largest table half-width K built (memory 32 bytes * K; sigma up to about 1.5e5).
+MAX_HALF_WIDTH = 1 << 21
 _TAIL_BITS = 130  # tail mass target 2**-130
 _PREC = 50  # decimal digits for the table computation
 
@@ -124,25 +125,40 @@ def _check_half_width(name: str, value: float, k: int) -> None:
         )
 
 
-def _table_from_half_weights(half: list[Decimal], tail: Decimal) -> IntegerTable:
-    """Build the symmetric CDF table from weights ``w(0), ..., w(K)`` (exact Decimals)."""
-    k = len(half) - 1
+def _build_table(k: int, weights: Callable[[], Iterator[Decimal]], tail: Decimal) -> IntegerTable:
+    """Build the symmetric CDF table from a re-iterable ``w(0), w(1), ..., w(K)``.
+
+    Two passes over the weights (no per-entry Python objects are kept, so memory
+    is the two uint64 arrays): the first sums them, the second walks the tail
+    sums ``S(j) = sum_{i >= j} w(i)`` and writes ``F(-j) = S(j)/Z`` and
+    ``F(j-1) = 1 - S(j)/Z`` (symmetry). ``tail`` bounds ``sum_{|x| > K} w(x)``.
+    """
+    hi = np.empty(2 * k, dtype=np.uint64)
+    lo = np.empty(2 * k, dtype=np.uint64)
+    mask = (1 << 64) - 1
+    top = (1 << 128) - 1
     with localcontext() as ctx:
         ctx.prec = _PREC
-        total = half[0] + 2 * sum(half[1:], Decimal(0))
+        it = weights()
+        w0 = next(it)
+        half_sum = Decimal(0)
+        for _, w in zip(range(k), it, strict=False):
+            half_sum += w
+        total = w0 + 2 * half_sum
         scale = Decimal(2) ** 128 / total
-        words: list[int] = []
-        acc = Decimal(0)
-        # x = -K .. -1 use w(|x|), then 0 .. K-1
-        for x in range(-k, k):
-            acc += half[abs(x)]
-            word = int((acc * scale).to_integral_value(rounding=ROUND_FLOOR))
-            words.append(min(word, (1 << 128) - 1))
+        tail_sum = half_sum  # S(1)
+        it = weights()
+        next(it)
+        for j, w in zip(range(1, k + 1), it, strict=False):
+            left = min(int((tail_sum * scale).to_integral_value(rounding=ROUND_FLOOR)), top)
+            right = min(
+                int(((total - tail_sum) * scale).to_integral_value(rounding=ROUND_FLOOR)), top
+            )
+            hi[k - j], lo[k - j] = left >> 64, left & mask
+            hi[k + j - 1], lo[k + j - 1] = right >> 64, right & mask
+            tail_sum -= w
         tail_rel = float(tail / total)
-    mask = (1 << 64) - 1
-    hi = np.array([w >> 64 for w in words], dtype=np.uint64)
-    lo = np.array([w & mask for w in words], dtype=np.uint64)
-    tv = (2 * k + 1) * 2.0**-128 + 2 * tail_rel
+    tv = (2 * k + 1) * 2.0**-127 + tail_rel
     return IntegerTable(offset=-k, hi=hi, lo=lo, tv_bound=tv)
 
 
@@ -168,18 +184,20 @@ def discrete_gaussian_table(sigma: float) -> IntegerTable:
         ctx.prec = _PREC
         s2 = Decimal(repr(float(sigma))) ** 2
         q = (Decimal(-1) / s2).exp()  # exp(-1/sigma^2)
-        r = (Decimal(-1) / (2 * s2)).exp()  # ratio w(1)/w(0) = exp(-1/(2 sigma^2))
-        half = [Decimal(1)]
-        w = Decimal(1)
-        for _ in range(k):  # w(x+1) = w(x) * exp(-(2x+1)/(2 sigma^2))
+        r1 = (Decimal(-1) / (2 * s2)).exp()  # ratio w(1)/w(0) = exp(-1/(2 sigma^2))
+        # tail: sum_{|x|>K} w(x) <= 2 w(K+1) / (1 - exp(-(K+1)/sigma^2))
+        w_next = (-((Decimal(k) + 1) ** 2) / (2 * s2)).exp()
+        tail = 2 * w_next / (1 - (-(Decimal(k) + 1) / s2).exp())
+
+    def weights() -> Iterator[Decimal]:
+        w, r = Decimal(1), r1
+        yield w
+        while True:  # w(x+1) = w(x) * exp(-(2x+1)/(2 sigma^2))
             w = w * r
             r = r * q
-            half.append(w)
-        # tail: sum_{x>K} w(x) <= w(K+1) / (1 - exp(-(K+1)/sigma^2))
-        w_next = w * r
-        ratio = (-(Decimal(k) + 1) / s2).exp()
-        tail = 2 * w_next / (1 - ratio)
-    return _table_from_half_weights(half, tail)
+            yield w
+
+    return _build_table(k, weights, tail)
 
 
 @lru_cache(maxsize=32)
@@ -200,11 +218,15 @@ def discrete_laplace_table(scale: float) -> IntegerTable:
     _check_half_width("scale", scale, k)
     with localcontext() as ctx:
         ctx.prec = _PREC
-        r = (Decimal(-1) / Decimal(repr(float(scale)))).exp()
-        half = [Decimal(1)]
+        b = Decimal(repr(float(scale)))
+        r = (Decimal(-1) / b).exp()
+        tail = 2 * (-(Decimal(k) + 1) / b).exp() / (1 - r)
+
+    def weights() -> Iterator[Decimal]:
         w = Decimal(1)
-        for _ in range(k):
+        yield w
+        while True:
             w = w * r
-            half.append(w)
-        tail = 2 * (w * r) / (1 - r)
-    return _table_from_half_weights(half, tail)
+            yield w
+
+    return _build_table(k, weights, tail)

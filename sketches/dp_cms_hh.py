@@ -74,7 +74,7 @@ class DPCMSHeavyHittersSpec:
         Public cap on the prefixes kept per level.
     top_k : int or None
         Publish at most ``top_k`` items (largest estimates).
-    relation, calibrator, hash_seed, weight_clip, turnstile, beta
+    relation, calibrator, hash_seed, weight_clip, turnstile, beta, unit_cap
         As in :class:`sketches.dp_linear.DPLinearSpec`.
     """
 
@@ -94,15 +94,21 @@ class DPCMSHeavyHittersSpec:
     weight_clip: int = 1
     turnstile: bool = False
     beta: float = 0.01
+    unit_cap: int = 1
 
     def __post_init__(self) -> None:
         if not 1 <= self.bits <= 62:
             raise SpecError(f"bits: must be in [1, 62], got {self.bits!r}")
         if not 1 <= self.branch_bits <= min(self.bits, 16):
             raise SpecError(f"branch_bits: must be in [1, min(bits, 16)], got {self.branch_bits}")
-        for f in ("depth", "width", "weight_clip", "max_frontier"):
+        object.__setattr__(self, "relation", str(self.relation))
+        object.__setattr__(self, "calibrator", str(self.calibrator))
+        for f in ("depth", "width", "weight_clip", "unit_cap", "max_frontier"):
             if int(getattr(self, f)) != getattr(self, f) or getattr(self, f) < 1:
                 raise SpecError(f"{f}: must be an integer >= 1, got {getattr(self, f)!r}")
+        if self.max_frontier << self.branch_bits > 1 << 24:
+            raise SpecError("max_frontier: max_frontier * 2**branch_bits must be <= 2**24 "
+                            "(children examined per level); lower one of them")
         if self.threshold is None and not 0 < self.phi <= 1:
             raise SpecError(f"phi: must be in (0, 1], got {self.phi}; or set 'threshold'")
         if not self.eps > 0 or not 0 < self.delta < 1 or not 0 < self.beta < 1:
@@ -159,7 +165,7 @@ class DPCMSHeavyHitters:
         self.levels = DyadicLevels(spec.bits, spec.shifts, "cms", spec.depth, spec.width,
                                    spec.hash_seed)
         self.sensitivity = self.levels.l2_sensitivity(spec.relation, spec.weight_clip,
-                                                      spec.turnstile)
+                                                      spec.turnstile, spec.unit_cap)
         self.sigma = gaussian_sigma(spec.eps, spec.delta, self.sensitivity, spec.calibrator)
         self._released = False
         if not _restore:

@@ -108,7 +108,7 @@ def gaussian_sigma(eps: float, delta: float, l2: float, calibrator: str) -> floa
 
 
 def linear_l2_sensitivity(kind: str, depth: int, relation: str, weight_clip: int = 1,
-                          turnstile: bool = False) -> float:
+                          turnstile: bool = False, unit_cap: int = 1) -> float:
     """L2 sensitivity of a ``depth``-row CMS/CS counter matrix (table in the module docstring).
 
     >>> linear_l2_sensitivity("cms", 4, "replace")   # paper 003 eq. (1)
@@ -118,7 +118,7 @@ def linear_l2_sensitivity(kind: str, depth: int, relation: str, weight_clip: int
     >>> linear_l2_sensitivity("cs", 4, "add_remove")
     2.0
     """
-    v = float(weight_clip)
+    v = float(weight_clip) * unit_cap   # a unit's <= c events: per-row L2 scales by c
     if relation == "add_remove":
         return v * math.sqrt(depth)
     if kind == "cms" and not turnstile:
@@ -174,6 +174,9 @@ class DPLinearSpec:
         Public hash seed.
     weight_clip : int
         ``V``: weights are rounded and clipped to ``[-V, V]`` (turnstile) or ``[0, V]``.
+    unit_cap : int
+        Events per privacy unit (1 = event level); the worker enforces the cap exactly and
+        the sensitivity is multiplied by it.
     turnstile : bool
         Accept negative weights (deletions).
     beta : float
@@ -194,11 +197,14 @@ class DPLinearSpec:
     turnstile: bool = False
     beta: float = 0.01
     cms_offset: bool = False
+    unit_cap: int = 1
 
     def __post_init__(self) -> None:
         if self.kind not in ("cms", "cs"):
             raise SpecError(f"kind: {self.kind!r}; use 'cms' (Count-Min) or 'cs' (Count Sketch)")
-        for f in ("depth", "width", "weight_clip"):
+        object.__setattr__(self, "relation", str(self.relation))
+        object.__setattr__(self, "calibrator", str(self.calibrator))
+        for f in ("depth", "width", "weight_clip", "unit_cap"):
             v = getattr(self, f)
             if not isinstance(v, int | np.integer) or isinstance(v, bool) or v < 1:
                 raise SpecError(f"{f}: must be an integer >= 1, got {v!r}")
@@ -218,7 +224,7 @@ class DPLinearSpec:
     def sensitivity(self) -> float:
         """L2 sensitivity of the counter matrix."""
         return linear_l2_sensitivity(self.kind, self.depth, self.relation, self.weight_clip,
-                                     self.turnstile)
+                                     self.turnstile, self.unit_cap)
 
     @property
     def sigma(self) -> float:

@@ -103,12 +103,14 @@ class DyadicLevels:
         """Whether level ``level`` (index into ``shifts``) holds one counter per node."""
         return self.hashes[level] is None
 
-    def l2_sensitivity(self, relation: str, weight_clip: int, turnstile: bool) -> float:
+    def l2_sensitivity(self, relation: str, weight_clip: int, turnstile: bool,
+                       unit_cap: int = 1) -> float:
         """Joint L2 sensitivity of all levels (module docstring)."""
         total = 0.0
         for i in range(len(self.shifts)):
             kind, d = ("cms", 1) if self.is_exact(i) else (self.kind, self.depth)
-            total += linear_l2_sensitivity(kind, d, relation, weight_clip, turnstile) ** 2
+            total += linear_l2_sensitivity(kind, d, relation, weight_clip, turnstile,
+                                           unit_cap) ** 2
         return math.sqrt(total)
 
     def cells(self) -> int:

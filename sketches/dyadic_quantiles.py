@@ -80,7 +80,7 @@ class DyadicQuantilesSpec:
         Leaves are ``x >> resolution_bits``.
     phis : tuple of float
         Quantiles released, each in (0, 1].
-    relation, calibrator, hash_seed, weight_clip, turnstile, beta
+    relation, calibrator, hash_seed, weight_clip, turnstile, beta, unit_cap
         As in :class:`sketches.dp_linear.DPLinearSpec` (``turnstile`` defaults to True).
     """
 
@@ -97,6 +97,7 @@ class DyadicQuantilesSpec:
     weight_clip: int = 1
     turnstile: bool = True
     beta: float = 0.01
+    unit_cap: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "phis", tuple(float(p) for p in self.phis))
@@ -104,7 +105,9 @@ class DyadicQuantilesSpec:
             raise SpecError(f"bits: must be in [1, 62], got {self.bits!r}")
         if not 0 <= self.resolution_bits < self.bits:
             raise SpecError(f"resolution_bits: must be in [0, bits), got {self.resolution_bits}")
-        for f in ("depth", "width", "weight_clip"):
+        object.__setattr__(self, "relation", str(self.relation))
+        object.__setattr__(self, "calibrator", str(self.calibrator))
+        for f in ("depth", "width", "weight_clip", "unit_cap"):
             if int(getattr(self, f)) != getattr(self, f) or getattr(self, f) < 1:
                 raise SpecError(f"{f}: must be an integer >= 1, got {getattr(self, f)!r}")
         if not self.phis or not all(0 < p <= 1 for p in self.phis):
@@ -162,7 +165,7 @@ class DyadicQuantiles:
         self.levels = DyadicLevels(spec.bits, spec.shifts, "cs", spec.depth, spec.width,
                                    spec.hash_seed)
         self.sensitivity = self.levels.l2_sensitivity(spec.relation, spec.weight_clip,
-                                                      spec.turnstile)
+                                                      spec.turnstile, spec.unit_cap)
         self.sigma = gaussian_sigma(spec.eps, spec.delta, self.sensitivity, spec.calibrator)
         self._released = False
         if not _restore:

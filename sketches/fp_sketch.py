@@ -206,7 +206,11 @@ class FpSketchSpec:
                                          int(params.get("rows", 50)),
                                          float(params.get("max_value", 1.0)),
                                          int(params.get("unit_cap", 1)))
-        return cls(**kw)
+        spec = cls(**kw)
+        if "eps" in params and spec.eps > float(params["eps"]) * (1 + 1e-9):
+            raise SpecError(f"pad_mass: gives eps = {spec.eps:.4g} > the requested eps = "
+                            f"{params['eps']}; raise pad_mass or drop it to derive it from eps")
+        return spec
 
 
 class FpSketch:

@@ -166,22 +166,23 @@ def test_paper_sensitivity_is_wrong_for_count_sketch() -> None:
 
 
 events = st.lists(st.tuples(st.integers(0, 40), st.integers(-3, 3)), min_size=0, max_size=30)
+unit = st.lists(st.tuples(st.integers(0, 40), st.integers(-3, 3)), min_size=1, max_size=3)
 
 
-@settings(max_examples=150, deadline=None)
-@given(events=events, extra=st.tuples(st.integers(0, 40), st.integers(-3, 3)),
-       other=st.tuples(st.integers(0, 40), st.integers(-3, 3)),
-       kind=st.sampled_from(["cms", "cs"]), turnstile=st.booleans(),
-       relation=st.sampled_from(["add_remove", "replace"]), clip=st.integers(1, 2))
+@settings(max_examples=200, deadline=None)
+@given(events=events, extra=unit, other=unit, kind=st.sampled_from(["cms", "cs"]),
+       turnstile=st.booleans(), relation=st.sampled_from(["add_remove", "replace"]),
+       clip=st.integers(1, 2), cap=st.integers(1, 3))
 def test_sensitivity_bounds_neighbouring_streams(events, extra, other, kind, turnstile,
-                                                 relation, clip) -> None:
-    """||C(S) - C(S')||_2 <= Delta_2 for neighbouring S, S' (add/remove one event, or
-    replace one event by another), with weights clipped as the sketch clips them."""
+                                                 relation, clip, cap) -> None:
+    """||C(S) - C(S')||_2 <= Delta_2 for neighbouring S, S': add/remove one unit of at most
+    ``unit_cap`` events, or replace it by another such unit; weights clipped as the sketch
+    clips them (unit_cap = 1 is event level)."""
     s = spec(kind=kind, depth=3, width=4, turnstile=turnstile, relation=relation,
-             weight_clip=clip)
-    base = events
-    s1 = [*base, extra]
-    s2 = list(base) if relation == "add_remove" else [*base, other]
+             weight_clip=clip, unit_cap=cap)
+    extra, other = extra[:cap], other[:cap]
+    s1 = [*events, *extra]
+    s2 = list(events) if relation == "add_remove" else [*events, *other]
     mats = []
     for stream in (s1, s2):
         sk = DPLinearSketch(s, ZERO)
@@ -196,3 +197,4 @@ def test_sensitivity_table() -> None:
     assert linear_l2_sensitivity("cms", 6, "replace") == math.sqrt(12)
     assert linear_l2_sensitivity("cms", 6, "replace", turnstile=True) == 2 * math.sqrt(6)
     assert linear_l2_sensitivity("cs", 6, "add_remove", weight_clip=3) == 3 * math.sqrt(6)
+    assert linear_l2_sensitivity("cms", 6, "replace", unit_cap=2) == 2 * math.sqrt(12)

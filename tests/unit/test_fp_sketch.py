@@ -172,3 +172,5 @@ def test_spec_and_registry() -> None:
     entry = lookup("fp_sketch")
     assert entry.continual is False
     assert entry.build_spec({"p": 0.5, "eps": 2.0}).eps == pytest.approx(2.0)
+    with pytest.raises(SpecError, match="pad_mass"):   # explicit padding too small for eps
+        entry.build_spec({"p": 0.5, "eps": 0.1, "pad_mass": 10.0})

@@ -67,7 +67,7 @@ Examples
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -78,8 +78,13 @@ from sketches.errors import (
     SpecError,
 )
 
-if TYPE_CHECKING:
-    from sketches.noise import NoiseSource
+
+class GaussianNoise(Protocol):
+    """The part of :class:`sketches.noise.NoiseSource` the counters use."""
+
+    def gaussian(self, sigma: float, size: Any) -> np.ndarray: ...
+
+    def discrete_gaussian(self, sigma: float, size: Any) -> np.ndarray: ...
 
 __all__ = ["ContinualCounters", "completed_levels", "levels_for_horizon", "trailing_zeros"]
 
@@ -148,11 +153,11 @@ class ContinualCounters:
     integer_noise : bool
         Draw discrete Gaussian (int64) noise instead of continuous Gaussian.
     noise : NoiseSource
-        Injected noise source.
+        Injected noise source (only ``gaussian``/``discrete_gaussian`` are used).
     """
 
     def __init__(
-        self, n: int, horizon: int, sigma: float, integer_noise: bool, noise: NoiseSource
+        self, n: int, horizon: int, sigma: float, integer_noise: bool, noise: GaussianNoise
     ) -> None:
         if n < 1:
             raise SpecError(f"n: number of counters must be >= 1, got {n}")

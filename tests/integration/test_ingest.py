@@ -1,0 +1,203 @@
+"""BatchIngestor against the real embedded broker (fixtures in conftest.py).
+
+Deterministic tests (no randomness): exact delivery, seek, rebalance callbacks.
+Waiting is always polling with a deadline, never a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from worker.broker import EmbeddedBroker
+from worker.ingest import Batch, BatchIngestor, IngestSettings
+
+pytestmark = pytest.mark.broker
+
+
+async def until(cond: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+    """Poll ``cond`` every 20 ms until true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def make_topic(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    """Create ``topic`` and write ``per_partition`` records ``b"p<p>-<i>"`` to each partition."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False,
+                                linger_ms=5)
+    await producer.start()
+    try:
+        futs = [await producer.send(topic, f"p{p}-{i}".encode(), partition=p)
+                for p in range(partitions) for i in range(per_partition)]
+        await asyncio.gather(*futs)
+    finally:
+        await producer.stop()
+
+
+class Recorder:
+    """Collects batches and rebalance callbacks of one ingestor."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, list[tuple[int, bytes]]] = {}
+        self.batches: list[Batch] = []
+        self.assigned: list[set[TopicPartition]] = []
+        self.revoked: list[set[TopicPartition]] = []
+        self.seeks: dict[int, int] = {}
+        self.ingestor: BatchIngestor | None = None
+        self.in_batch = False
+        self.overlap = False  # set if a rebalance callback ran during on_batch
+
+    def count(self) -> int:
+        return sum(len(v) for v in self.records.values())
+
+    async def on_batch(self, batch: Batch) -> None:
+        self.in_batch = True
+        self.batches.append(batch)
+        for r in batch.records:
+            assert r.value is not None
+            self.records.setdefault(batch.partition, []).append((r.offset, r.value))
+        await asyncio.sleep(0)  # give rebalance callbacks a chance to interleave
+        self.in_batch = False
+
+    async def on_assigned(self, tps: set[TopicPartition]) -> None:
+        self.overlap |= self.in_batch
+        self.assigned.append(tps)
+        assert self.ingestor is not None
+        for tp in tps:
+            if tp.partition in self.seeks:
+                self.ingestor.seek(tp, self.seeks[tp.partition])
+
+    async def on_revoked(self, tps: set[TopicPartition]) -> None:
+        self.overlap |= self.in_batch
+        self.revoked.append(tps)
+
+    def build(self, bootstrap: str, group: str, topic: str, **kw: Any) -> BatchIngestor:
+        self.ingestor = BatchIngestor(
+            IngestSettings(bootstrap, group, **kw), [topic], on_batch=self.on_batch,
+            on_assigned=self.on_assigned, on_revoked=self.on_revoked)
+        return self.ingestor
+
+
+def test_every_record_once_in_order(broker: EmbeddedBroker, unique: str) -> None:
+    """3 partitions x 1500 records, small batches: each delivered once, in offset order."""
+
+    async def main() -> None:
+        await make_topic(broker.bootstrap, unique, 3, 1500)
+        rec = Recorder()
+        ing = rec.build(broker.bootstrap, unique, unique, max_batch=400)
+        await ing.start()
+        try:
+            await until(lambda: rec.count() >= 4500, what="4500 records")
+        finally:
+            await ing.stop()
+        assert rec.count() == 4500
+        for p in range(3):
+            offsets = [o for o, _ in rec.records[p]]
+            assert offsets == list(range(1500)), f"partition {p} offsets"
+            assert [v for _, v in rec.records[p]] == [f"p{p}-{i}".encode() for i in range(1500)]
+        assert all(len(b) <= 400 for b in rec.batches)
+        assert all(len({r.partition for r in b.records}) == 1 for b in rec.batches)
+        for b in rec.batches:
+            assert b.next_offset == b.first_offset + len(b)
+        assert ing.records_delivered == 4500
+        # a graceful stop hands the current assignment to on_revoked (checkpoint hook)
+        assert rec.revoked[-1] == {TopicPartition(unique, p) for p in range(3)}
+
+    asyncio.run(main())
+
+
+def test_seek_in_on_assigned(broker: EmbeddedBroker, unique: str) -> None:
+    """Seeking partition 0 to offset 120 and partition 1 to 0 in on_assigned is honoured."""
+
+    async def main() -> None:
+        await make_topic(broker.bootstrap, unique, 2, 200)
+        rec = Recorder()
+        rec.seeks = {0: 120, 1: 0}
+        ing = rec.build(broker.bootstrap, unique, unique)
+        await ing.start()
+        try:
+            await until(lambda: rec.count() >= 80 + 200, what="280 records")
+        finally:
+            await ing.stop()
+        assert [o for o, _ in rec.records[0]] == list(range(120, 200))
+        assert [o for o, _ in rec.records[1]] == list(range(200))
+
+    asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_commit_then_new_member_resumes_there(broker: EmbeddedBroker, unique: str) -> None:
+    """Offsets committed via commit() are where a later member of the group starts."""
+
+    async def main() -> None:
+        await make_topic(broker.bootstrap, unique, 1, 100)
+        tp = TopicPartition(unique, 0)
+        first = Recorder()
+        ing = first.build(broker.bootstrap, unique, unique)
+        await ing.start()
+        try:
+            await until(lambda: first.count() >= 100, what="100 records")
+            await ing.commit({tp: 60})
+        finally:
+            await ing.stop()
+        second = Recorder()
+        ing2 = second.build(broker.bootstrap, unique, unique)
+        await ing2.start()
+        try:
+            await until(lambda: second.count() >= 40, what="40 records")
+        finally:
+            await ing2.stop()
+        assert [o for o, _ in second.records[0]] == list(range(60, 100))
+
+    asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_rebalance_callbacks_when_member_joins_and_leaves(
+    broker: EmbeddedBroker, unique: str
+) -> None:
+    """A second member joins: partitions split, revoke/assign fire; it leaves: all return."""
+
+    async def main() -> None:
+        await make_topic(broker.bootstrap, unique, 4, 50)
+        all_tps = {TopicPartition(unique, p) for p in range(4)}
+        a, b = Recorder(), Recorder()
+        ing_a = a.build(broker.bootstrap, unique, unique)
+        await ing_a.start()
+        try:
+            await until(lambda: ing_a.assignment == all_tps, what="A owns all partitions")
+            await until(lambda: a.count() >= 200, what="A read 200 records")
+            ing_b = b.build(broker.bootstrap, unique, unique)
+            await ing_b.start()
+            try:
+                await until(lambda: bool(ing_b.assignment) and bool(ing_a.assignment)
+                            and (ing_a.assignment | ing_b.assignment) == all_tps,
+                            timeout=45, what="A and B split the partitions")
+                assert not ing_a.assignment & ing_b.assignment
+                assert a.revoked and a.revoked[0] == all_tps  # A revoked before the split
+                assert b.assigned and b.assigned[-1] == ing_b.assignment
+            finally:
+                await ing_b.stop()
+            await until(lambda: ing_a.assignment == all_tps, timeout=45,
+                        what="A owns all partitions again after B left")
+            assert a.assigned[-1] == all_tps
+        finally:
+            await ing_a.stop()
+        assert not a.overlap and not b.overlap  # callbacks never ran inside on_batch
+
+    asyncio.run(main())

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal, localcontext
 from functools import lru_cache
 
@@ -81,6 +81,10 @@ class IntegerTable:
     hi: np.ndarray
     lo: np.ndarray
     tv_bound: float
+    prev_hi: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prev_hi", np.concatenate([self.hi[:1], self.hi]))
 
     def sample(self, u_hi: np.ndarray, draw_u64: U64Source) -> np.ndarray:
         """Map uniform 64-bit high words to samples; ``draw_u64(n)`` supplies low words on ties.
@@ -100,11 +104,11 @@ class IntegerTable:
             int64 samples, same shape as ``u_hi``.
         """
         flat = u_hi.reshape(-1)
-        idx = np.searchsorted(self.hi, flat, side="right")
-        # entries with hi == u_hi are ambiguous: resolve with the low word
-        prev = np.maximum(idx - 1, 0)
-        tie = (idx > 0) & (self.hi[prev] == flat)
-        if np.any(tie):
+        idx = self.hi.searchsorted(flat, side="right")
+        # entries with hi == u_hi are ambiguous: resolve with the low word.
+        # prev_hi[i] = hi[i-1] (prev_hi[0] = hi[0] > u_hi whenever idx == 0)
+        tie = self.prev_hi[idx] == flat
+        if tie.any():
             where = np.flatnonzero(tie)
             u_lo = draw_u64(where.size)
             for k, pos in enumerate(where.tolist()):
@@ -113,7 +117,8 @@ class IntegerTable:
                 last = int(idx[pos])
                 # count table entries (h, lo) <= (h, u_lo) inside the tie run
                 idx[pos] = first + int(np.count_nonzero(self.lo[first:last] <= u_lo[k]))
-        out = idx.astype(np.int64) + np.int64(self.offset)
+        out = idx.astype(np.int64, copy=False)
+        out += self.offset
         return out.reshape(u_hi.shape)
 
 

@@ -27,7 +27,8 @@ Item keys:
 - ``str`` items are encoded as UTF-8; ``bytes`` are used as is. Trailing NUL
   bytes are not significant (numpy fixed-width byte strings drop them). The
   byte string ``b`` of length ``L`` is zero-padded to a multiple of 8 and read
-  as little-endian uint64 words ``w_0 .. w_{k-1}``; then::
+  as ``k = ceil(L / 8)`` little-endian uint64 words ``w_0 .. w_{k-1}`` (so a
+  key never depends on the other items of a batch); then::
 
       h = str_salt
       for each word w_j:  h = fmix64(h ^ w_j)
@@ -251,9 +252,12 @@ class HashSpec:
         if kind in "USO":
             words, lengths = _as_byte_matrix(arr)
             h = np.full(arr.shape[0], self._str_salt, dtype=np.uint64)
+            nwords = (lengths + np.uint64(7)) >> np.uint64(3)
             for j in range(words.shape[1]):
-                h ^= words[:, j]
-                _fmix64_inplace(h)
+                t = h ^ words[:, j]
+                _fmix64_inplace(t)
+                # only the item's own words count (numpy pads to the longest item)
+                np.copyto(h, t, where=nwords > np.uint64(j))
             h ^= lengths
             _fmix64_inplace(h)
             return h

@@ -346,6 +346,21 @@ class Calibration:
         """zCDP parameter ``Δ²/(2σ²)`` (valid for both continuous and discrete noise)."""
         return self.sensitivity**2 / (2.0 * self.sigma**2)
 
+    def error_bound(self, *, n: int, steps: int, beta: float) -> float:
+        """``σ sqrt(2 h ln(2 steps n / β))``: max noise error of ``n`` counters at ``steps``
+        query times with probability ``>= 1 - β`` (Lemma 4's proof with this ``σ``;
+        :func:`sketches.bounds.counter_error_bound`).
+
+        Examples
+        --------
+        >>> cal = calibrate(1.0, 1e-6, m=1, rounds=7, calibrator=Calibrator.ANALYTIC)
+        >>> cal.error_bound(n=1, steps=7, beta=0.05) > 3 * cal.sigma
+        True
+        """
+        from sketches.bounds import counter_error_bound
+
+        return counter_error_bound(self.sigma, levels=self.levels, n=n, steps=steps, beta=beta)
+
 
 def calibrate(
     eps: float,

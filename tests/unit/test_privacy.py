@@ -207,6 +207,8 @@ def test_discrete_calibration_is_valid(eps: float, delta: float) -> None:
     cal = calibrate(eps, delta, m=4, rounds=255, calibrator=Calibrator.DISCRETE)
     assert cal.integer_noise and cal.sensitivity == pytest.approx(math.sqrt(4 * 8))
     assert zcdp_delta(cal.rho, eps) <= delta
+    assert cal.error_bound(n=3, steps=9, beta=0.1) == counter_error_bound(
+        cal.sigma, levels=8, n=3, steps=9, beta=0.1)
 
 
 def test_zcdp_delta_matches_grid_minimum() -> None:

@@ -64,6 +64,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sketches.bounds import counter_error_bound
 from sketches.errors import PrivacyError, SpecError
 
 
@@ -357,8 +358,6 @@ class Calibration:
         >>> cal.error_bound(n=1, steps=7, beta=0.05) > 3 * cal.sigma
         True
         """
-        from sketches.bounds import counter_error_bound
-
         return counter_error_bound(self.sigma, levels=self.levels, n=n, steps=steps, beta=beta)
 
 

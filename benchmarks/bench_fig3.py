@@ -202,18 +202,20 @@ def make_sketch(setup: Setup) -> Any:
     from sketches.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
 
     if setup.kind in ("CMS", "CS"):
-        cls = CMS if setup.kind == "CMS" else CS
-        return cls(PlainSketchSpec(depth=setup.depth, width=setup.width,
-                                   hash_seed=setup.hash_seed))
-    common = {"depth": setup.depth, "width": setup.width, "horizon": setup.horizon,
-              "eps": setup.eps, "delta": setup.delta, "relation": Relation.REPLACE,
-              "calibrator": Calibrator.PAPER, "hash_seed": setup.hash_seed}
+        plain = CMS if setup.kind == "CMS" else CS
+        return plain(PlainSketchSpec(depth=setup.depth, width=setup.width,
+                                     hash_seed=setup.hash_seed))
     noise = FastNoise(setup.noise_seed)
     if setup.kind.startswith("Lazy"):
-        cls = LazyCMS if setup.kind == "LazyCMS" else LazyCS
-        return cls(LazySketchSpec(clock=Clock.ARRIVAL, **common), noise)
-    cls = PunctualCMS if setup.kind == "PunctualCMS" else PunctualCS
-    return cls(PunctualSketchSpec(**common), noise)
+        lazy = LazyCMS if setup.kind == "LazyCMS" else LazyCS
+        return lazy(LazySketchSpec(setup.depth, setup.width, setup.horizon, setup.eps,
+                                   setup.delta, relation=Relation.REPLACE, clock=Clock.ARRIVAL,
+                                   calibrator=Calibrator.PAPER, hash_seed=setup.hash_seed), noise)
+    punctual = PunctualCMS if setup.kind == "PunctualCMS" else PunctualCS
+    return punctual(PunctualSketchSpec(setup.depth, setup.width, setup.horizon, setup.eps,
+                                       setup.delta, relation=Relation.REPLACE,
+                                       calibrator=Calibrator.PAPER, hash_seed=setup.hash_seed),
+                    noise)
 
 
 def feed(sketch: Any, stream: np.ndarray, batch: int) -> None:
@@ -229,8 +231,42 @@ def batch_size(kind: str, width: int, depth: int) -> int:
     return 1 << 16
 
 
+def punctual_final_query(
+    setup: Setup, stream: np.ndarray, items: np.ndarray, noise: Any = None
+) -> np.ndarray:
+    """Punctual's answer for ``items`` after ``stream``, drawn from its exact distribution.
+
+    Running Alg. 3 costs O(d*w) noise per event (about 30 s per 2**20 events
+    here), too slow for every point of Fig. 3b-f. Its release at round ``r``
+    is ``exact counts + sum of the noise of the popcount(r) tree nodes that
+    partition [1, r]`` (Alg. 1 query; :mod:`sketches.gauss_bm`), each node
+    ``N(0, sigma^2)`` with the sketch's own calibration. So we take the exact
+    matrix from CMS/CS (same hash), add that many seeded draws per cell, and
+    apply Alg. 4 (:func:`sketches.release.estimate`). The smoke test and
+    :func:`punctual_crosscheck` compare this with the real sketch. ``noise``
+    defaults to ``FastNoise(setup.noise_seed)``.
+    """
+    from sketches.noise import FastNoise
+    from sketches.plain import CMS, CS, PlainSketchSpec
+    from sketches.release import estimate
+
+    sketch = make_sketch(setup)  # only for its calibration and hash: never fed
+    cal = sketch.calibration
+    plain = (CS if sketch.signed else CMS)(PlainSketchSpec(setup.depth, setup.width,
+                                                           setup.hash_seed))
+    plain.update_batch(stream)
+    nodes = max(1, len(stream).bit_count())
+    noise = FastNoise(setup.noise_seed) if noise is None else noise
+    draw = noise.discrete_gaussian if cal.integer_noise else noise.gaussian
+    gamma = draw(cal.sigma, (nodes, setup.depth, setup.width)).sum(axis=0)
+    matrix = plain.matrix() + gamma if len(stream) else plain.matrix()
+    return np.asarray(estimate(matrix, sketch.hash, items, sketch.estimator), dtype=np.float64)
+
+
 def run_are(setup: Setup, stream: np.ndarray, items: np.ndarray, counts: np.ndarray) -> float:
-    """ARE on ``items`` after feeding the whole ``stream`` to a fresh ``setup`` sketch."""
+    """ARE on ``items`` after the whole ``stream`` (Punctual: :func:`punctual_final_query`)."""
+    if setup.kind.startswith("Punctual"):
+        return are(counts, punctual_final_query(setup, stream, items))
     sketch = make_sketch(setup)
     feed(sketch, stream, batch_size(setup.kind, setup.width, setup.depth))
     return are(counts, np.asarray(sketch.query(items), dtype=np.float64))
@@ -265,7 +301,8 @@ class Config:
     trials: int = 5
     repeats: int = 3
     widths_a: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048)
-    punctual_prefix_cells: int = 1 << 26  # Fig. 3a: Punctual timed on d*w*n <= this
+    punctual_prefix_cells: int = 1 << 25  # Fig. 3a: Punctual timed on d*w*n <= this
+    punctual_prefix_max: int = 1 << 16  # ... and on at most this many events
     memories_kb: tuple[int, ...] = (8, 16, 24, 32, 48, 64)
     depths: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
     skews: tuple[float, ...] = (1.1, 1.3, 1.5, 1.7, 1.9, 2.1)
@@ -340,7 +377,8 @@ def panel_a(cfg: Config) -> list[Row]:
         for kind in KINDS:
             n = len(stream)
             if kind.startswith("Punctual"):
-                n = min(n, max(1024, cfg.punctual_prefix_cells // (cfg.depth * width)))
+                n = min(n, cfg.punctual_prefix_max,
+                        max(1024, cfg.punctual_prefix_cells // (cfg.depth * width)))
             setup = Setup(kind, cfg.depth, width, cfg.horizon, cfg.eps, 1e-3, 0, 1)
             rate = run_throughput(setup, stream[:n], cfg.repeats)
             rows.append({"panel": "a", "kind": kind, "x": width, "rate": rate, "events": n})
@@ -392,6 +430,42 @@ def panel_eps(cfg: Config, panel: str, skew: float) -> list[Row]:
     return rows
 
 
+def punctual_crosscheck(cfg: Config) -> list[Row]:
+    """Run the real PunctualCMS/CS over one full stream at 24 KB; compare with the shortcut.
+
+    Checks, at full scale, that the released matrix minus the exact counts has
+    the standard deviation ``sqrt(popcount(T)) * sigma`` that
+    :func:`punctual_final_query` draws from, and reports both ARE values.
+    """
+    from sketches.plain import CMS, CS, PlainSketchSpec
+
+    stream = _stream(cfg, cfg.skew, 0)
+    items, counts = top_items(stream, cfg.top_k)
+    rows = []
+    for kind in ("PunctualCMS", "PunctualCS"):
+        setup = Setup(kind, cfg.depth, _matched(cfg, cfg.memory, cfg.depth)(kind), cfg.horizon,
+                      cfg.eps, 1e-3, 0, 7)
+        sketch = make_sketch(setup)
+        t0 = time.perf_counter()
+        feed(sketch, stream, batch_size(kind, setup.width, setup.depth))
+        seconds = time.perf_counter() - t0
+        exact = (CS if sketch.signed else CMS)(PlainSketchSpec(setup.depth, setup.width, 0))
+        exact.update_batch(stream)
+        resid = sketch.noisy_matrix() - exact.matrix()
+        rows.append({
+            "panel": "x", "kind": kind, "width": setup.width, "seconds": seconds,
+            "resid_sd": float(resid.std()),
+            "model_sd": math.sqrt(len(stream).bit_count()) * sketch.calibration.sigma,
+            "are_real": are(counts, np.asarray(sketch.query(items), dtype=np.float64)),
+            "are_model": are(counts, punctual_final_query(setup, stream, items)),
+            "memory_bytes": sketch.memory_bytes()})
+        r = rows[-1]
+        print(f"  {kind}: {len(stream):,} events in {seconds:.1f} s; residual sd "
+              f"{r['resid_sd']:.1f} vs model {r['model_sd']:.1f}; ARE real {r['are_real']:.3g}"
+              f" vs model {r['are_model']:.3g}", flush=True)
+    return rows
+
+
 def _print_point(rows: Sequence[Row], label: str) -> None:
     print(f"  {label:14s} " + "  ".join(f"{r['kind']}(w={r['width']})={r['are']:.3g}"
                                          for r in rows), flush=True)
@@ -404,7 +478,8 @@ STYLE = {"CMS": ("C0", "o", "--"), "CS": ("C1", "s", "--"), "LazyCMS": ("C0", "o
          "PunctualCS": ("C3", "v", ":")}
 TITLES = {"a": "(a) updates/s vs width", "b": "(b) ARE vs memory (width)",
           "c": "(c) ARE vs memory (depth)", "d": "(d) ARE vs Zipf skew, 24 KB",
-          "e": "(e) ARE vs eps, 24 KB, skew 1.1", "f": "(f) ARE vs eps, 24 KB, skew 2.1"}
+          "e": "(e) ARE vs eps, 24 KB, skew 1.1", "f": "(f) ARE vs eps, 24 KB, skew 2.1",
+          "x": "(x) real PunctualSketch vs its end-of-stream distribution"}
 XLABEL = {"a": "width w", "b": "memory (KB, paper model)", "c": "memory (KB, paper model)",
           "d": "Zipf parameter", "e": "eps", "f": "eps"}
 
@@ -472,6 +547,18 @@ def speedups(rows: Sequence[Row]) -> dict[str, float]:
     return out
 
 
+def _memory_lines(cfg: Config) -> list[str]:
+    """Table: paper-model bytes vs our ``memory_bytes()`` for the 24 KB widths."""
+    out = ["## Memory at the 24 KB widths", "",
+           "| sketch | w | paper model (bytes) | ours: memory_bytes() |", "|---|---|---|---|"]
+    for kind in KINDS:
+        w = matched_width(kind, cfg.memory, cfg.depth, cfg.model_horizon)
+        ours = make_sketch(Setup(kind, cfg.depth, w, cfg.horizon)).memory_bytes()
+        out.append(f"| {kind} | {w} | {model_memory(kind, cfg.depth, w, cfg.model_horizon):,} | "
+                   f"{ours:,} |")
+    return [*out, ""]
+
+
 def write_markdown(rows: Sequence[Row], cfg: Config, path: Path, seconds: float) -> None:
     """Write the tables of ``rows`` and the run's setup to ``path``."""
     lines = [
@@ -505,6 +592,18 @@ def write_markdown(rows: Sequence[Row], cfg: Config, path: Path, seconds: float)
     for p in "bcdef":
         if any(r["panel"] == p for r in rows):
             lines += [f"## 3{p}: {TITLES[p][4:]}", "", *_table(rows, p, "are", ".3g"), ""]
+    lines += _memory_lines(cfg)
+    xs = [r for r in rows if r["panel"] == "x"]
+    if xs:
+        lines += ["## Cross-check: the real PunctualSketch over the whole stream", "",
+                  "Fig. 3b-f take Punctual's answers from its exact end-of-stream distribution "
+                  "(`punctual_final_query`); here the real sketch (Alg. 3, per-event loop) runs "
+                  "once at 24 KB, eps 0.3, Zipf 1.3, trial 0.", "",
+                  "| sketch | w | seconds | sd(release - exact) | model sd | ARE real | "
+                  "ARE model |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['kind']} | {r['width']} | {r['seconds']:.1f} | {r['resid_sd']:.1f} | "
+                  f"{r['model_sd']:.1f} | {r['are_real']:.3g} | {r['are_model']:.3g} |"
+                  for r in xs] + [""]
     lines += NOTES.splitlines()
     path.write_text("\n".join(lines) + "\n")
 
@@ -519,7 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; returns the process exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="T=2**16, 1 trial, fewer points")
-    ap.add_argument("--panels", default="abcdef", help="subset of abcdef, e.g. 'a,b'")
+    ap.add_argument("--panels", default="abcdefx",
+                    help="subset of abcdefx, e.g. 'a,b' (x: real-Punctual cross-check)")
     ap.add_argument("--trials", type=int, help="override trials per point")
     ap.add_argument("--out", type=Path, default=ROOT / "results", help="output directory")
     args = ap.parse_args(argv)
@@ -532,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runners: dict[str, Callable[[], list[Row]]] = {
         "a": lambda: panel_a(cfg), "b": lambda: panel_b(cfg), "c": lambda: panel_c(cfg),
         "d": lambda: panel_d(cfg), "e": lambda: panel_eps(cfg, "e", 1.1),
-        "f": lambda: panel_eps(cfg, "f", 2.1)}
+        "f": lambda: panel_eps(cfg, "f", 2.1), "x": lambda: punctual_crosscheck(cfg)}
     for p in panels:
         print(f"Fig. 3{p}: {TITLES[p]}", flush=True)
         t = time.perf_counter()

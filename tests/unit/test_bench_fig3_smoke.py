@@ -14,6 +14,7 @@ import math
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -81,3 +82,60 @@ def test_docstring_examples() -> None:
     """The module's doctest examples run."""
     result = doctest.testmod(B, verbose=False)
     assert result.attempted > 0 and result.failed == 0
+
+
+# ------------------------------------------------------------------ Punctual end-of-stream shortcut
+
+
+def _punctual(kind: str, horizon: int, width: int, noise: Any) -> Any:
+    from sketches.privacy import Calibrator, Relation
+    from sketches.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
+
+    cls = PunctualCMS if kind == "PunctualCMS" else PunctualCS
+    spec = PunctualSketchSpec(3, width, horizon, 0.3, 1e-3, relation=Relation.REPLACE,
+                              calibrator=Calibrator.PAPER, hash_seed=5)
+    return cls(spec, noise)
+
+
+@pytest.mark.parametrize("kind", ["PunctualCMS", "PunctualCS"])
+def test_punctual_shortcut_exact_with_zero_noise(kind: str) -> None:
+    """With zero noise the shortcut answers exactly what the real Alg. 3 sketch answers."""
+    from sketches.noise import make_noise
+
+    zero = make_noise("zero", allow_insecure=True)
+    stream = B.zipf_stream(1.3, 700, seed=2)
+    items = np.unique(stream)
+    real = _punctual(kind, 1000, 16, zero)
+    real.update_batch(stream)
+    setup = B.Setup(kind, 3, 16, 1000, hash_seed=5)
+    short = B.punctual_final_query(setup, stream, items, noise=zero)
+    assert np.array_equal(np.asarray(real.query(items), dtype=float), short)
+
+
+@pytest.mark.parametrize("kind", ["PunctualCMS", "PunctualCS"])
+def test_real_punctual_noise_matches_the_shortcut_model(kind: str) -> None:
+    """Real Alg. 3 release minus exact counts ~ N(0, popcount(T) sigma^2) per cell.
+
+    T = 1023 (popcount 10), 3 x 16 cells, 8 seeds: 384 residuals. The sum of
+    squares over 10 sigma^2 is chi-square(384) under the model; the test fails
+    outside its 1e-6 / 1 - 1e-6 quantiles (false-failure rate 2e-6 per kind).
+    A release that used one node instead of ten would be 10x off.
+    """
+    from scipy.stats import chi2
+
+    from sketches.noise import FastNoise
+    from sketches.plain import CMS, CS, PlainSketchSpec
+
+    n, width, seeds = 1023, 16, 8
+    stream = B.zipf_stream(1.3, n, seed=3)
+    exact = (CMS if kind == "PunctualCMS" else CS)(PlainSketchSpec(3, width, 5))
+    exact.update_batch(stream)
+    resid = []
+    for seed in range(seeds):
+        real = _punctual(kind, n, width, FastNoise(100 + seed))
+        real.update_batch(stream)
+        resid.append(real.noisy_matrix() - exact.matrix())
+        sigma = real.calibration.sigma
+    stat = float(np.sum(np.square(resid))) / (n.bit_count() * sigma**2)
+    dof = seeds * 3 * width
+    assert chi2.ppf(1e-6, dof) < stat < chi2.ppf(1 - 1e-6, dof)

@@ -304,3 +304,50 @@ def test_release_payload_is_public_and_queryable():
     assert rel["error_bound"]["beta"] == 0.05 and rel["error_bound"]["noise"] > 0
     np.testing.assert_allclose(query_release(rel, np.arange(10)), sk.query(np.arange(10)))
     assert set(rel) >= {"hash", "matrix", "rounds", "error_bound", "lag_bound"}
+
+
+def test_lemma5_bound_holds_in_most_seeded_trials():
+    """Lemma 5 (LazyCMS, exact-sigma noise term from release()['error_bound']):
+    -noise - w <= f_hat - f <= (e/w) t + noise at every checked time, for all
+    items, w.p. >= 1 - beta (depth = ceil(ln(2T/beta)) as the lemma requires).
+    20 seeded trials with beta = 0.05: violations ~ Bin(20, <= 0.05); allowing 4
+    gives a false-failure rate <= P[Bin(20, 0.05) >= 5] ~ 0.003."""
+    horizon, width, beta = 2048, 32, 0.05
+    from sketches.privacy import lemma5_depth
+
+    depth = lemma5_depth(horizon, beta)
+    spec = LazySketchSpec(depth=depth, width=width, horizon=horizon, eps=1.0, delta=1e-6,
+                          relation=Relation.REPLACE, clock=Clock.ARRIVAL)
+    items = np.random.default_rng(0).zipf(1.2, horizon) % 300
+    q = np.arange(300)
+    violations = 0
+    for seed in range(20):
+        sk = LazyCMS(spec, FastNoise(100 + seed))
+        eb = sk.release(beta=beta)["error_bound"]
+        assert eb["collision_depth_ok"]
+        bad = False
+        for t in range(256, horizon + 1, 256):
+            sk.update_batch(items[t - 256 : t])
+            err = sk.query(q) - np.bincount(items[:t], minlength=300)
+            bad |= bool(np.any(err < -eb["noise"] - width)
+                        or np.any(err > eb["eta"] * t + eb["noise"]))
+        violations += bad
+    assert violations <= 4
+
+
+def test_memory_close_to_minimum_and_registry():
+    """memory_bytes <= 1.2 x (d*w counters + one node per level per counter)."""
+    from sketches.base import lookup
+
+    spec = LazySketchSpec(depth=4, width=1024, horizon=2**20, eps=1.0, delta=1e-6)
+    sk = LazyCMS(spec, ZeroNoise())
+    levels = sk._counters.levels
+    minimum = 8 * spec.depth * spec.width * (1 + levels)
+    assert minimum <= sk.memory_bytes() <= 1.2 * minimum
+    entry = lookup("lazy_cs")
+    built = entry.build(entry.build_spec({"depth": 2, "width": 8, "horizon": 10, "eps": 1.0,
+                                          "delta": 1e-6, "columns_per_tick": 4}), ZeroNoise())
+    assert isinstance(built, LazyCS) and entry.continual
+    with pytest.raises(SpecError, match=r"^colums_per_tick:"):
+        entry.build_spec({"depth": 2, "width": 8, "horizon": 10, "eps": 1.0, "delta": 1e-6,
+                          "colums_per_tick": 4})

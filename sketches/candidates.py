@@ -3,15 +3,16 @@
 LazyHH keeps a small set ``C`` of items that may be heavy: every arriving item
 joins ``C``; at each output time the set is evaluated against the sketch and
 trimmed to the ``k~`` items with the largest noisy estimates. This module holds
-that set as parallel numpy arrays so both operations are vectorised:
+that set as parallel numpy arrays, sorted by key, so membership tests
+(``searchsorted``), additions and the trim are vectorised:
 
 - ``keys``: the 64-bit item keys of :class:`sketches.hashing.HashSpec`
-  (unique, the identity of an item inside the set);
+  (unique, ascending: the identity of an item inside the set);
 - ``items``: the original items (``int64`` for integer streams, ``object``
   holding ``str``/``bytes`` otherwise), needed because the heavy hitters
   themselves are the published output;
-- ``buckets``: ``int64[d, n]`` cached bucket indices, so an output never
-  re-hashes the candidates it already knows.
+- ``cells``: ``int64[d, n]`` flat indices ``row * w + bucket`` into the
+  sketch matrix (:class:`CellHasher`), so an output is one gather.
 
 The candidate set is private state (it is built from raw items); only the
 thresholded heavy hitters derived from it are published.
@@ -20,12 +21,11 @@ Examples
 --------
 >>> import numpy as np
 >>> c = CandidateSet(depth=2, integer_items=True)
->>> keys = np.array([7, 3], dtype=np.uint64)
->>> c.add(keys, np.array([7, 3]), np.array([[1, 0], [2, 2]]))
->>> c.add(np.array([3, 9], dtype=np.uint64), np.array([3, 9]), np.array([[0, 4], [2, 1]]))
->>> c.size
-3
->>> c.trim(np.array([5.0, 1.0, 5.0]), keep=2)   # estimates in the order of c.keys
+>>> c.add(np.array([7, 3], dtype=np.uint64), np.array([7, 3]), np.array([[1, 0], [2, 2]]))
+>>> c.add(np.array([9], dtype=np.uint64), np.array([9]), np.array([[4], [1]]))
+>>> c.keys.tolist(), c.missing(np.array([3, 4], dtype=np.uint64)).tolist()
+([3, 7, 9], [False, True])
+>>> c.trim(np.array([1.0, 5.0, 5.0]), keep=2)   # estimates aligned with c.keys
 >>> c.items.tolist()
 [7, 9]
 """
@@ -37,7 +37,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CandidateSet", "decode_items", "encode_items", "public_item", "top_order"]
+from sketches.hashing import HashSpec
+
+__all__ = [
+    "CandidateSet",
+    "CellHasher",
+    "decode_items",
+    "encode_items",
+    "public_item",
+    "top_order",
+]
+
+_S32 = np.uint64(32)
 
 
 def top_order(estimates: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -55,13 +66,54 @@ def top_order(estimates: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return np.lexsort((keys, -np.asarray(estimates, dtype=np.float64)))
 
 
+class CellHasher:
+    """Flat sketch cells ``row * w + h_row(key)`` of keys, all rows in one pass.
+
+    Uses the public row multipliers/offsets of :meth:`HashSpec.to_public` and
+    the bucket rule of :mod:`sketches.hashing`; at construction it checks itself
+    against :meth:`HashSpec.buckets` and falls back to it on any mismatch.
+
+    Examples
+    --------
+    >>> spec = HashSpec(seed=5, depth=3, width=10)
+    >>> keys = spec.item_keys(np.arange(6))
+    >>> cells = CellHasher(spec).cells(keys)
+    >>> bool((cells == spec.buckets(keys) + 10 * np.arange(3)[:, None]).all())
+    True
+    """
+
+    def __init__(self, spec: HashSpec) -> None:
+        pub = spec.to_public()
+        self._spec = spec
+        self._a = np.array(pub["row_multipliers"], dtype=np.uint64)[:, None]
+        self._b = np.array(pub["row_offsets"], dtype=np.uint64)[:, None]
+        self._w = np.uint64(spec.width)
+        self._row0 = (np.arange(spec.depth, dtype=np.int64) * spec.width)[:, None]
+        probe = spec.item_keys(np.arange(-4, 60, 7))
+        self._fast = bool((self._vectorised(probe) == spec.buckets(probe)).all())
+
+    def _vectorised(self, keys: np.ndarray) -> np.ndarray:
+        y = keys[None, :] * self._a
+        y += self._b
+        y >>= _S32
+        y *= self._w
+        y >>= _S32
+        return y.view(np.int64)
+
+    def cells(self, keys: np.ndarray) -> np.ndarray:
+        """``int64[d, n]`` flat cell indices of ``keys`` (uint64)."""
+        keys = np.asarray(keys, dtype=np.uint64)
+        buckets = self._vectorised(keys) if self._fast else self._spec.buckets(keys)
+        return buckets + self._row0
+
+
 class CandidateSet:
-    """Unique candidate items with cached bucket indices.
+    """Unique candidate items (sorted by key) with cached sketch cells.
 
     Parameters
     ----------
     depth : int
-        Number of sketch rows ``d`` (first dimension of the bucket cache).
+        Number of sketch rows ``d`` (first dimension of :attr:`cells`).
     integer_items : bool
         True for integer item streams (items stored as ``int64``), False for
         ``str``/``bytes`` streams (items stored as Python objects).
@@ -72,11 +124,11 @@ class CandidateSet:
         self._integer = bool(integer_items)
         self._keys = np.empty(0, dtype=np.uint64)
         self._items: np.ndarray = np.empty(0, dtype=np.int64 if integer_items else object)
-        self._buckets = np.empty((self._depth, 0), dtype=np.int64)
+        self._cells = np.empty((self._depth, 0), dtype=np.int64)
 
     @property
     def keys(self) -> np.ndarray:
-        """``uint64[n]`` keys of the candidates (read-only view)."""
+        """``uint64[n]`` keys of the candidates, ascending."""
         return self._keys
 
     @property
@@ -85,9 +137,9 @@ class CandidateSet:
         return self._items
 
     @property
-    def buckets(self) -> np.ndarray:
-        """``int64[d, n]`` cached bucket indices, aligned with :attr:`keys`."""
-        return self._buckets
+    def cells(self) -> np.ndarray:
+        """``int64[d, n]`` cached flat cell indices, aligned with :attr:`keys`."""
+        return self._cells
 
     @property
     def size(self) -> int:
@@ -101,51 +153,50 @@ class CandidateSet:
 
     def missing(self, keys: np.ndarray) -> np.ndarray:
         """Boolean mask of ``keys`` that are not candidates yet."""
+        keys = np.asarray(keys, dtype=np.uint64)
         if self._keys.size == 0:
             return np.ones(keys.shape, dtype=bool)
-        return ~np.isin(keys, self._keys, assume_unique=True)
+        pos = np.searchsorted(self._keys, keys)
+        pos[pos == self._keys.size] = 0
+        return self._keys[pos] != keys
 
-    def add(self, keys: np.ndarray, items: np.ndarray, buckets: np.ndarray) -> None:
-        """Add items (``keys`` unique within the call) that are not candidates yet.
+    def add(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray) -> None:
+        """Add items that are not candidates yet (``keys`` unique and all missing).
 
-        ``buckets`` is ``int64[d, len(keys)]``; keys already present are ignored.
+        ``cells`` is ``int64[d, len(keys)]``. Use :meth:`missing` to filter first.
         """
         keys = np.asarray(keys, dtype=np.uint64)
-        new = self.missing(keys)
-        if not new.any():
+        if keys.size == 0:
             return None
-        self._keys = np.concatenate([self._keys, keys[new]])
-        new_items = np.asarray(items)[new].astype(self._items.dtype)
-        new_buckets = np.asarray(buckets, dtype=np.int64)[:, new]
-        self._items = np.concatenate([self._items, new_items])
-        self._buckets = np.concatenate([self._buckets, new_buckets], axis=1)
+        all_keys = np.concatenate([self._keys, keys])
+        order = np.argsort(all_keys, kind="stable")
+        self._keys = all_keys[order]
+        new_items = np.asarray(items).astype(self._items.dtype, copy=False)
+        self._items = np.concatenate([self._items, new_items])[order]
+        self._cells = np.concatenate([self._cells, np.asarray(cells, np.int64)], axis=1)[:, order]
         return None
 
     def trim(self, estimates: np.ndarray, keep: int) -> None:
         """Keep the ``keep`` candidates with the largest estimates (ties: smaller key)."""
         if self._keys.size <= keep:
             return None
-        order = top_order(estimates, self._keys)[:keep]
-        self.select(order)
+        top = np.sort(top_order(estimates, self._keys)[:keep])  # back to key order
+        self._keys = self._keys[top]
+        self._items = self._items[top]
+        self._cells = self._cells[:, top]
         return None
 
-    def select(self, index: np.ndarray) -> None:
-        """Keep only the candidates at positions ``index`` (in that order)."""
-        self._keys = self._keys[index]
-        self._items = self._items[index]
-        self._buckets = self._buckets[:, index]
-        return None
-
-    def restore(self, keys: np.ndarray, items: np.ndarray, buckets: np.ndarray) -> None:
-        """Replace the whole set (used by deserialisation)."""
-        self._keys = np.asarray(keys, dtype=np.uint64).copy()
-        self._items = np.asarray(items).astype(self._items.dtype)
-        self._buckets = np.asarray(buckets, dtype=np.int64).reshape(self._depth, -1).copy()
+    def restore(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray) -> None:
+        """Replace the whole set (deserialisation); sorts by key."""
+        self._keys = np.empty(0, dtype=np.uint64)
+        self._items = self._items[:0]
+        self._cells = np.empty((self._depth, 0), dtype=np.int64)
+        self.add(keys, items, np.asarray(cells, dtype=np.int64).reshape(self._depth, -1))
         return None
 
     def memory_bytes(self) -> int:
         """Bytes of numpy state (object items count their pointer only)."""
-        return int(self._keys.nbytes + self._items.nbytes + self._buckets.nbytes)
+        return int(self._keys.nbytes + self._items.nbytes + self._cells.nbytes)
 
 
 def public_item(item: Any) -> Any:

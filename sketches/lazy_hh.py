@@ -56,7 +56,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from sketches.base import MechanismEntry, register
-from sketches.candidates import CandidateSet, decode_items, encode_items, public_item, top_order
+from sketches.candidates import (
+    CandidateSet,
+    CellHasher,
+    decode_items,
+    encode_items,
+    public_item,
+    top_order,
+)
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
 from sketches.lazy import LazyCMS, LazySketchSpec
@@ -101,6 +108,7 @@ class LazyHH:
             calibrator=spec.calibrator, hash_seed=seed, unit_cap=spec.unit_cap,
         )
         self._sketch = LazyCMS(self.sketch_spec, noise)
+        self._cell_hasher = CellHasher(self._sketch.hash)
         self.params = derive_params(spec, self._sketch.calibration, depth)
         cal = self.params.count
         self._counter = None if cal is None else ContinualCounters(
@@ -224,11 +232,11 @@ class LazyHH:
     def _absorb(self, items: np.ndarray) -> None:
         """Alg. 6 line 9, vectorised: add the interval's distinct new items to C."""
         assert self._cands is not None
-        h = self._sketch.hash
-        keys, first = np.unique(h.item_keys(items), return_index=True)
+        keys, first = np.unique(self._sketch.hash.item_keys(items), return_index=True)
         new = self._cands.missing(keys)
         if new.any():
-            self._cands.add(keys[new], items[first[new]], h.buckets(keys[new]))
+            keys = keys[new]
+            self._cands.add(keys, items[first[new]], self._cell_hasher.cells(keys))
 
     # ------------------------------------------------------------- outputs
     def _length(self) -> tuple[float, float]:
@@ -250,7 +258,7 @@ class LazyHH:
         c = self._cands
         if c is None or c.size == 0:
             return
-        est = np.take_along_axis(self._sketch.noisy_matrix(), c.buckets, axis=1).min(axis=0)
+        est = self._sketch.noisy_matrix().ravel()[c.cells].min(axis=0)
         hot = np.flatnonzero(est > tau)
         order = hot[top_order(est[hot], c.keys[hot])]
         self._hh_keys, self._hh_items, self._hh_est = c.keys[order], c.items[order], est[order]
@@ -382,7 +390,7 @@ class LazyHH:
         self._cands = CandidateSet(self.sketch_spec.depth, integer)
         cand = items("cand")
         keys = h.item_keys(cand) if cand.size else np.zeros(0, dtype=np.uint64)
-        self._cands.restore(keys, cand, h.buckets(keys))
+        self._cands.restore(keys, cand, self._cell_hasher.cells(keys))
         self._hh_items = items("hh")
         self._hh_keys = h.item_keys(self._hh_items) if self._hh_items.size else self._hh_keys
 

@@ -85,6 +85,7 @@ class Engine:
         self.parts: dict[tuple[str, int], PartitionState] = {}
         self.lock = asyncio.Lock()
         self._rng = np.random.default_rng()
+        self._noise_cache: dict[str, Any] = {}
         for t in topologies:
             self.metrics.privacy_info.labels(topology=t.name).info({
                 "mechanism": t.mechanism, "relation": t.privacy.relation,
@@ -107,11 +108,14 @@ class Engine:
     def _noise(self, topo: Topology, shard: str, epoch: int) -> Any:
         from sketches.noise import make_noise
 
-        seed = None
-        if topo.noise.kind != "secure":
-            base = topo.noise.seed or 0
-            seed = xxhash.xxh64_intdigest(f"{base}/{topo.name}/{shard}/{epoch}".encode()) >> 1
-        return make_noise(topo.noise.kind, seed, allow_insecure=topo.noise.allow_insecure_noise)
+        kind, allow = topo.noise.kind, topo.noise.allow_insecure_noise
+        if kind != "fast":  # secure and zero sources are stateless: one per topology
+            if topo.name not in self._noise_cache:
+                self._noise_cache[topo.name] = make_noise(kind, None, allow_insecure=allow)
+            return self._noise_cache[topo.name]
+        base = topo.noise.seed or 0
+        seed = xxhash.xxh64_intdigest(f"{base}/{topo.name}/{shard}/{epoch}".encode()) >> 1
+        return make_noise(kind, seed, allow_insecure=allow)
 
     def _new_state(self, ps: PartitionState, shard: str, now: int) -> ShardState:
         topo = ps.topology

@@ -130,6 +130,10 @@ class WorkerProcs:
         return "\n".join(p.read_text(errors="replace")[-4000:]
                          for p in sorted(self.log_dir.glob("worker-*.log")))
 
+    def full_logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace")
+                         for p in sorted(self.log_dir.glob("worker-*.log")))
+
     def close(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:

@@ -257,3 +257,50 @@ def create_worker(settings: Settings, topology_paths: Sequence[str] | None = Non
     load_mechanisms(settings.plugins)
     topologies = load_topologies(topology_paths or settings.topologies)
     return Worker(settings, topologies, metrics)
+
+
+def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = None) -> Any:
+    """Factory: a Faust app hosting the dpstream worker as a service.
+
+    For deployments that run dpstream next to other Faust agents, or want
+    Faust's worker lifecycle (signals, logging). Ingestion does **not** go
+    through a Faust agent: a plain agent moves every record through several
+    event-loop round trips and reaches only a few thousand messages per
+    second here (see ``worker/ingest.py``); the hosted :class:`Worker`
+    consumes with batched ``getmany`` instead. The Faust app's own consumer
+    group is ``<group_id>-faust`` so it never joins the worker's group.
+
+    Examples
+    --------
+    >>> app = create_faust_app(Settings(broker="127.0.0.1:9092"),
+    ...                        ["topologies/netmon.yaml"])   # doctest: +SKIP
+    >>> faust.Worker(app).execute_from_commandline()          # doctest: +SKIP
+    """
+    import faust
+    from mode import Service
+
+    worker = create_worker(settings, topology_paths)
+
+    class WorkerService(Service):
+        """Starts and stops the dpstream worker with the Faust app."""
+
+        async def on_start(self) -> None:
+            await worker.start()
+
+        async def on_stop(self) -> None:
+            await worker.stop()
+
+    app = faust.App(
+        f"{settings.group_id}-faust",
+        broker=f"kafka://{settings.broker}",
+        store="memory://",
+        web_enabled=False,
+        autodiscover=False,
+        broker_session_timeout=settings.session_timeout_ms / 1000,
+        broker_heartbeat_interval=settings.heartbeat_interval_ms / 1000,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+    )
+    app.add_dependency(WorkerService())
+    app.dpstream_worker = worker  # type: ignore[attr-defined]
+    return app

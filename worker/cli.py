@@ -26,6 +26,7 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from sketches.errors import DPStreamError
 from worker.settings import Settings
@@ -44,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--broker", help="Kafka bootstrap servers; default $DPSTREAM_BROKER, "
                      "else an embedded broker")
     run.add_argument("--metrics-port", type=int, help="Prometheus port (0 disables)")
+    run.add_argument("--faust", action="store_true", help="host the worker in a Faust app "
+                     "(faust.Worker lifecycle) instead of the plain asyncio runner")
     demo = sub.add_parser("demo", help="embedded broker + demo producer + worker")
     demo.add_argument("--rate", type=float, default=2000.0, help="events per second")
     demo.add_argument("--seconds", type=float, default=None, help="stop after this long")
@@ -101,7 +104,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     _logging(settings.log_level)
     settings, broker = _with_broker(settings)
     with broker:
-        asyncio.run(_run(settings, args.topology))
+        if args.faust:
+            import faust
+
+            from worker.app import create_faust_app
+
+            app = create_faust_app(settings, args.topology)
+            faust.Worker(app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
+        else:
+            asyncio.run(_run(settings, args.topology))
     return 0
 
 
@@ -114,7 +125,7 @@ async def _demo(settings: Settings, rate: float, seconds: float | None) -> None:
         loop.add_signal_handler(sig, worker.request_stop)
     await worker.start()
     topo = worker.topologies[0]
-    tasks = []
+    tasks: list[asyncio.Task[Any]] = []
     try:
         from worker.demo_producer import run_producer
     except ImportError:

@@ -97,8 +97,8 @@ class WorkerProcs:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, topology: Path, *, group: str, assignment: str = "group",
-              crash_points: str = "", extra_env: dict[str, str] | None = None
-              ) -> subprocess.Popen[bytes]:
+              crash_points: str = "", extra_env: dict[str, str] | None = None,
+              args: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
         env = dict(os.environ)
         env.update({
             "DPSTREAM_BROKER": self.bootstrap, "DPSTREAM_GROUP_ID": group,
@@ -110,7 +110,7 @@ class WorkerProcs:
         env.update(extra_env or {})
         log = open(self.log_dir / f"worker-{len(self.procs)}.log", "wb")
         proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "run", "--topology",
-                                 str(topology)], cwd=ROOT, env=env, stdout=log,
+                                 str(topology), *args], cwd=ROOT, env=env, stdout=log,
                                 stderr=subprocess.STDOUT)
         log.close()
         self.procs.append(proc)

@@ -212,6 +212,32 @@ class ContinualCounters:
             self._node_noise[level] = self._draw()
         self.rounds += k
 
+    def push(self, total: np.ndarray, new_rounds: int) -> None:
+        """Add ``total`` (shape ``(n,)``) to the prefix and open ``new_rounds`` rounds.
+
+        Equivalent to :meth:`advance` with per-round rows summing to ``total``
+        (plus :meth:`add_to_current` for a part belonging to the open round):
+        the state keeps only the exact prefix, node sums are implicit. Noise
+        follows the canonical per-call rule.
+        """
+        inc = np.asarray(total)
+        if inc.shape != (self.n,):
+            raise SpecError(f"total: expected shape ({self.n},), got {inc.shape}")
+        k = int(new_rounds)
+        if k < 0 or self.rounds + k > self.horizon:
+            raise HorizonExceededError(
+                f"horizon: {self.rounds + k} rounds requested but the horizon is {self.horizon};"
+                " start a new epoch (fresh sketch) or raise the horizon"
+            )
+        if self.rounds + k == 0:
+            if np.any(inc):
+                raise SpecError("total: no round is open yet; open at least one round")
+            return
+        self._prefix += inc.astype(np.int64, copy=False)
+        for level in completed_levels(self.rounds, self.rounds + k):
+            self._node_noise[level] = self._draw()
+        self.rounds += k
+
     def add_to_current(self, increments: np.ndarray) -> None:
         """Add ``increments`` (shape ``(n,)``) to the current, already opened round."""
         if self.rounds == 0:

@@ -97,11 +97,18 @@ class PunctualSketchSpec:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
                 raise SpecError(f"{name}: must be an integer >= 1, got {value!r}")
-        if not (isinstance(self.eps, int | float) and math.isfinite(self.eps) and self.eps > 0):
+            object.__setattr__(self, name, int(value))
+        for name in ("eps", "delta"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
+                raise SpecError(f"{name}: must be a number, got {value!r}")
+            object.__setattr__(self, name, float(value))
+        if not (math.isfinite(self.eps) and self.eps > 0):
             raise SpecError(f"eps: must be a finite number > 0, got {self.eps!r}")
-        if not (isinstance(self.delta, int | float) and 0 < self.delta < 1):
+        if not 0 < self.delta < 1:
             raise SpecError(f"delta: must be in (0, 1), got {self.delta!r}")
         HashSpec(self.hash_seed, self.depth, self.width)
+        object.__setattr__(self, "hash_seed", int(self.hash_seed))
         check_clock(self.relation, Clock.ARRIVAL)
 
     @property

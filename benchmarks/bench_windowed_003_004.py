@@ -8,8 +8,9 @@ One window = the whole data set, released once (as the worker does at window end
    released estimates, memory, update throughput.
 2. Point queries (paper 003 Fig. 1 analogue) on the CAIDA minute: DP CMS / DP CS vs. their
    zero-noise versions: ARE over all prefixes.
-3. Quantiles (turnstile): private dyadic Count Sketch on AGH flow sizes (packets per flow),
-   all flows inserted then a random 20% deleted (weight -1); rank error / N.
+3. Quantiles (turnstile): private dyadic Count Sketch on AGH flow sizes (packets per flow)
+   and on FIMI retail item ids; all values inserted then a random 20% deleted (weight -1);
+   rank error / N. Heavy hitters are also run on a thinned AGH packet stream (flow ids).
 4. F_p (p in {0.25, 0.5, 0.75, 1}) on a thinned AGH packet stream: relative error of the
    released estimate at eps = 1 (padding chosen by ``pad_for_eps``).
 
@@ -41,6 +42,7 @@ from sketches.noise import FastNoise, ZeroNoise  # noqa: E402
 DATA = Path("/work/shared/data")
 CAIDA = "caida2016_chicagoA_20160406-125912_dst16_counts.csv"
 AGH = "agh2015061019_flow_pktcounts.npz"
+FIMI = "fimi_retail.txt"
 BATCH = 1 << 20
 
 
@@ -67,14 +69,15 @@ def feed(sk: object, items: np.ndarray, weights: np.ndarray | None = None) -> fl
     return items.shape[0] / (time.perf_counter() - t)
 
 
-def heavy_hitters(f: np.ndarray, items: np.ndarray, k: int, eps: float) -> list[str]:
+def heavy_hitters(f: np.ndarray, items: np.ndarray, k: int, eps: float,
+                  bits: int = 16, width: int = 1024) -> list[str]:
     n = int(f.sum())
     true_top = set(np.argsort(-f, kind="stable")[:k].tolist())
     out = ["| mechanism | eps | recall@k | precision@k | ARE (released) | memory KiB | "
            "updates/s |", "|---|---|---|---|---|---|---|"]
     for label, noise in (("dp_cms_hh (DP CMS + private candidates)", FastNoise(1)),
                          ("same, zero noise (non-private baseline)", ZeroNoise())):
-        spec = DPCMSHeavyHittersSpec(bits=16, eps=eps, delta=1e-6, depth=5, width=1024,
+        spec = DPCMSHeavyHittersSpec(bits=bits, eps=eps, delta=1e-6, depth=5, width=width,
                                      branch_bits=4, phi=0.5 * f[sorted(true_top)].min() / n,
                                      top_k=k, max_frontier=4096)
         sk = DPCMSHeavyHitters(spec, noise)
@@ -87,7 +90,8 @@ def heavy_hitters(f: np.ndarray, items: np.ndarray, k: int, eps: float) -> list[
         out.append(f"| {label} | {eps if noise.kind != 'zero' else 'inf'} | {hit / k:.3f} | "
                    f"{hit / max(len(got), 1):.3f} | {are:.4f} | {sk.memory_bytes() / 1024:.0f} | "
                    f"{rate:,.0f} |")
-    out.append(f"\nk = {k}; threshold phi = half the k-th largest frequency / N; N = {n:,}; "
+    out.append(f"\nd x w = 5 x {width} per hashed level; k = {k}; threshold phi = half the "
+               f"k-th largest frequency / N; N = {n:,}; "
                f"sigma = {sk.sigma:.1f} (joint over {rel['levels']} levels).")
     return out
 
@@ -109,10 +113,9 @@ def point_queries(f: np.ndarray, items: np.ndarray, eps: float) -> list[str]:
     return out
 
 
-def quantiles(sizes: np.ndarray, eps: float) -> list[str]:
+def quantiles(values: np.ndarray, eps: float, bits: int, what: str) -> list[str]:
     rng = np.random.default_rng(3)
-    bits = 22
-    x = np.minimum(sizes.astype(np.int64), (1 << bits) - 1)
+    x = np.minimum(values.astype(np.int64), (1 << bits) - 1)
     dele = rng.choice(x.shape[0], x.shape[0] // 5, replace=False)
     items = np.concatenate([x, x[dele]])
     weights = np.concatenate([np.ones(x.shape[0], np.int64), -np.ones(dele.shape[0], np.int64)])
@@ -137,8 +140,8 @@ def quantiles(sizes: np.ndarray, eps: float) -> list[str]:
                    f"{np.mean(errs):.2e} | {np.max(errs):.2e} | "
                    f"{rel['error_bound']['rank_noise_abs_max'] / n:.2e} | "
                    f"{sk.memory_bytes() / 1024:.0f} | {rate:,.0f} |")
-    out.append(f"\nN = {n:,} flows after deleting 20% of {x.shape[0]:,}; phis = "
-               f"{list(spec.phis)}; bits = {bits} (sizes clipped at 2^22 - 1).")
+    out.append(f"\nN = {n:,} {what} after deleting a random 20% of {x.shape[0]:,}; phis = "
+               f"{list(spec.phis)}; bits = {bits}; d x w = 7 x 1024 per hashed level.")
     return out
 
 
@@ -175,11 +178,18 @@ def main() -> int:
     f = caida_counts(args.data)
     items = stream_from_counts(f, 0)
     agh = np.load(args.data / AGH)["counts"]
+    thin = np.random.default_rng(7).binomial(agh, 0.0147)
+    agh_items = stream_from_counts(thin, 8)
+    fimi = np.loadtxt(args.data / FIMI, dtype=np.int64)
     sections = [
         ("Heavy hitters, CAIDA 2016 minute (dst /16)", heavy_hitters(f, items, 128, args.eps)),
+        (f"Heavy hitters, thinned AGH flows ({agh_items.shape[0]:,} packets, flow ids < 2^23)",
+         heavy_hitters(thin, agh_items, 128, args.eps, bits=23, width=16384)),
         ("Point queries, CAIDA 2016 minute (paper 003 Fig. 1 analogue)",
          point_queries(f, items, args.eps)),
-        ("Quantiles (turnstile), AGH flow sizes", quantiles(agh, args.eps)),
+        ("Quantiles (turnstile), AGH flow sizes (packets per flow)",
+         quantiles(agh, args.eps, 22, "flows")),
+        ("Quantiles (turnstile), FIMI retail item ids", quantiles(fimi, args.eps, 15, "items")),
         ("F_p moments, thinned AGH packets", fp_moments(agh, args.eps)),
     ]
     text = "\n".join(f"## {title}\n\n" + "\n".join(rows) + "\n" for title, rows in sections)

@@ -86,3 +86,15 @@ def test_registry_builds_from_params():
         entry.build_spec({"depth": 2})
     with pytest.raises(SpecError, match=r"^weights:"):
         sk.update_batch(np.arange(3), weights=np.ones(3))
+
+
+def test_query_release_reads_envelopes_and_rejects_other_payloads():
+    sk = CMS(PlainSketchSpec(depth=2, width=16, release_exact=True))
+    sk.update_batch(np.array([3, 3, 3]))
+    envelope = {"schema_version": 1, "payload": sk.release()}
+    assert query_release(envelope, [3]).tolist() == [3.0]
+    with pytest.raises(SpecError, match=r"^payload.kind:"):
+        query_release({"kind": "heavy_hitters", "items": []}, [3])
+    bad = dict(sk.release(), estimator="mean")
+    with pytest.raises(SpecError, match=r"^estimator:"):
+        query_release(bad, [3])

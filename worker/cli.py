@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--faust", action="store_true", help="host the worker in a Faust app "
                      "(faust.Worker lifecycle) instead of the plain asyncio runner")
     demo = sub.add_parser("demo", help="embedded broker + demo producer + worker")
-    demo.add_argument("--rate", type=float, default=2000.0, help="events per second")
+    demo.add_argument("--rate", type=float, default=20000.0, help="events per second")
     demo.add_argument("--seconds", type=float, default=None, help="stop after this long")
     sub.add_parser("tail", help="tail a release topic (see dpstream tail -h)", add_help=False)
     sub.add_parser("query", help="point queries on releases (see dpstream query -h)",
@@ -119,7 +119,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 async def _demo(settings: Settings, rate: float, seconds: float | None) -> None:
     from worker.app import create_worker
 
-    worker = create_worker(settings, ["topologies/netmon.yaml"])
+    worker = create_worker(settings, ["topologies/netmon.yaml",
+                                      "topologies/netmon_prefixes.yaml"])
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.request_stop)
@@ -135,9 +136,13 @@ async def _demo(settings: Settings, rate: float, seconds: float | None) -> None:
             settings.broker, topo.input.topic, events=None, rate=rate,
             encoding=topo.input.encoding, seed=0)))
     tasks.append(asyncio.create_task(_print_releases(settings, topo.release.topic)))
+    prefixes = worker.topologies[1].release.topic
     print(f"dpstream demo: broker {settings.broker}; metrics "
-          f"http://{settings.metrics_host}:{worker.metrics_port}/metrics; Ctrl-C stops",
-          flush=True)
+          f"http://{settings.metrics_host}:{worker.metrics_port}/metrics; Ctrl-C stops\n"
+          f"  heavy source IPs per router are printed below as they are released;\n"
+          f"  query the destination-prefix sketch from another shell with\n"
+          f"  DPSTREAM_BROKER={settings.broker} dpstream query --topic {prefixes} "
+          f"--shard r1 93.184.216.0/24", flush=True)
     if seconds:
         loop.call_later(seconds, worker.request_stop)
     try:

@@ -102,7 +102,10 @@ def summarize_release(raw: bytes, top: int = 5) -> str:
     if kind == "heavy_hitters":
         items = payload.get("items") or []
         hh = ", ".join(f"{i.get('item')}~{float(i.get('estimate', 0)):.1f}" for i in items[:top])
-        return f"{head}: heavy hitters {hh or '(none above threshold)'}"
+        if not hh:
+            thr = payload.get("threshold")
+            hh = "(none above the threshold yet" + (f", {float(thr):.0f})" if thr else ")")
+        return f"{head}: heavy hitters {hh}"
     if kind == "sketch":
         matrix = payload.get("matrix") or []
         return f"{head}: sketch {len(matrix)}x{len(matrix[0]) if matrix else 0}"

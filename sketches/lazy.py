@@ -60,147 +60,21 @@ True
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
-from sketches.hashing import HashSpec
-from sketches.privacy import (
-    Calibration,
-    Calibrator,
-    Clock,
-    Relation,
-    calibrate,
-    check_clock,
-    counter_error_bound,
-    lemma5_depth,
-    neighbouring_cells,
-)
+from sketches.lazy_spec import LazySketchSpec, error_bound
+from sketches.privacy import Calibration, Clock, calibrate, neighbouring_cells
 from sketches.release import estimate
-from sketches.serialization import (
-    spec_from_params,
-    spec_to_dict,
-    state_from_bytes,
-    state_to_bytes,
-)
+from sketches.serialization import spec_from_params, state_from_bytes, state_to_bytes
 
 if TYPE_CHECKING:
     from sketches.noise import NoiseSource
 
 __all__ = ["LazyCMS", "LazyCS", "LazySketchSpec"]
-
-
-@dataclass(frozen=True)
-class LazySketchSpec:
-    """Every parameter of a LazyCMS / LazyCS (frozen, JSON-able via ``to_dict``).
-
-    Parameters
-    ----------
-    depth, width : int
-        Sketch dimensions ``d x w``.
-    horizon : int
-        Arrival clock: events ``T``; tick clock: ticks.
-    eps, delta : float
-        Privacy parameters of the whole epoch (continual release).
-    relation : Relation
-        Neighbouring relation (``add_remove`` default; ``replace`` = paper).
-    clock : Clock
-        ``tick`` (default) or ``arrival`` (needs ``replace``).
-    columns_per_tick : int or None
-        Tick clock: columns pushed per tick, must divide ``width``; ``None``
-        means ``width`` (one round per tick, no lag at tick boundaries).
-        Arrival clock: must be ``None`` or 1.
-    calibrator : Calibrator
-        ``discrete`` (default, integer noise), ``analytic`` or ``paper``.
-    hash_seed : int
-        Public hash seed.
-    unit_cap : int
-        Exact per-unit contribution cap (1 = event-level privacy).
-    """
-
-    depth: int
-    width: int
-    horizon: int
-    eps: float
-    delta: float
-    relation: Relation = Relation.ADD_REMOVE
-    clock: Clock = Clock.TICK
-    columns_per_tick: int | None = None
-    calibrator: Calibrator = Calibrator.DISCRETE
-    hash_seed: int = 0
-    unit_cap: int = 1
-
-    def __post_init__(self) -> None:
-        for name, enum in (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator)):
-            value = getattr(self, name)
-            try:
-                object.__setattr__(self, name, enum(value))
-            except ValueError:
-                allowed = ", ".join(e.value for e in enum)
-                raise SpecError(f"{name}: unknown value {value!r}; use one of {allowed}") from None
-        for name in ("depth", "width", "horizon", "unit_cap"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise SpecError(f"{name}: must be an integer >= 1, got {value!r}")
-            object.__setattr__(self, name, int(value))
-        for name in ("eps", "delta"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
-                raise SpecError(f"{name}: must be a number, got {value!r}")
-            object.__setattr__(self, name, float(value))
-        if not (math.isfinite(self.eps) and self.eps > 0):
-            raise SpecError(f"eps: must be a finite number > 0, got {self.eps!r}")
-        if not 0 < self.delta < 1:
-            raise SpecError(f"delta: must be in (0, 1), got {self.delta!r}")
-        cpt = self.columns_per_tick
-        if self.clock is Clock.ARRIVAL and cpt not in (None, 1):
-            raise SpecError(
-                f"columns_per_tick: the arrival clock pushes one column per event; got {cpt!r},"
-                " leave it unset or use clock='tick'"
-            )
-        if cpt is not None and (
-            isinstance(cpt, bool) or not isinstance(cpt, int | np.integer)
-            or cpt < 1 or self.width % cpt
-        ):
-            raise SpecError(
-                f"columns_per_tick: must be a divisor of width={self.width}, got {cpt!r};"
-                " pick a divisor (e.g. width itself) or change width"
-            )
-        HashSpec(self.hash_seed, self.depth, self.width)  # validates seed
-        object.__setattr__(self, "hash_seed", int(self.hash_seed))
-        if cpt is not None:
-            object.__setattr__(self, "columns_per_tick", int(cpt))
-        check_clock(self.relation, self.clock)
-
-    # ------------------------------------------------------------ derived
-    @property
-    def cpt(self) -> int:
-        """Columns pushed per step (1 on the arrival clock)."""
-        if self.clock is Clock.ARRIVAL:
-            return 1
-        return self.width if self.columns_per_tick is None else int(self.columns_per_tick)
-
-    @property
-    def steps_per_round(self) -> int:
-        """Steps (events or ticks) per round: ``width / cpt``."""
-        return self.width // self.cpt
-
-    @property
-    def rounds(self) -> int:
-        """GaussBM horizon in rounds: ``ceil(horizon / steps_per_round)``."""
-        return -(-self.horizon // self.steps_per_round)
-
-    @property
-    def hash_spec(self) -> HashSpec:
-        return HashSpec(self.hash_seed, self.depth, self.width)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict of every field (enums as strings)."""
-        return spec_to_dict(self)
 
 
 class _LazySketch:
@@ -473,35 +347,6 @@ class _LazySketch:
             raise SerializationError("state: steps and rounds are inconsistent; corrupt state")
         sketch._steps = steps
         return sketch
-
-
-def error_bound(spec: LazySketchSpec, cal: Calibration, estimator: str,
-                beta: float) -> dict[str, Any]:
-    """Lemma 5 error statement of a release, with the sigma actually used.
-
-    ``noise``: with probability ``>= 1 - beta`` every cell of every release of
-    the epoch is within ``noise`` of its exact pushed count (Lemma 4 with the
-    exact sigma, :func:`sketches.privacy.counter_error_bound`, union bound over
-    ``d w`` counters and ``rounds`` distinct values each). ``lag``: lazy-update
-    error (``[-lag, 0]`` CMS, ``[-lag, lag]`` CS) in ``lag_unit``. ``eta``:
-    collision error ``<= eta * t`` (CMS, ``eta = e/w``) or ``eta * sqrt(F2)``
-    (CS, ``eta = sqrt(3/w)``); it holds for all times w.p. ``1 - beta/2`` only
-    when ``depth >= ceil(ln(2T/beta))`` (``collision_depth_ok``).
-    """
-    noise = counter_error_bound(cal.sigma, levels=cal.levels, n=spec.depth * spec.width,
-                                steps=spec.rounds, beta=beta)
-    cms = estimator == "min"
-    lag = spec.steps_per_round
-    return {
-        "beta": beta,
-        "noise": noise,
-        "lag": [-lag, 0] if cms else [-lag, lag],
-        "lag_unit": "events" if spec.clock is Clock.ARRIVAL else "ticks",
-        "eta": math.e / spec.width if cms else math.sqrt(3.0 / spec.width),
-        "collision_term": "eta * t" if cms else "eta * sqrt(F2)",
-        "collision_depth_ok": spec.depth >= lemma5_depth(spec.horizon, beta),
-        "reference": "paper 002 Lemma 5 (noise term via Lemma 4 with the calibrated sigma)",
-    }
 
 
 class LazyCMS(_LazySketch):

@@ -27,7 +27,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -36,6 +35,7 @@ import numpy as np
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
 from sketches.hashing import HashSpec
+from sketches.lazy_spec import coerce_enums, validate_numbers
 from sketches.privacy import (
     Calibration,
     Calibrator,
@@ -86,27 +86,8 @@ class PunctualSketchSpec:
     unit_cap: int = 1
 
     def __post_init__(self) -> None:
-        for name, enum in (("relation", Relation), ("calibrator", Calibrator)):
-            value = getattr(self, name)
-            try:
-                object.__setattr__(self, name, enum(value))
-            except ValueError:
-                allowed = ", ".join(e.value for e in enum)
-                raise SpecError(f"{name}: unknown value {value!r}; use one of {allowed}") from None
-        for name in ("depth", "width", "horizon", "unit_cap"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise SpecError(f"{name}: must be an integer >= 1, got {value!r}")
-            object.__setattr__(self, name, int(value))
-        for name in ("eps", "delta"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
-                raise SpecError(f"{name}: must be a number, got {value!r}")
-            object.__setattr__(self, name, float(value))
-        if not (math.isfinite(self.eps) and self.eps > 0):
-            raise SpecError(f"eps: must be a finite number > 0, got {self.eps!r}")
-        if not 0 < self.delta < 1:
-            raise SpecError(f"delta: must be in (0, 1), got {self.delta!r}")
+        coerce_enums(self, (("relation", Relation), ("calibrator", Calibrator)))
+        validate_numbers(self, ("depth", "width", "horizon", "unit_cap"))
         HashSpec(self.hash_seed, self.depth, self.width)
         object.__setattr__(self, "hash_seed", int(self.hash_seed))
         check_clock(self.relation, Clock.ARRIVAL)

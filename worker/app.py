@@ -200,22 +200,22 @@ class Worker:
         period = max(0.02, min(1.0, min(t.privacy.tick_ms for t in self.topologies) / 4000))
         while not self._stopping.is_set():
             await self.engine.on_timer()
-            self._update_lag()
+            await self._update_lag()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), period)
 
-    def _update_lag(self) -> None:
+    async def _update_lag(self) -> None:
         for tp in self.consumer.assignment():
             high = self.consumer.highwater(tp)
             if high is None:
                 continue
-            with contextlib.suppress(Exception):
-                pos = self.consumer._fetcher._subscriptions.subscription.assignment \
-                    .state_value(tp).position
-                if pos is not None:
-                    for t in self.engine.by_topic.get(tp.topic, []):
-                        self.metrics.lag.labels(topology=t.name, partition=str(tp.partition)) \
-                            .set(max(0, high - pos))
+            try:
+                pos = await asyncio.wait_for(self.consumer.position(tp), 0.1)
+            except Exception:  # position unknown (e.g. during a rebalance): skip this round
+                continue
+            for t in self.engine.by_topic.get(tp.topic, []):
+                self.metrics.lag.labels(topology=t.name, partition=str(tp.partition)).set(
+                    max(0, high - pos))
 
     async def run_until_stopped(self) -> None:
         """Block until :meth:`request_stop` (or a task failure), then stop cleanly."""

@@ -98,4 +98,7 @@ def test_bad_input_dead_lettered(broker, workers, make_topology, unique) -> None
     for reason in BAD:
         assert f'dpstream_dead_letters_total{{reason="{reason}",topology="{unique}"}} 8.0' in text
     assert f'dpstream_events_in_total{{topology="{unique}"}} 400.0' in text
+    assert f'dpstream_consumer_lag_messages{{partition="0",topology="{unique}"}}' in text
+    assert f'dpstream_release_latency_seconds_count{{topology="{unique}"}}' in text
+    assert f'dpstream_privacy_epsilon_per_epoch{{shard="r0",topology="{unique}"}} 1.0' in text
     assert workers.terminate(proc) == 0

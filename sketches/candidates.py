@@ -100,11 +100,19 @@ class CellHasher:
         y >>= _S32
         return y.view(np.int64)
 
+    @property
+    def row_offsets(self) -> np.ndarray:
+        """``int64[d, 1]``: ``row * w`` (add to buckets to get flat cells)."""
+        return self._row0
+
+    def buckets(self, keys: np.ndarray) -> np.ndarray:
+        """``int64[d, n]`` buckets of ``keys`` (uint64), same as :meth:`HashSpec.buckets`."""
+        keys = np.asarray(keys, dtype=np.uint64)
+        return self._vectorised(keys) if self._fast else self._spec.buckets(keys)
+
     def cells(self, keys: np.ndarray) -> np.ndarray:
         """``int64[d, n]`` flat cell indices of ``keys`` (uint64)."""
-        keys = np.asarray(keys, dtype=np.uint64)
-        buckets = self._vectorised(keys) if self._fast else self._spec.buckets(keys)
-        return buckets + self._row0
+        return self.buckets(keys) + self._row0
 
 
 class CandidateSet:

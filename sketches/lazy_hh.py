@@ -24,16 +24,7 @@ Stream length ``t`` (DESIGN.md point 6)
 gives ``t_hat``; ``tau1`` uses ``t_hat``, ``lambda2``/``tau2`` use
 ``t_up = t_hat + E + c`` (``E``: its error bound at failure ``beta``).
 
-Guarantee (reported in every release, see :meth:`LazyHH.privacy`)
------------------------------------------------------------------
-``replace``: ``(eps, delta_tilde(eps, delta))`` (Theorem 3). ``add_remove``:
-``(eps_s + eps_l, delta_tilde(eps_s, delta_s) + e^eps_s delta_l + beta)``.
-Derivation [D]: condition on the counter's output; when ``t_up >= t`` for
-both neighbours (failure ``<= beta``) Theorem 3 applies with fixed thresholds;
-the counter is ``(eps_l, delta_l)``-DP and ``P[H in S | t_hat]`` is a [0, 1]
-post-processing of it. Depth ``d = ceil(log2(2 N / beta))`` where ``N`` bounds
-the (candidate, output) pairs: ``2T`` (arrival, Lemma 6) or
-``|I| k~ + event_horizon`` (tick: each event adds <= 1 candidate).
+The stated guarantee and its derivation: :func:`sketches.lazy_hh_spec.guarantee`.
 
 Examples
 --------
@@ -49,7 +40,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -66,9 +56,9 @@ from sketches.candidates import (
 )
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
-from sketches.lazy import LazyCMS, LazySketchSpec
-from sketches.lazy_hh_spec import LazyHHSpec, derive_params
-from sketches.privacy import Clock, delta_tilde
+from sketches.lazy import LazySketchSpec
+from sketches.lazy_hh_spec import LazyHHSpec, derive_params, guarantee
+from sketches.privacy import Clock, calibrate, neighbouring_cells
 from sketches.serialization import spec_from_params, state_from_bytes, state_to_bytes
 
 if TYPE_CHECKING:
@@ -99,17 +89,27 @@ class LazyHH:
 
     def _setup(self, spec: LazyHHSpec, noise: NoiseSource, seed: int) -> None:
         self.spec = spec
-        self._noise = noise
         eps_s, delta_s = spec.sketch_budget
         depth = derive_params(spec, None, None).depth
+        # the embedded LazyCMS (Alg. 5), described by its own spec; columns_per_tick=None:
+        # a tick pushes every column (nothing pending at a tick boundary)
         self.sketch_spec = LazySketchSpec(
             depth=depth, width=spec.k_tilde, horizon=spec.horizon, eps=eps_s, delta=delta_s,
             relation=spec.relation, clock=spec.clock, columns_per_tick=None,
             calibrator=spec.calibrator, hash_seed=seed, unit_cap=spec.unit_cap,
         )
-        self._sketch = LazyCMS(self.sketch_spec, noise)
-        self._cell_hasher = CellHasher(self._sketch.hash)
-        self.params = derive_params(spec, self._sketch.calibration, depth)
+        self.hash = self.sketch_spec.hash_spec
+        self._hasher = CellHasher(self.hash)
+        self.calibration = calibrate(
+            eps_s, delta_s, m=neighbouring_cells(spec.relation, depth),
+            rounds=self.sketch_spec.rounds, calibrator=spec.calibrator, unit_cap=spec.unit_cap)
+        dw = depth * spec.k_tilde
+        self._counters = ContinualCounters(dw, self.sketch_spec.rounds, self.calibration.sigma,
+                                           self.calibration.integer_noise, noise)
+        # exact increments not pushed yet: [0] current round, [1] the next (arrival clock)
+        self._carry = np.zeros((2, dw), dtype=np.int64)
+        self._open = 0  # tick clock: the open tick
+        self.params = derive_params(spec, self.calibration, depth)
         cal = self.params.count
         self._counter = None if cal is None else ContinualCounters(
             1, spec.horizon, cal.sigma, cal.integer_noise, noise)
@@ -150,10 +150,11 @@ class LazyHH:
             self._update_tick(items, tk)
 
     def _check_items(self, items: np.ndarray) -> None:
-        if items.size and self._events + items.size > self._event_limit():
+        limit = self.spec.horizon if self.spec.clock is Clock.ARRIVAL else self.spec.event_horizon
+        if items.size and self._events + items.size > limit:
             raise HorizonExceededError(
                 f"horizon: {self._events + items.size} events exceed the epoch's bound of"
-                f" {self._event_limit()}; start a new epoch (or raise event_horizon)")
+                f" {limit}; start a new epoch (or raise event_horizon)")
         if not items.size:
             return
         integer = items.dtype.kind in "iub"
@@ -165,18 +166,30 @@ class LazyHH:
             raise SpecError("items: a LazyHH holds either integer or str/bytes items, not both;"
                             " convert the items to one type")
 
-    def _event_limit(self) -> int:
-        return self.spec.horizon if self.spec.clock is Clock.ARRIVAL else self.spec.event_horizon
-
     def _update_arrival(self, items: np.ndarray) -> None:
-        kt, n, start = self.spec.k_tilde, items.size, 0
+        """Alg. 5 + 6 on the arrival clock, one vectorised step per output interval.
+
+        Event ``s`` (0-based) lands in column ``j`` of row ``i``; column ``j`` is
+        pushed at step ``s - s mod w + j`` if ``j >= s mod w`` (this round), else
+        in the next round (Alg. 5 line 15). A round ends, and an output happens,
+        when ``s + 1`` is a multiple of ``w = k~``.
+        """
+        w, n, start = self.spec.k_tilde, items.size, 0
+        dw = self._carry.shape[1]
         while start < n:  # one iteration per output interval (k~ events), not per event
-            stop = min(n, start + kt - self._events % kt)
+            stop = min(n, start + w - self._events % w)
             seg = items[start:stop]
-            self._sketch.update_batch(seg)
-            self._absorb(seg)
+            keys = self.hash.item_keys(seg)
+            buckets = self._hasher.buckets(keys)
+            pos = np.arange(self._events % w, self._events % w + seg.size)
+            cells = buckets + self._hasher.row_offsets
+            idx = cells + dw * (buckets < pos)
+            self._carry += np.bincount(idx.ravel(), minlength=2 * dw).reshape(2, dw)
+            self._absorb(seg, keys, cells)
             self._events += seg.size
-            if self._events % kt == 0:
+            if self._events % w == 0:
+                self._counters.advance(self._carry[:1])
+                self._carry[0], self._carry[1] = self._carry[1], 0
                 self._output()
             start = stop
 
@@ -185,10 +198,9 @@ class LazyHH:
             return
         if np.any(ticks[1:] < ticks[:-1]):
             raise SpecError("ticks: must be non-decreasing within a batch; sort the batch")
-        if int(ticks[0]) < self._sketch.steps_closed or int(ticks[-1]) >= self.spec.horizon:
-            raise SpecError(f"ticks: must lie in [{self._sketch.steps_closed},"
-                            f" {self.spec.horizon}) (open tick, horizon); got"
-                            f" {int(ticks[0])}..{int(ticks[-1])}")
+        if int(ticks[0]) < self._open or int(ticks[-1]) >= self.spec.horizon:
+            raise SpecError(f"ticks: must lie in [{self._open}, {self.spec.horizon}) (open tick,"
+                            f" horizon); got {int(ticks[0])}..{int(ticks[-1])}")
         every = self.spec.output_every
         bounds = np.arange(self._boundary + every, int(ticks[-1]) + 1, every)
         cuts = np.searchsorted(ticks, bounds, side="left")
@@ -200,13 +212,28 @@ class LazyHH:
         self._ingest_ticks(items[start:], ticks[start:])
 
     def _ingest_ticks(self, items: np.ndarray, ticks: np.ndarray) -> None:
+        """Tick clock: an event of tick ``x`` goes to round ``x + 1`` (all columns pushed
+        when the tick closes); loops over the distinct ticks of the batch, not events."""
         if not items.size:
             return
-        self._sketch.update_batch(items, ticks)
-        self._absorb(items)
+        keys = self.hash.item_keys(items)
+        cells = self._hasher.cells(keys)
+        dw = self._carry.shape[1]
+        uniq, first = np.unique(ticks, return_index=True)
+        for tick, a, b in zip(uniq.tolist(), first.tolist(), [*first[1:].tolist(), items.size],
+                              strict=True):
+            self._close_ticks(tick)
+            self._carry[0] += np.bincount(cells[:, a:b].ravel(), minlength=dw)
+        self._absorb(items, keys, cells)
         self._events += items.size
-        self._tick_counts += np.bincount(ticks - self._boundary,
-                                         minlength=self.spec.output_every)
+        self._tick_counts += np.bincount(ticks - self._boundary, minlength=self.spec.output_every)
+
+    def _close_ticks(self, tick: int) -> None:
+        """Push the open tick's round and empty rounds for the ticks up to ``tick``."""
+        if tick > self._open:
+            self._counters.advance(self._carry[:1], empty_rounds=tick - self._open - 1)
+            self._carry[0] = 0
+            self._open = tick
 
     def advance_to(self, tick: int) -> None:
         """Tick clock: close every tick ``< tick``; publish at each output boundary crossed."""
@@ -218,25 +245,24 @@ class LazyHH:
                                        f" {self.spec.horizon} ticks; start a new epoch")
         for b in range(self._boundary + self.spec.output_every, tick + 1, self.spec.output_every):
             self._close(b)
-        if tick > self._sketch.steps_closed:
-            self._sketch.advance_to(tick)
+        self._close_ticks(tick)
 
     def _close(self, boundary: int) -> None:
-        self._sketch.advance_to(boundary)
+        self._close_ticks(boundary)
         if self._counter is not None:
             self._counter.advance(self._tick_counts[:, None])
         self._tick_counts[:] = 0
         self._boundary = boundary
         self._output()
 
-    def _absorb(self, items: np.ndarray) -> None:
+    def _absorb(self, items: np.ndarray, keys: np.ndarray, cells: np.ndarray) -> None:
         """Alg. 6 line 9, vectorised: add the interval's distinct new items to C."""
         assert self._cands is not None
-        keys, first = np.unique(self._sketch.hash.item_keys(items), return_index=True)
-        new = self._cands.missing(keys)
+        ukeys, first = np.unique(keys, return_index=True)
+        new = self._cands.missing(ukeys)
         if new.any():
-            keys = keys[new]
-            self._cands.add(keys, items[first[new]], self._cell_hasher.cells(keys))
+            idx = first[new]
+            self._cands.add(ukeys[new], items[idx], cells[:, idx])
 
     # ------------------------------------------------------------- outputs
     def _length(self) -> tuple[float, float]:
@@ -258,7 +284,7 @@ class LazyHH:
         c = self._cands
         if c is None or c.size == 0:
             return
-        est = self._sketch.noisy_matrix().ravel()[c.cells].min(axis=0)
+        est = self._counters.query()[c.cells].min(axis=0)  # Alg. 4 (min), all pushed
         hot = np.flatnonzero(est > tau)
         order = hot[top_order(est[hot], c.keys[hot])]
         self._hh_keys, self._hh_items, self._hh_est = c.keys[order], c.items[order], est[order]
@@ -270,28 +296,8 @@ class LazyHH:
 
     # ------------------------------------------------------------- release
     def privacy(self) -> dict[str, Any]:
-        """The stated guarantee and its budget split (module docstring)."""
-        spec, (eps_s, delta_s), (eps_l, delta_l) = self.spec, *self._budgets()
-        beta = spec.beta_value
-        dt_sketch = delta_tilde(eps_s, delta_s)
-        total = dt_sketch if self._counter is None else (
-            dt_sketch + math.exp(eps_s) * delta_l + beta)
-        return {
-            "eps": eps_s + eps_l, "delta": spec.delta, "delta_tilde": total,
-            "relation": spec.relation.value, "unit_cap": spec.unit_cap,
-            "budget": {
-                "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch,
-                           "beta": beta, "calibrator": spec.calibrator.value,
-                           "sigma": self._sketch.calibration.sigma},
-                "length": None if self._counter is None else {
-                    "eps": eps_l, "delta": delta_l, "beta": beta,
-                    "sigma": self._counter.sigma, "error_bound": self.params.count_error},
-            },
-            "reference": "paper 002 Theorem 3; length counter per DESIGN.md 6 [D]",
-        }
-
-    def _budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:
-        return self.spec.sketch_budget, self.spec.count_budget
+        """The stated guarantee and its budget split (:func:`~sketches.lazy_hh_spec.guarantee`)."""
+        return guarantee(self.spec, self.params, self.calibration.sigma)
 
     def release(self) -> dict[str, Any]:
         """Public ``heavy_hitters`` payload of the last output (ARCHITECTURE.md)."""
@@ -331,8 +337,8 @@ class LazyHH:
         """Bytes of numpy state: sketch, candidates, length counter, last output."""
         extra = 0 if self._cands is None else self._cands.memory_bytes()
         extra += 0 if self._counter is None else self._counter.memory_bytes()
-        return int(self._sketch.memory_bytes() + extra + self._hh_keys.nbytes
-                   + self._hh_est.nbytes + self._tick_counts.nbytes)
+        return int(self._counters.memory_bytes() + self._carry.nbytes + extra
+                   + self._hh_keys.nbytes + self._hh_est.nbytes + self._tick_counts.nbytes)
 
     def to_bytes(self) -> bytes:
         """Versioned binary state (private: exact counts, raw candidate items)."""
@@ -340,13 +346,14 @@ class LazyHH:
         state: dict[str, Any] = {
             "hash_seed": self.sketch_spec.hash_seed, "events": self._events,
             "boundary": self._boundary, "outputs": self._outputs, "last": self._last,
+            "open": self._open, "sketch": self._counters.state_header(),
             "integer_items": None if c is None else c.integer_items,
             "counter": None if self._counter is None else self._counter.state_header(),
         }
         arrays: dict[str, np.ndarray] = {
-            "sketch": np.frombuffer(self._sketch.to_bytes(), dtype=np.uint8),
-            "tick_counts": self._tick_counts, "hh_est": self._hh_est,
+            "carry": self._carry, "tick_counts": self._tick_counts, "hh_est": self._hh_est,
         }
+        arrays.update({f"sketch_{k}": v for k, v in self._counters.state_arrays().items()})
         if self._counter is not None:
             arrays.update({f"counter_{k}": v for k, v in self._counter.state_arrays().items()})
         if c is not None:
@@ -364,10 +371,13 @@ class LazyHH:
         try:
             obj = cls.__new__(cls)
             obj._setup(spec, noise, int(state["hash_seed"]))
-            sketch = LazyCMS.from_bytes(arrays["sketch"].tobytes(), noise, obj.sketch_spec)
-            assert isinstance(sketch, LazyCMS)
-            obj._sketch = sketch
+            obj._counters.restore(state["sketch"], {
+                k: arrays[f"sketch_{k}"] for k in ("prefix", "node_noise")})
+            if arrays["carry"].shape != obj._carry.shape:
+                raise SerializationError(f"arrays.carry: expected shape {obj._carry.shape}")
+            obj._carry = arrays["carry"].astype(np.int64)
             obj._events, obj._boundary = int(state["events"]), int(state["boundary"])
+            obj._open = int(state["open"])
             obj._outputs, obj._last = int(state["outputs"]), dict(state["last"])
             obj._tick_counts = arrays["tick_counts"].astype(np.int64)
             obj._hh_est = arrays["hh_est"]
@@ -386,11 +396,11 @@ class LazyHH:
                 return arrays[f"{prefix}_items"]
             return decode_items({k: arrays[f"{prefix}_{k}"]
                                  for k in ("blob", "lengths", "is_bytes")})
-        h = self._sketch.hash
+        h = self.hash
         self._cands = CandidateSet(self.sketch_spec.depth, integer)
         cand = items("cand")
         keys = h.item_keys(cand) if cand.size else np.zeros(0, dtype=np.uint64)
-        self._cands.restore(keys, cand, self._cell_hasher.cells(keys))
+        self._cands.restore(keys, cand, self._hasher.cells(keys))
         self._hh_items = items("hh")
         self._hh_keys = h.item_keys(self._hh_items) if self._hh_items.size else self._hh_keys
 

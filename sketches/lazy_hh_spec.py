@@ -16,6 +16,17 @@ length-counter calibration. Formulas live in :mod:`sketches.privacy`
   printed Alg. 6 line 4 value when larger (reproduction);
 - ``lag``: ``k~`` (arrival clock) or 0 (tick clock: all columns pushed per tick).
 
+Guarantee (:func:`guarantee`, reported in every release): ``replace``:
+``(eps, delta_tilde(eps, delta))`` (Theorem 3). ``add_remove``: the length
+counter gets ``(eps_l, delta_l)``, the sketch ``(eps_s, delta_s)`` and the
+release is ``(eps_s + eps_l, delta_tilde(eps_s, delta_s) + e^eps_s delta_l +
+beta)``-DP. Derivation [D]: condition on the counter's outputs ``t_hat``; when
+``t_up = t_hat + E + c >= t`` for both neighbours (fails with probability
+``<= beta``, ``E`` = its error bound) Theorem 3's proof applies with these
+fixed thresholds, giving ``e^eps_s P'[H in S | t_hat] + delta_tilde``; the
+conditional probability is a [0, 1] post-processing of the ``(eps_l,
+delta_l)``-DP counter, which adds ``eps_l`` and ``e^eps_s delta_l``.
+
 Examples
 --------
 >>> spec = LazyHHSpec(k=128, k_tilde=512, horizon=22_995_712, eps=0.5, delta=1e-3,
@@ -42,6 +53,7 @@ from sketches.privacy import (
     alg6_gamma,
     check_clock,
     counter_error_bound,
+    delta_tilde,
     lazyhh_depth,
     lazyhh_gamma,
     lazyhh_thresholds,
@@ -49,7 +61,7 @@ from sketches.privacy import (
     split_budget,
 )
 
-__all__ = ["HHParams", "LazyHHSpec", "derive_params"]
+__all__ = ["HHParams", "LazyHHSpec", "derive_params", "guarantee"]
 
 
 @dataclass(frozen=True)
@@ -203,3 +215,32 @@ def derive_params(spec: LazyHHSpec, sketch_cal: Calibration | None, depth: int |
         err = counter_error_bound(count.sigma, levels=count.levels, n=1,
                                   steps=max(spec.outputs, 1), beta=beta)
     return HHParams(d, gamma, th, count, err)
+
+
+def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[str, Any]:
+    """The ``(eps, delta_tilde)`` guarantee of a LazyHH epoch and its budget split.
+
+    Examples
+    --------
+    >>> spec = LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3,
+    ...                   relation="replace", clock="arrival")
+    >>> g = guarantee(spec, derive_params(spec, None, None), sketch_sigma=1.0)
+    >>> round(g["delta_tilde"], 7), g["budget"]["length"]
+    (0.0062994, None)
+    """
+    (eps_s, delta_s), (eps_l, delta_l) = spec.sketch_budget, spec.count_budget
+    beta, dt_sketch = spec.beta_value, delta_tilde(eps_s, delta_s)
+    count = params.count
+    total = dt_sketch if count is None else dt_sketch + math.exp(eps_s) * delta_l + beta
+    return {
+        "eps": eps_s + eps_l, "delta": spec.delta, "delta_tilde": total,
+        "relation": spec.relation.value, "unit_cap": spec.unit_cap,
+        "budget": {
+            "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch, "beta": beta,
+                       "calibrator": spec.calibrator.value, "sigma": sketch_sigma},
+            "length": None if count is None else {
+                "eps": eps_l, "delta": delta_l, "beta": beta, "sigma": count.sigma,
+                "error_bound": params.count_error},
+        },
+        "reference": "paper 002 Theorem 3; stream length per DESIGN.md 6 [D]",
+    }

@@ -267,7 +267,8 @@ def test_parameters_follow_lemma6_and_theorem3() -> None:
     hh = LazyHH(spec, ZeroNoise())
     d = hh.sketch_spec.depth
     assert d == math.ceil(math.log2(4 * t / beta)) == 38  # log2, not ln (Markov halving)
-    cal = hh._sketch.calibration
+    cal = hh.calibration
+    assert LazyCMS(hh.sketch_spec, ZeroNoise()).calibration == cal  # same as a LazyCMS
     exact = lazyhh_gamma(cal.sigma, levels=cal.levels, depth=d, k_tilde=kt, outputs=t // kt,
                          beta=beta)
     assert hh.params.gamma == max(exact, alg6_gamma(0.5, 1e-3, horizon=t, k_tilde=kt, beta=beta))

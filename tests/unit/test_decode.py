@@ -140,3 +140,34 @@ def test_group_by_shard_partitions_indices(shards: list[str]) -> None:
         assert list(idx) == sorted(idx)
         seen += list(idx)
     assert sorted(seen) == list(range(len(shards)))
+
+
+_MSG = st.one_of(
+    st.builds(lambda r, s: json.dumps({"router": r, "src": {"ip": s}, "user": "u"}).encode(),
+              st.sampled_from(["r1", "r2"]), st.text(max_size=5)),
+    st.sampled_from([b'{"router": "r1", "src": {"ip": "a"}, "user": 1},{"x": 1}', b"1]", b"",
+                     b'{"router": "r1"}', b"\xff", b' {"router": "r1", "src": {"ip": 7}, '
+                     b'"user": "u"} ', b"[1", b'"str"', b"{}{}"]),
+    st.binary(max_size=20),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_MSG, max_size=12))
+def test_joined_fast_path_equals_message_by_message(values: list[bytes]) -> None:
+    """One json.loads over the joined batch gives exactly the per-message result."""
+    recs = [rec(i, v) for i, v in enumerate(values)]
+    batch = decode_batch(JSON, recs)
+    singles = [decode_batch(JSON, [r]) for r in recs]
+    assert batch.items.tolist() == [x for s in singles for x in s.items.tolist()]
+    assert batch.shards.tolist() == [x for s in singles for x in s.shards.tolist()]
+    assert [(d.offset, d.reason) for d in batch.dead] == [
+        (d.offset, d.reason) for s in singles for d in s.dead]
+    simple = InputSpec("in", 1, "json", FieldPaths("router", "src"))
+    flat = [rec(i, v.replace(b'{"ip": ', b"").replace(b'}, "user"', b', "user"'))
+            for i, v in enumerate(values)]
+    b2 = decode_batch(simple, flat)
+    s2 = [decode_batch(simple, [r]) for r in flat]
+    assert b2.items.tolist() == [x for s in s2 for x in s.items.tolist()]
+    assert [(d.offset, d.reason) for d in b2.dead] == [(d.offset, d.reason) for s in s2
+                                                       for d in s.dead]

@@ -47,7 +47,7 @@ from sketches.misra_gries import PMG, ItemCodec
 from sketches.serialization import check_header, pack, unpack
 
 __all__ = ["PAMG", "MergedMG", "PAMGSpec", "agarwal_merge", "gshm_calibrate", "gshm_delta",
-           "merge_mg"]
+           "merge_mg", "merge_pamg"]
 
 
 # ---------------------------------------------------------------------------
@@ -428,6 +428,32 @@ class PAMG:
             obj._pending[u + _MASK + 1 if a else u] = items[pos:pos + n]
             pos += n
         return obj
+
+
+def merge_pamg(sketches: Sequence[PAMG], noise: Any) -> MergedMG:
+    """Merge PAMG shard sketches (fixed order) into one GSHM release (Corollary 10, Thm 12).
+
+    Neighbours (one unit's set removed from one shard) keep the ±1 monotone
+    structure with <= k differing keys after any number of merges, so the merged
+    sketch is released once with GSHM(l = k) at the shards' (eps, delta). A unit
+    whose events reach S shards has S sets: (S eps, ~S delta) by group privacy,
+    unless the shard key is the unit (then S = 1). The shard sketches are
+    consumed (they cannot be released on their own any more).
+    """
+    if not sketches:
+        raise SpecError("sketches: need at least one sketch to merge")
+    s0 = sketches[0].spec
+    if any(s.spec != s0 for s in sketches):
+        raise IncompatibleSpecError("sketches: merge needs identical PAMG specs")
+    out = MergedMG(s0.k, s0.eps, s0.delta, noise, "gshm", s0.item_kind, s0.hash_seed)
+    for s in sketches:
+        if s._released:
+            raise PrivacyError("sketches: a PAMG shard was already released or merged")
+        c = s._fold()
+        out.add(np.array(list(c), dtype=np.uint64), np.array(list(c.values()), dtype=np.int64),
+                s._codec.names)
+        s._released = True
+    return out
 
 
 register(MechanismEntry(name=PAMG.name, build_spec=lambda p: PAMGSpec(**dict(p)), build=PAMG,

@@ -207,3 +207,20 @@ def test_merge_release_zero_noise_and_consumes_shards() -> None:
         shards[0].release()
     with pytest.raises(PrivacyError):
         merge_mg(shards, ZERO)
+
+
+def test_merge_pamg_shards_zero_noise() -> None:
+    """PAMG shards merged (Corollary 10) and released once with GSHM(l = k)."""
+    from sketches.pamg import merge_pamg
+
+    spec = PAMGSpec(k=4, m=2, eps=1.0, delta=1e-3)
+    shards = [PAMG(spec, ZERO) for _ in range(2)]
+    for j, sh in enumerate(shards):
+        items = np.array([1, 2] * 60 + [9], dtype=np.int64)
+        units = np.array([f"s{j}u{i // 2}" for i in range(120)] + ["x"])
+        sh.update_batch(items, units=units)
+    merged = merge_pamg(shards, ZERO)
+    assert merged.threshold() == pytest.approx(spec.gshm()[1])
+    assert {d["item"]: d["estimate"] for d in merged.release()["items"]} == {1: 120, 2: 120}
+    with pytest.raises(PrivacyError):
+        shards[1].release()

@@ -421,6 +421,9 @@ class PMG:
                 raise SpecError("weights: need non-negative integers, one per item")
             self._mg.update_weighted(keys, w.astype(np.int64))
 
+    def advance_to(self, tick: int) -> None:
+        """No-op: a window-scoped MG has no clock (the worker's tick clock may call it)."""
+
     # ---------------------------------------------------------------- queries
     def counts(self) -> dict[Any, int]:
         """Exact (private!) MG counters of the stored real keys, by key order."""

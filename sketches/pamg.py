@@ -353,6 +353,9 @@ class PAMG:
                 else:
                     self.dropped += 1
 
+    def advance_to(self, tick: int) -> None:
+        """No-op: a window-scoped PAMG has no clock (the worker's tick clock may call it)."""
+
     def _fold(self) -> dict[int, int]:
         """Run Algorithm 4 over the buffered unit sets, in order of first appearance."""
         k, base = self.spec.k, 0

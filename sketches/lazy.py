@@ -185,7 +185,7 @@ class _LazySketch:
             self._work = (
                 np.empty((d, n), dtype=np.int64),
                 np.empty(n, dtype=np.int64),
-                np.empty((d, n), dtype=np.float64) if self.signed else None,
+                np.empty((d, n), dtype=np.int64) if self.signed else None,
             )
         idx, tmp, weights = self._work
         return idx[:, :n], tmp[:n], None if weights is None else weights[:, :n]
@@ -200,7 +200,8 @@ class _LazySketch:
         So every event with ``s <= close_to - R`` is pushed (one add per row);
         only the tail needs the comparison ``s' >= close_to``, done in column
         units as ``j + w [j < pos c] >= (close_to - s + pos) c``. Row by row, in
-        place, one ``bincount`` over ``2 d w`` bins.
+        place, one integer ``bincount`` over ``2 d w`` bins (``4 d w`` for CS:
+        events with sign -1 go to a second half and are subtracted).
         """
         spec = self.spec
         d, w, spr, cpt = spec.depth, spec.width, spec.steps_per_round, spec.cpt
@@ -227,13 +228,16 @@ class _LazySketch:
                 np.multiply(waiting, dw, out=t)
                 col += t
             o += i * w
+            if weights is not None:  # CS: negative signs counted in bins shifted by 2dw
+                sgn = weights[i]
+                sgn *= -dw
+                o += sgn
+                o += dw
         flat = idx.ravel() if idx.flags.c_contiguous else idx.copy().ravel()
         if weights is None:
-            sums = np.bincount(flat, minlength=2 * dw)
-        else:
-            w_flat = weights.ravel() if weights.flags.c_contiguous else weights.copy().ravel()
-            sums = np.rint(np.bincount(flat, weights=w_flat, minlength=2 * dw))
-        return sums.astype(np.int64, copy=False).reshape(2, d, w)
+            return np.bincount(flat, minlength=2 * dw).reshape(2, d, w)
+        sums = np.bincount(flat, minlength=4 * dw).reshape(2, 2, d, w)
+        return sums[0] - sums[1]
 
     def _ingest(self, steps: np.ndarray, keys: np.ndarray, close_to: int) -> None:
         spec = self.spec

@@ -66,6 +66,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LazyHH", "LazyHHSpec"]
 
+_CHUNK = 1 << 15  # events per vectorised step (bounds the (rounds, d*w) work array)
+
 
 class LazyHH:
     """Algorithm 6 with vectorised batches (see module docstring).
@@ -167,31 +169,40 @@ class LazyHH:
                             " convert the items to one type")
 
     def _update_arrival(self, items: np.ndarray) -> None:
-        """Alg. 5 + 6 on the arrival clock, one vectorised step per output interval.
+        """Alg. 5 + 6 on the arrival clock, vectorised over chunks of events.
 
         Event ``s`` (0-based) lands in column ``j`` of row ``i``; column ``j`` is
         pushed at step ``s - s mod w + j`` if ``j >= s mod w`` (this round), else
-        in the next round (Alg. 5 line 15). A round ends, and an output happens,
-        when ``s + 1`` is a multiple of ``w = k~``.
+        in the next round (Alg. 5 line 15). One ``bincount`` per chunk sums the
+        increments of every (round, cell); a round ends, and an output happens,
+        when ``s + 1`` is a multiple of ``w = k~``: the only per-round Python work.
         """
-        w, n, start = self.spec.k_tilde, items.size, 0
-        dw = self._carry.shape[1]
-        while start < n:  # one iteration per output interval (k~ events), not per event
-            stop = min(n, start + w - self._events % w)
-            seg = items[start:stop]
+        w, dw = self.spec.k_tilde, self._carry.shape[1]
+        for c0 in range(0, items.size, _CHUNK):
+            seg = items[c0:c0 + _CHUNK]
+            s0, m = self._events, seg.size
+            base = s0 // w
             keys = self.hash.item_keys(seg)
             buckets = self._hasher.buckets(keys)
-            pos = np.arange(self._events % w, self._events % w + seg.size)
             cells = buckets + self._hasher.row_offsets
-            idx = cells + dw * (buckets < pos)
-            self._carry += np.bincount(idx.ravel(), minlength=2 * dw).reshape(2, dw)
-            self._absorb(seg, keys, cells)
-            self._events += seg.size
-            if self._events % w == 0:
-                self._counters.advance(self._carry[:1])
-                self._carry[0], self._carry[1] = self._carry[1], 0
+            steps = np.arange(s0, s0 + m)
+            slot = (steps // w - base) + (buckets < steps % w)  # local round of each push
+            slots = (s0 + m - 1) // w - base + 3
+            acc = np.bincount((slot * dw + cells).ravel(), minlength=slots * dw)
+            acc = acc.reshape(slots, dw)
+            acc[:2] += self._carry
+            done = (s0 + m) // w - base  # rounds completed by this chunk
+            for r in range(done):
+                a, b = max(0, (base + r) * w - s0), (base + r + 1) * w - s0
+                self._counters.advance(acc[r:r + 1])
+                self._absorb(seg[a:b], keys[a:b], cells[:, a:b])
+                self._events = s0 + b
                 self._output()
-            start = stop
+            a = max(0, (base + done) * w - s0)
+            if a < m:
+                self._absorb(seg[a:], keys[a:], cells[:, a:])
+            self._events = s0 + m
+            self._carry[:] = acc[done:done + 2]  # later slots are empty
 
     def _update_tick(self, items: np.ndarray, ticks: np.ndarray) -> None:
         if not items.size:

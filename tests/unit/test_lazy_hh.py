@@ -140,10 +140,15 @@ def _split(n: int, seed: int) -> list[int]:
 ARRIVAL = {"relation": "replace", "clock": "arrival", "hash_seed": 11}
 
 
-@pytest.mark.parametrize(("noise_kind", "calibrator"), [
-    ("zero", "analytic"), ("constant", "discrete"), ("fast", "analytic"), ("fast", "discrete")])
-def test_arrival_batch_equals_per_event_reference(noise_kind: str, calibrator: str) -> None:
-    """Random, non-aligned batch boundaries give exactly the per-event Alg. 6 run."""
+@pytest.mark.parametrize(("noise_kind", "calibrator", "chunk"), [
+    ("zero", "analytic", 1 << 15), ("constant", "discrete", 37), ("fast", "analytic", 100),
+    ("fast", "discrete", 1 << 15)])
+def test_arrival_batch_equals_per_event_reference(
+    noise_kind: str, calibrator: str, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random, non-aligned batch (and internal chunk) boundaries give exactly the
+    per-event Alg. 6 run."""
+    monkeypatch.setattr(sketches.lazy_hh, "_CHUNK", chunk)
     n = 1600
     spec = LazyHHSpec(k=2, k_tilde=16, horizon=n, eps=40.0, delta=1e-3,
                       calibrator=calibrator, **ARRIVAL)  # type: ignore[arg-type]

@@ -56,7 +56,7 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
         "unit_cap": p.unit_cap if p.unit_field else 1,
         "clock": p.clock,
         "tick_ms": p.tick_ms if p.clock == "tick" else None,
-        "rounds": int(payload.get("rounds", rounds)),
+        "rounds": rounds,
         "horizon": topo.horizon,
         "item_type": topo.input.item_type,
         "published_at": published_at_ms,

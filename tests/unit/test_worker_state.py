@@ -222,3 +222,25 @@ def test_large_lazy_hh_state_checkpoints_through_chunks() -> None:
     before = eng.parts[("t", 0)].shards["r1"].mechanism.release()
     after = e2.parts[("t", 0)].shards["r1"].mechanism.release()
     assert before == after and cp.next_offset == 20000
+
+
+def test_arrival_clock_splits_batches_at_epoch_boundaries() -> None:
+    """relation replace + arrival clock: epoch = events // epoch_events, exact split."""
+    t = parse_topology(TOPO.format(mech="test_exact_counts", params="{}", unit="", cap="")
+                       .replace("epoch_ticks: 50", "relation: replace, clock: arrival, "
+                                                   "epoch_events: 5"))
+    clock = Clock(1_000_000.0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0)])
+        await eng.process_batch("in", 0, [ev(k, "r1", f"i{k}") for k in range(12)])
+
+    asyncio.run(run())
+    rels = releases(eng.sink)  # type: ignore[arg-type]
+    assert [(r["epoch"], r["final"], r["rounds"]) for r in rels] == [(0, True, 5), (1, True, 5)]
+    assert rels[0]["payload"]["counts"] == {f"i{k}": 1 for k in range(5)}
+    assert rels[1]["payload"]["counts"] == {f"i{k}": 1 for k in range(5, 10)}
+    st = eng.parts[("t", 0)].shards["r1"]
+    assert (st.epoch, st.events_in_epoch) == (2, 2) and st.mechanism.counts == {"i10": 1,
+                                                                                "i11": 1}

@@ -313,7 +313,9 @@ class LazyHH:
     def release(self) -> dict[str, Any]:
         """Public ``heavy_hitters`` payload of the last output (ARCHITECTURE.md)."""
         spec, th, last = self.spec, self.params.thresholds, self._last
-        est = [int(v) if self._hh_est.dtype.kind in "iu" else float(v) for v in self._hh_est]
+        # counts are integers: float (continuous-noise) estimates are published rounded,
+        # which also drops the low-order float bits (Mironov 2012; sketches.noise)
+        est = np.rint(self._hh_est).astype(np.int64).tolist()
         items = [{"item": public_item(x), "estimate": v}
                  for x, v in zip(self._hh_items.tolist(), est, strict=True)]
         if any(isinstance(x, bytes) for x in self._hh_items.tolist()):

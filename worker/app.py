@@ -241,6 +241,7 @@ class Worker:
             with contextlib.suppress(Exception):
                 await self.engine.checkpoint_all()
         await self._close_clients()
+        log.info("worker stopped (owned partitions checkpointed)")
 
     async def _close_clients(self) -> None:
         for client in (getattr(self, "consumer", None), getattr(self, "ck_consumer", None),

@@ -188,7 +188,12 @@ class CandidateSet:
         """Keep the ``keep`` candidates with the largest estimates (ties: smaller key)."""
         if self._keys.size <= keep:
             return None
-        top = np.sort(top_order(estimates, self._keys)[:keep])  # back to key order
+        est = np.asarray(estimates, dtype=np.float64)
+        v = -np.partition(-est, keep - 1)[keep - 1]  # the keep-th largest estimate
+        chosen = est > v
+        ties = np.flatnonzero(est == v)  # in key order: keys are sorted
+        chosen[ties[: keep - int(np.count_nonzero(chosen))]] = True
+        top = np.flatnonzero(chosen)  # same set as top_order(...)[:keep], key order
         self._keys = self._keys[top]
         self._items = self._items[top]
         self._cells = self._cells[:, top]

@@ -1,8 +1,11 @@
 """LazyHH: continual-observation DP heavy hitters (paper 002, Algorithm 6).
 
-A ``d x k~`` LazyCMS counts the stream; a candidate set
-(:mod:`sketches.candidates`) holds every item seen since the last output plus
-the ``k~`` best candidates kept then. At every output time the candidates are
+A ``d x k~`` LazyCMS (Algorithm 5) counts the stream: implemented here on the
+same :class:`~sketches.gauss_bm.ContinualCounters` as :class:`sketches.lazy.LazyCMS`
+with the same schedule and calibration, but pushing whole rounds (LazyHH only
+reads the sketch at round ends), which the tests check against ``LazyCMS``
+event by event. A candidate set (:mod:`sketches.candidates`) holds every item
+seen since the last output plus the ``k~`` best candidates kept then. At every output time the candidates are
 queried and those with a noisy estimate ``> max(tau1, tau2) + c`` are
 published, then the set is trimmed to the top ``k~`` estimates (thresholds:
 :class:`sketches.privacy.LazyHHThresholds`; ``c`` = unit cap, 1 in the paper).

@@ -397,3 +397,17 @@ def test_registry_builds_from_worker_params() -> None:
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_candidate_trim_matches_sorted_top_k_with_ties() -> None:
+    """The partition-based trim keeps exactly arg top-k~ under (estimate desc, key asc)."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, keep = int(rng.integers(1, 60)), int(rng.integers(1, 70))
+        keys = np.sort(rng.choice(10**6, n, replace=False)).astype(np.uint64)
+        est = rng.integers(0, 5, n).astype(float)  # many ties
+        c = sketches.candidates.CandidateSet(1, integer_items=True)
+        c.add(keys, keys.astype(np.int64), np.zeros((1, n), dtype=np.int64))
+        c.trim(est, keep)
+        order = sketches.candidates.top_order(est, keys)[:keep]
+        assert c.keys.tolist() == np.sort(keys[order]).tolist()

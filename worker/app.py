@@ -182,10 +182,9 @@ class Worker:
         offsets = await self.engine.assign([(tp.topic, tp.partition) for tp in tps])
         for (topic, p), off in offsets.items():
             tp = TopicPartition(topic, p)
-            if off is None:
-                await self.consumer.seek_to_beginning(tp)
-            else:
-                self.consumer.seek(tp, off)
+            # No checkpoint: offset 0; if retention removed it, auto_offset_reset=earliest
+            # moves to the first available record (seek_to_beginning would block here).
+            self.consumer.seek(tp, 0 if off is None else off)
         log.info("assigned %s", sorted(f"{t}/{p}@{o}" for (t, p), o in offsets.items()))
 
     async def _consume(self) -> None:

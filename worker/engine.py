@@ -269,6 +269,8 @@ class Engine:
                 epoch, local = st.tick_of(now)
                 if epoch > st.epoch:
                     self._roll(ps, st, epoch, now)
+                elif epoch < st.epoch or local < st.rounds:  # wall clock stepped back
+                    local = st.rounds  # the open tick: time never runs backwards for a shard
                 try:
                     dropped += st.apply(items, units, weights, local, now)
                 except HorizonExceededError:

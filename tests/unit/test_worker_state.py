@@ -244,3 +244,30 @@ def test_arrival_clock_splits_batches_at_epoch_boundaries() -> None:
     st = eng.parts[("t", 0)].shards["r1"]
     assert (st.epoch, st.events_in_epoch) == (2, 2) and st.mechanism.counts == {"i10": 1,
                                                                                 "i11": 1}
+
+
+def test_wall_clock_stepping_back_keeps_events_in_the_open_tick() -> None:
+    """LazyCMS refuses ticks before its closed ones: the engine must clamp to the open tick."""
+    load_mechanisms()
+    t = topo("lazy_cms", "{depth: 2, width: 16, hash_seed: 1}")
+    clock = Clock(1_000_000.0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0)])
+        clock.t += 2.0  # local tick 20
+        await eng.process_batch("in", 0, [ev(0, "r1", "a")])
+        await eng.on_timer()
+        clock.t -= 1.0  # NTP step back: local tick 10 < 20 closed ticks
+        await eng.process_batch("in", 0, [ev(1, "r1", "a")])
+        clock.t -= 10.0  # and back into the previous epoch
+        await eng.process_batch("in", 0, [ev(2, "r1", "a")])
+        clock.t += 11.5  # local tick 25
+        await eng.on_timer()
+
+    asyncio.run(run())
+    st = eng.parts[("t", 0)].shards["r1"]
+    assert st.epoch == 200_000 and st.rounds == 25
+    from sketches.release import query_release
+
+    assert query_release(st.mechanism.release(), ["a"]).tolist() == [3]

@@ -243,3 +243,26 @@ def test_demo_producer_into_ingestor(broker: EmbeddedBroker, unique: str) -> Non
         assert events == 10_000
 
     asyncio.run(main())
+
+
+def test_on_batch_error_crashes_the_service(broker: EmbeddedBroker, unique: str) -> None:
+    """An exception in on_batch crashes the service (crash_reason set); no more deliveries."""
+
+    async def main() -> None:
+        await make_topic(broker.bootstrap, unique, 1, 50)
+        calls: list[int] = []
+
+        async def bad(batch: Batch) -> None:
+            calls.append(len(batch))
+            raise ValueError("decode exploded")
+
+        ing = BatchIngestor(IngestSettings(broker.bootstrap, unique), [unique], on_batch=bad)
+        await ing.start()
+        try:
+            await until(lambda: ing.crashed, what="the service to crash")
+        finally:
+            await ing.stop()
+        assert isinstance(ing.crash_reason, ValueError)
+        assert len(calls) == 1 and ing.records_delivered == 0
+
+    asyncio.run(main())

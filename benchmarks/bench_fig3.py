@@ -481,10 +481,10 @@ def _print_point(rows: Sequence[Row], label: str) -> None:
 
 # --------------------------------------------------------------------------- output
 
-STYLE = {"CMS": ("C0", "o", "--"), "CS": ("C1", "s", "--"), "LazyCMS": ("C0", "o", "-"),
+STYLE = {"CMS": ("0.45", "o", "--"), "CS": ("0.7", "s", "--"), "LazyCMS": ("C0", "o", "-"),
          "LazyCS": ("C1", "s", "-"), "PunctualCMS": ("C2", "^", ":"),
          "PunctualCS": ("C3", "v", ":")}
-TITLES = {"a": "(a) updates/s vs width", "b": "(b) ARE vs memory (width)",
+TITLES = {"a": "(a) updates per CPU-second vs width", "b": "(b) ARE vs memory (width)",
           "c": "(c) ARE vs memory (depth)", "d": "(d) ARE vs Zipf skew, 24 KB",
           "e": "(e) ARE vs eps, 24 KB, skew 1.1", "f": "(f) ARE vs eps, 24 KB, skew 2.1",
           "x": "(x) real PunctualSketch vs its end-of-stream distribution"}
@@ -515,7 +515,8 @@ def plot(rows: Sequence[Row], path: Path) -> None:
         ax.set_yscale("log")
         if p == "a":
             ax.set_xscale("log", base=2)
-        ax.set(title=TITLES[p], xlabel=XLABEL[p], ylabel="updates/s" if p == "a" else "ARE top-15")
+        ylabel = "updates/CPU-s" if p == "a" else "ARE top-15"
+        ax.set(title=TITLES[p], xlabel=XLABEL[p], ylabel=ylabel)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
@@ -670,7 +671,7 @@ def write_markdown(rows: Sequence[Row], cfg: Config, path: Path, seconds: float)
         "",
     ]
     if any(r["panel"] == "a" for r in rows):
-        lines += ["## 3a: throughput (updates/s) vs width", "",
+        lines += ["## 3a: throughput vs width", "",
                   "Punctual is timed on a prefix of n events (shown), the others on the whole "
                   "stream; updates per CPU-second (process time, single-threaded numpy), best "
                   "of repeats: the 2-core machine is shared, wall-clock rates swing 3x with "
@@ -742,11 +743,17 @@ NOTES = """## Differences from the paper, and why
   one cell by 2, so one row's squared L2 change can be 4, not 2; our
   calibration (`sketches/calibration.py`, an erratum to Theorem 2) uses m = 4d
   for CS even with the paper's calibrator: sqrt(2) more noise than the paper.
-- **CS at high Zipf parameters.** At Zipf 2.1 the top item holds about 64% of
-  the stream; at w = 33 or 55 a top-15 item that shares buckets with it in two
-  of three rows gets a relative error in the hundreds. This collision error,
-  not noise, dominates LazyCS / PunctualCS in 3d and 3f (flat in eps), and
-  varies a lot between trials.
+- **CS at high Zipf parameters.** At Zipf 2.1 the top item holds 64% of the
+  stream. At w = 33 or 55, a top-15 item that shares a bucket with one of the
+  heaviest items in two of its three rows gets a corrupted median: in the
+  full run this happens in 2 of 5 trials, with one item off by 6x to 16x its
+  count, which alone adds 0.4 to 1 to that trial's ARE (the CMS minimum needs
+  all three rows to collide). This collision error, not noise, keeps LazyCS /
+  PunctualCS high and nearly flat in eps in 3d and 3f.
+- **3c.** Depth helps every sketch, but here not "more for the non-private
+  ones" as the paper says: from d = 1 to 6 the non-private ARE falls 3-5x,
+  the private ones 4-7x. LazyCS is worse at d = 2 than at d = 1 (a median of
+  two rows is their mean).
 - **Streams.** numpy's `Generator.zipf` (unbounded universe, items >= 1); the
   paper does not give its generator or universe. Its text calls Zipf 1.1
   "high skew" and 2.1 "low skew", the reverse of the usual meaning (a larger

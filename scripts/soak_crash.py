@@ -70,7 +70,10 @@ def main() -> int:
                     exact[r][src] += 1
                     chunk.append((r.encode(), json.dumps({"router": r, "src": src}).encode()))
                 asyncio.run(produce(broker.bootstrap, f"{name}-in", chunk))
-                deadline = time.monotonic() + rng.uniform(0.5, 3.0)
+                # a group member needs a join (and, after a kill -9, the old member's
+                # session timeout) before it owns anything: let it live longer
+                life = rng.uniform(4.0, 14.0) if args.group else rng.uniform(0.5, 3.0)
+                deadline = time.monotonic() + life
                 while time.monotonic() < deadline and proc.poll() is None:
                     time.sleep(0.01)
                 procs.kill9(proc)

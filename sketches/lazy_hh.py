@@ -5,8 +5,8 @@ same :class:`~sketches.gauss_bm.ContinualCounters` as :class:`sketches.lazy.Lazy
 with the same schedule and calibration, but pushing whole rounds (LazyHH only
 reads the sketch at round ends), which the tests check against ``LazyCMS``
 event by event. A candidate set (:mod:`sketches.candidates`) holds every item
-seen since the last output plus the ``k~`` best candidates kept then. At every output time the candidates are
-queried and those with a noisy estimate ``> max(tau1, tau2) + c`` are
+seen since the last output plus the ``k~`` best candidates kept then. At every
+output time the candidates with a noisy estimate ``> max(tau1, tau2) + c`` are
 published, then the set is trimmed to the top ``k~`` estimates (thresholds:
 :class:`sketches.privacy.LazyHHThresholds`; ``c`` = unit cap, 1 in the paper).
 
@@ -320,11 +320,8 @@ class LazyHH:
         # which also drops the low-order float bits (Mironov 2012; sketches.noise)
         est = np.rint(self._hh_est).astype(np.int64).tolist()
         items = [{"item": public_item(x), "estimate": v}
+                 | ({"item_encoding": "base64"} if isinstance(x, bytes) else {})
                  for x, v in zip(self._hh_items.tolist(), est, strict=True)]
-        if any(isinstance(x, bytes) for x in self._hh_items.tolist()):
-            for e, x in zip(items, self._hh_items.tolist(), strict=True):
-                if isinstance(x, bytes):
-                    e["item_encoding"] = "base64"
         bound = None
         if last:
             bound = {"lower": -th.lambda1, "upper": last["lambda2"],

@@ -140,3 +140,53 @@ def test_query_and_tail_cli(broker: EmbeddedBroker, unique: str,
     assert rc == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and lines[1].startswith("hh/r7 epoch 1 seq 4")
+
+
+@pytest.mark.slow
+def test_reader_on_a_real_worker_release(broker: EmbeddedBroker, unique: str,
+                                         make_topology: Any) -> None:
+    """The dpstream worker (zero noise, LazyCMS) publishes; the reader's estimates equal
+    the exact counts (3 items per shard in a 4x1024 CMS: no collision with this seed).
+    Epochs of 10^7 ticks of 100 ms: an epoch roll during the test has probability < 1e-5."""
+    from worker.app import create_worker
+    from worker.settings import Settings
+
+    path = make_topology(mechanism="lazy_cms", tick_ms=100, every_ticks=2, epoch_ticks=10**7,
+                         params={"depth": 4, "width": 1024, "hash_seed": 3})
+    exact = {"r1": {"10.0.0.1": 30, "10.0.0.2": 7, "10.0.0.3": 1},
+             "r2": {"10.0.0.1": 4, "10.0.0.9": 12, "10.0.0.8": 2}}
+    msgs = [(r.encode(), json.dumps({"router": r, "src": ip}).encode())
+            for r, counts in exact.items() for ip, c in counts.items() for _ in range(c)]
+
+    async def main() -> None:
+        settings = Settings.from_env({
+            "DPSTREAM_BROKER": broker.bootstrap, "DPSTREAM_GROUP_ID": f"{unique}-g",
+            "DPSTREAM_CHECKPOINT_TOPIC": f"{unique}-ck", "DPSTREAM_METRICS_PORT": "0"})
+        worker = create_worker(settings, [str(path)])
+        await worker.start()
+        try:
+            producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap,
+                                        enable_idempotence=False)
+            await producer.start()
+            try:
+                futs = [await producer.send(f"{unique}-in", v, key=k) for k, v in msgs]
+                await asyncio.gather(*futs)
+            finally:
+                await producer.stop()
+            async with ReleaseReader(broker.bootstrap, f"{unique}-out") as rd:
+                deadline = asyncio.get_running_loop().time() + 60
+                while True:
+                    await rd.poll(0.2)
+                    done = [s for _, s in rd.shards()
+                            if sum(rd.latest(s)["payload"]["matrix"][0]) == sum(exact[s].values())]
+                    if sorted(done) == ["r1", "r2"]:
+                        break
+                    assert asyncio.get_running_loop().time() < deadline, rd.shards()
+                for shard, counts in exact.items():
+                    items = list(counts)
+                    assert rd.estimate(shard, items).tolist() == [float(counts[i]) for i in items]
+                    assert rd.latest(shard)["mechanism"] == "lazy_cms"
+        finally:
+            await worker.stop()
+
+    asyncio.run(main())

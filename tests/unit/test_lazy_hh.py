@@ -411,3 +411,23 @@ def test_candidate_trim_matches_sorted_top_k_with_ties() -> None:
         c.trim(est, keep)
         order = sketches.candidates.top_order(est, keys)[:keep]
         assert c.keys.tolist() == np.sort(keys[order]).tolist()
+
+
+def test_private_length_upper_bound_covers_true_length() -> None:
+    """Add/remove: t_up = t_hat + E + c >= t at every output (what tau2 relies on).
+    Seeded; false-failure rate <= beta = 4.5e-4 for the whole run (union bound in E)."""
+    spec = LazyHHSpec(k=2, k_tilde=16, horizon=200, eps=0.5, delta=1e-3, clock="tick",
+                      event_horizon=10**5, hash_seed=1)  # type: ignore[arg-type]
+    hh = LazyHH(spec, FastNoise(seed=31))
+    rng = np.random.default_rng(32)
+    t, slack = 0, []
+    for tick in range(200):
+        n = int(rng.integers(0, 300))
+        hh.update_batch(rng.integers(0, 50, n), np.full(n, tick))
+        hh.advance_to(tick + 1)  # closes the tick: one output per tick
+        t += n
+        last = hh._last
+        assert last["t_up"] >= t
+        slack.append(last["t_hat"] - t)
+    assert hh.release()["outputs"] == 200
+    assert np.std(slack) > 1.0  # the count is really noisy

@@ -33,9 +33,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import math
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import sketches.lazy_hh as lazy_hh_module  # noqa: E402
 from sketches.lazy_hh import LazyHH, LazyHHSpec  # noqa: E402
 from sketches.noise import FastNoise  # noqa: E402
 
@@ -106,9 +110,13 @@ def run(stream: np.ndarray, panel: str, k_tilde: int, eps: float, seed: int,
                           event_horizon=2 * n, hash_seed=seed)  # type: ignore[arg-type]
     else:
         spec = LazyHHSpec(k=K, k_tilde=k_tilde, horizon=n, eps=eps, delta=DELTA,
-                          relation="replace", clock="arrival", calibrator=variant,
-                          hash_seed=seed)  # type: ignore[arg-type]
-    hh = LazyHH(spec, FastNoise(seed=seed))
+                          relation="replace", clock="arrival",
+                          calibrator=variant.split(",")[0], hash_seed=seed)  # type: ignore[arg-type]
+    if variant == PAPER_D3:
+        with _forced_depth(3):
+            hh = LazyHH(spec, FastNoise(seed=seed))
+    else:
+        hh = LazyHH(spec, FastNoise(seed=seed))
     ticks = np.arange(n, dtype=np.int64) // k_tilde if spec.clock.value == "tick" else None
     t0 = time.perf_counter()
     for a in range(0, n, batch):
@@ -127,6 +135,27 @@ def run(stream: np.ndarray, panel: str, k_tilde: int, eps: float, seed: int,
                rel["error_bound"]["gamma"], rel["threshold"], len(got), len(true),
                hit / len(got) if got else math.nan, hit / len(true) if true else math.nan, are,
                elapsed / n * 1e6, n / elapsed, rel["delta_tilde"])
+
+
+PAPER_D3 = "paper, d=3 (UNSAFE)"
+
+
+@contextlib.contextmanager
+def _forced_depth(depth: int) -> Iterator[None]:
+    """Benchmark-only: the paper's experimental depth d = 3 (Sec. 6.1) instead of Alg. 6's
+    ``log2(4T/beta)``. Lemma 6 -- hence the privacy proof -- does not hold with it; the
+    row exists only to explain the paper's memory axis and speed."""
+    original = lazy_hh_module.derive_params
+
+    def patched(spec: Any, cal: Any, d: int | None) -> Any:
+        out = original(spec, cal, depth)
+        return out if cal is not None else dataclasses.replace(out, depth=depth)
+
+    lazy_hh_module.derive_params = patched  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        lazy_hh_module.derive_params = original  # type: ignore[assignment]
 
 
 def plot(rows: list[Row], out: Path) -> None:
@@ -204,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     plan: list[tuple[str, int, float, str]] = [("memory", kt, 0.5, "paper") for kt in MEMORY_KT]
     plan += [("eps", 4 * K, e, "paper") for e in EPS if e != 0.5]
     if not args.no_extra:
-        plan += [("extra", 4 * K, 0.5, v) for v in ("analytic", "discrete", "tick, add/remove")]
+        plan += [("extra", 4 * K, 0.5, v)
+                 for v in ("analytic", "discrete", "tick, add/remove", PAPER_D3)]
     rows: list[Row] = []
     for panel, kt, eps, variant in plan:
         row = run(stream, panel, kt, eps, args.seed, variant)

@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 ENCODINGS = ("json", "columnar")
 ITEM_FIELDS = ("src_ip", "dst_ip", "dst_prefix")
+HEAVY_DESTINATION = 0x5DB8D822  # 93.184.216.34
 
 
 def ipv4_str(addrs: np.ndarray) -> np.ndarray:
@@ -105,6 +106,9 @@ class NetmonGenerator:
         # destinations: public-looking unicast space 1.0.0.0 - 223.255.255.255
         self._dst_pool = self._rng.integers(
             0x01000000, 0xE0000000, size=self.destinations).astype(np.uint32)
+        # the heaviest destination is 93.184.216.34 (example.com), so the README's
+        # query example (prefix 93.184.216.0/24) has a visible answer
+        self._dst_pool[0] = HEAVY_DESTINATION
         # strings are built once per pool; chunks only index them
         self._src_str = ipv4_str(self._src_pool)
         self._dst_str = ipv4_str(self._dst_pool)

@@ -36,6 +36,9 @@ def test_fields_are_realistic() -> None:
     for d, p in zip(ev["dst_ip"], ev["dst_prefix"], strict=True):
         assert p == d.rsplit(".", 1)[0] + ".0/24"
     assert (ev["packets"] >= 1).all()
+    # the documented heaviest destination prefix is the most frequent one
+    vals, counts = np.unique(ev["dst_prefix"].astype(str), return_counts=True)
+    assert vals[np.argmax(counts)] == "93.184.216.0/24"
     assert (ev["bytes"] >= 40 * ev["packets"]).all()
     assert (ev["bytes"] <= 1500 * ev["packets"]).all()
 

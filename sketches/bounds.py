@@ -143,6 +143,29 @@ def lazy_cs_error_bound(*, f2: float, width: int, gamma: float,
     return (-half, half)
 
 
+def check_lemma6_delta(delta: float, *, name: str = "delta") -> None:
+    """Refuse a LazyHH sketch ``δ`` outside ``(0, 0.5)``: Lemma 6 assumes ``δ ∈ (0, 0.5)``.
+
+    Theorem 3's proof rests on Lemma 6 (good events with probability ``>= 1 - β
+    >= 1 - δ``), which is stated for ``δ < 0.5`` only. LazyHH specs call this
+    with the sketch's ``δ`` (``δ_s`` after the length-counter split).
+
+    Examples
+    --------
+    >>> check_lemma6_delta(1e-3)
+    >>> try:
+    ...     check_lemma6_delta(0.5)
+    ... except SpecError as err:
+    ...     print("below 0.5" in str(err))
+    True
+    """
+    if not (0 < delta < 0.5):
+        raise SpecError(
+            f"{name}: LazyHH needs a sketch delta in (0, 0.5) (paper 002, Lemma 6), got "
+            f"{delta!r}; choose a delta below 0.5 (typically 1e-6 or below 1/n)"
+        )
+
+
 def delta_tilde(eps: float, delta: float) -> float:
     """Theorem 3/4: LazyHH is ``(ε, δ~)``-DP with ``δ~ = 2δ(3/2 + e^ε + δ)``.
 

@@ -66,6 +66,7 @@ from enum import StrEnum
 
 from sketches.bounds import counter_error_bound
 from sketches.errors import PrivacyError, SpecError
+from sketches.noise_tables import validate_discrete_sigma
 
 
 class Relation(StrEnum):
@@ -387,6 +388,15 @@ def calibrate(
     unit_cap:
         Exact per-unit contribution cap ``c`` per (shard, epoch); ``Δ_2 = c sqrt(m h)``.
 
+    Raises
+    ------
+    SpecError
+        ``calibrator='discrete'`` and the sigma is outside the range the exact
+        integer sampler supports (:func:`sketches.noise_tables.validate_discrete_sigma`):
+        raised here, at start-up, never at the first noise draw.
+    PrivacyError
+        ``calibrator='paper'`` with ``eps >= 1``.
+
     Examples
     --------
     >>> a = calibrate(0.5, 1e-3, m=8, rounds=1023, calibrator=Calibrator.PAPER)
@@ -413,6 +423,7 @@ def calibrate(
         sigma = analytic_gaussian_sigma(eps, delta, sens)
     else:
         sigma = discrete_gaussian_sigma(eps, delta, sens)
+        validate_discrete_sigma(sigma)  # unsupported sigma: SpecError now, not at a draw
     return Calibration(
         sigma=sigma,
         calibrator=cal,

@@ -9,10 +9,12 @@ representable outputs). This module samples a two-sided integer distribution
 ``P[X = x] ∝ w(x)`` on ``x in [-K, K]`` by inverse transform on a 128-bit
 fixed-point CDF table:
 
-1. ``w(x)`` is computed once per parameter with :mod:`decimal` at 50 significant
-   digits (about 166 bits) by an exact recurrence, normalised, accumulated, and
-   each CDF value ``F(x)`` is stored as the integer ``floor(F(x) * 2**128)``
-   split into a high and a low 64-bit word.
+1. ``w(x)`` is computed once per parameter with :mod:`decimal` at 60 significant
+   digits by an exact recurrence run from the far end ``x = K`` down to ``0``;
+   the tail sums ``S(j) = sum_{i >= j} w(i)`` are accumulated in that order (sums
+   of positive terms: no cancellation, never negative, for every supported
+   parameter), normalised, and each CDF value ``F(x)`` is stored as the integer
+   ``floor(F(x) * 2**128)`` split into a high and a low 64-bit word.
 2. A sample draws a uniform 128-bit integer ``u`` (the high word up front; the
    low word only for the rare draws whose high word ties with a table word) and
    returns the number of table entries ``<= u``. Only integer comparisons run
@@ -23,10 +25,12 @@ Statistical distance (documented bound, stored in ``IntegerTable.tv_bound``)
 --------------------------------------------------------------------------
 Let ``P`` be the exact (untruncated) distribution, ``P_K`` its restriction to
 ``[-K, K]`` (renormalised) and ``P̂`` the sampled one. Each stored CDF value is
-off by less than ``2**-128`` (floor) plus the Decimal error (below ``2**-140``:
-50 digits, at most ``2**21`` recurrence steps), so under ``2**-127``; each
-``P̂(x)`` is a difference of two such values, hence ``TV(P̂, P_K) <= (2K+1) *
-2**-127``. ``K`` is chosen so that ``TV(P_K, P) = P[|X| > K] < 2**-130``. So
+off by less than ``2**-128`` (floor) plus the Decimal error: each weight has
+relative error at most ``(K**2 + 4K) * 10**-59`` (``K`` products, each ratio with
+``<= 2K`` roundings), each sum adds ``K * 10**-59``, so the error is below
+``2**-150`` for ``K <= 2**21``; in all under ``2**-127``. Each ``P̂(x)`` is a
+difference of two such values, hence ``TV(P̂, P_K) <= (2K+1) * 2**-127``.
+``K`` is chosen so that ``TV(P_K, P) = P[|X| > K] < 2**-130``. So
 ``TV(P̂, P) <= (2K+1) * 2**-127 + 2**-130 < 2**-104`` for every table this
 module builds (``K <= 2**21``). Over ``n`` samples the joint distance is at most
 ``n`` times that, i.e. negligible next to any ``delta``
@@ -56,7 +60,15 @@ from sketches.errors import SpecError
 #: Largest table half-width K built (memory 32 bytes * K; sigma up to about 1.5e5).
 MAX_HALF_WIDTH = 1 << 21
 _TAIL_BITS = 130  # tail mass target 2**-130
-_PREC = 50  # decimal digits for the table computation
+_PREC = 60  # decimal digits for the table computation
+_K_PER_SIGMA = math.sqrt(2 * _TAIL_BITS * math.log(2))  # K = ceil(sigma * this) + 1
+_K_PER_SCALE = _TAIL_BITS * math.log(2)  # K = ceil(scale * this) + 1
+#: Smallest supported sigma / scale (the smallest weight must not underflow).
+MIN_DISCRETE_SCALE = 1e-3
+#: Largest sigma whose discrete-Gaussian table has ``K <= MAX_HALF_WIDTH``.
+MAX_DISCRETE_SIGMA = (MAX_HALF_WIDTH - 2) / _K_PER_SIGMA
+#: Largest discrete-Laplace scale whose table has ``K <= MAX_HALF_WIDTH``.
+MAX_DISCRETE_LAPLACE_SCALE = (MAX_HALF_WIDTH - 2) / _K_PER_SCALE
 
 U64Source = Callable[[int], np.ndarray]
 
@@ -122,21 +134,87 @@ class IntegerTable:
         return out.reshape(u_hi.shape)
 
 
-def _check_half_width(name: str, value: float, k: int) -> None:
-    if k > MAX_HALF_WIDTH:
+def validate_discrete_sigma(sigma: float, *, build: bool = False) -> float:
+    """Check that the discrete Gaussian ``N_Z(0, sigma^2)`` is supported; optionally build it.
+
+    Supported: ``MIN_DISCRETE_SCALE <= sigma <= MAX_DISCRETE_SIGMA`` (about
+    ``1e-3 .. 1.56e5``). Below, the table's smallest weight underflows the
+    decimal exponent range (and the noise is ``0`` with probability ``1 -
+    2e^{-500000}`` anyway); above, the table would exceed ``MAX_HALF_WIDTH``
+    entries. Sketch constructors call this with their calibrated sigma (and
+    ``build=True``) so that an unsupported sigma fails at start-up, not at the
+    first draw; :func:`sketches.calibration.calibrate` checks the range too.
+
+    Returns
+    -------
+    float
+        ``sigma`` as a float.
+
+    Raises
+    ------
+    SpecError
+        For a sigma outside the range (the message names the fix).
+
+    Examples
+    --------
+    >>> validate_discrete_sigma(2.5)
+    2.5
+    >>> try:
+    ...     validate_discrete_sigma(1e7)
+    ... except SpecError as err:
+    ...     print("raise eps" in str(err))
+    True
+    """
+    s = _check_range("sigma", sigma, MAX_DISCRETE_SIGMA)
+    if build:
+        discrete_gaussian_table(s)
+    return s
+
+
+def validate_discrete_laplace_scale(scale: float, *, build: bool = False) -> float:
+    """Like :func:`validate_discrete_sigma` for the discrete Laplace ``scale``.
+
+    Examples
+    --------
+    >>> validate_discrete_laplace_scale(0.5, build=True)
+    0.5
+    """
+    b = _check_range("scale", scale, MAX_DISCRETE_LAPLACE_SCALE)
+    if build:
+        discrete_laplace_table(b)
+    return b
+
+
+def _check_range(name: str, value: float, largest: float) -> float:
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise SpecError(f"{name}: must be a finite number > 0, got {value!r}")
+    if v < MIN_DISCRETE_SCALE:
         raise SpecError(
-            f"{name}: {value:g} would need an integer-noise table with K={k} > "
-            f"{MAX_HALF_WIDTH} entries; lower it (raise eps, lower the unit cap or depth)"
+            f"{name}: {v:g} is below the smallest supported integer-noise {name} "
+            f"{MIN_DISCRETE_SCALE:g}; lower eps (such a tiny {name} adds no noise anyway)"
         )
+    if v > largest:
+        raise SpecError(
+            f"{name}: {v:g} exceeds the largest supported integer-noise {name} {largest:.6g} "
+            f"(table limit K <= {MAX_HALF_WIDTH}); lower it: raise eps or delta, lower the "
+            "unit cap, the sketch depth or the rounds per epoch"
+        )
+    return v
 
 
 def _build_table(k: int, weights: Callable[[], Iterator[Decimal]], tail: Decimal) -> IntegerTable:
-    """Build the symmetric CDF table from a re-iterable ``w(0), w(1), ..., w(K)``.
+    """Build the symmetric CDF table from a re-iterable ``w(K), w(K-1), ..., w(0)``.
 
-    Two passes over the weights (no per-entry Python objects are kept, so memory
-    is the two uint64 arrays): the first sums them, the second walks the tail
-    sums ``S(j) = sum_{i >= j} w(i)`` and writes ``F(-j) = S(j)/Z`` and
-    ``F(j-1) = 1 - S(j)/Z`` (symmetry). ``tail`` bounds ``sum_{|x| > K} w(x)``.
+    Two passes over the weights, both from the far end (no per-entry Python
+    objects are kept, so memory is the two uint64 arrays). The tail sums
+    ``S(j) = sum_{j <= i <= K} w(i)`` are *accumulated* from ``j = K`` down:
+    a sum of positive terms, so every ``S(j)`` has a small relative error and is
+    never negative, however small ``sigma`` is (computing ``S(j)`` by
+    subtracting from the half sum cancels catastrophically). The second pass
+    writes ``F(-j) = S(j)/Z`` and ``F(j-1) = 1 - S(j)/Z`` (symmetry), with ``Z =
+    w(0) + 2 S(1)``. Correctly rounded decimal operations are monotone, so the
+    stored words are sorted (checked). ``tail`` bounds ``sum_{|x| > K} w(x)``.
     """
     hi = np.empty(2 * k, dtype=np.uint64)
     lo = np.empty(2 * k, dtype=np.uint64)
@@ -144,27 +222,34 @@ def _build_table(k: int, weights: Callable[[], Iterator[Decimal]], tail: Decimal
     top = (1 << 128) - 1
     with localcontext() as ctx:
         ctx.prec = _PREC
-        it = weights()
-        w0 = next(it)
         half_sum = Decimal(0)
+        it = weights()
         for _, w in zip(range(k), it, strict=False):
             half_sum += w
-        total = w0 + 2 * half_sum
+        total = next(it) + 2 * half_sum  # w(0) + 2 S(1)
         scale = Decimal(2) ** 128 / total
-        tail_sum = half_sum  # S(1)
+        tail_sum = Decimal(0)
         it = weights()
-        next(it)
-        for j, w in zip(range(1, k + 1), it, strict=False):
+        for j, w in zip(range(k, 0, -1), it, strict=False):
+            tail_sum += w  # S(j)
             left = min(int((tail_sum * scale).to_integral_value(rounding=ROUND_FLOOR)), top)
             right = min(
                 int(((total - tail_sum) * scale).to_integral_value(rounding=ROUND_FLOOR)), top
             )
             hi[k - j], lo[k - j] = left >> 64, left & mask
             hi[k + j - 1], lo[k + j - 1] = right >> 64, right & mask
-            tail_sum -= w
         tail_rel = float(tail / total)
+    if not _is_sorted(hi, lo):  # pragma: no cover - impossible by monotone rounding
+        raise RuntimeError("integer-noise table is not sorted; please report this sigma/scale")
     tv = (2 * k + 1) * 2.0**-127 + tail_rel
     return IntegerTable(offset=-k, hi=hi, lo=lo, tv_bound=tv)
+
+
+def _is_sorted(hi: np.ndarray, lo: np.ndarray) -> bool:
+    """Whether the 128-bit words ``(hi, lo)`` are non-decreasing."""
+    dh = hi[1:] >= hi[:-1]
+    up = hi[1:] > hi[:-1]
+    return bool(dh.all() and (up | (lo[1:] >= lo[:-1])).all())
 
 
 @lru_cache(maxsize=32)
@@ -181,23 +266,22 @@ def discrete_gaussian_table(sigma: float) -> IntegerTable:
     >>> t.offset
     -15
     """
-    if not (math.isfinite(sigma) and sigma > 0):
-        raise SpecError(f"sigma: must be a finite number > 0, got {sigma!r}")
-    k = math.ceil(sigma * math.sqrt(2 * _TAIL_BITS * math.log(2))) + 1
-    _check_half_width("sigma", sigma, k)
+    sigma = validate_discrete_sigma(sigma)
+    k = math.ceil(sigma * _K_PER_SIGMA) + 1
     with localcontext() as ctx:
         ctx.prec = _PREC
-        s2 = Decimal(repr(float(sigma))) ** 2
+        s2 = Decimal(repr(sigma)) ** 2
         q = (Decimal(-1) / s2).exp()  # exp(-1/sigma^2)
-        r1 = (Decimal(-1) / (2 * s2)).exp()  # ratio w(1)/w(0) = exp(-1/(2 sigma^2))
+        w_k = (-(Decimal(k) ** 2) / (2 * s2)).exp()  # w(K) = exp(-K^2 / (2 sigma^2))
+        r_k = ((2 * Decimal(k) - 1) / (2 * s2)).exp()  # w(K-1)/w(K)
         # tail: sum_{|x|>K} w(x) <= 2 w(K+1) / (1 - exp(-(K+1)/sigma^2))
         w_next = (-((Decimal(k) + 1) ** 2) / (2 * s2)).exp()
         tail = 2 * w_next / (1 - (-(Decimal(k) + 1) / s2).exp())
 
     def weights() -> Iterator[Decimal]:
-        w, r = Decimal(1), r1
+        w, r = w_k, r_k
         yield w
-        while True:  # w(x+1) = w(x) * exp(-(2x+1)/(2 sigma^2))
+        while True:  # w(x-1) = w(x) * exp((2x-1)/(2 sigma^2)); the ratio shrinks by q
             w = w * r
             r = r * q
             yield w
@@ -217,21 +301,20 @@ def discrete_laplace_table(scale: float) -> IntegerTable:
     >>> discrete_laplace_table(1.0).offset
     -92
     """
-    if not (math.isfinite(scale) and scale > 0):
-        raise SpecError(f"scale: must be a finite number > 0, got {scale!r}")
-    k = math.ceil(_TAIL_BITS * math.log(2) * scale) + 1
-    _check_half_width("scale", scale, k)
+    scale = validate_discrete_laplace_scale(scale)
+    k = math.ceil(scale * _K_PER_SCALE) + 1
     with localcontext() as ctx:
         ctx.prec = _PREC
-        b = Decimal(repr(float(scale)))
-        r = (Decimal(-1) / b).exp()
-        tail = 2 * (-(Decimal(k) + 1) / b).exp() / (1 - r)
+        b = Decimal(repr(scale))
+        up = (Decimal(1) / b).exp()  # w(x-1)/w(x) = exp(1/scale)
+        w_k = (-Decimal(k) / b).exp()
+        tail = 2 * (-(Decimal(k) + 1) / b).exp() / (1 - 1 / up)
 
     def weights() -> Iterator[Decimal]:
-        w = Decimal(1)
+        w = w_k
         yield w
         while True:
-            w = w * r
+            w = w * up
             yield w
 
     return _build_table(k, weights, tail)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from sketches.bounds import (
     LazyHHThresholds,
     alg6_gamma,
+    check_lemma6_delta,
     counter_error_bound,
     delta_tilde,
     lazy_cms_error_bound,
@@ -66,7 +67,6 @@ __all__ = [
     "Calibrator",
     "Clock",
     "Guarantee",
-    "LazyHHBudget",
     "LazyHHThresholds",
     "Relation",
     "alg6_gamma",
@@ -74,6 +74,7 @@ __all__ = [
     "analytic_gaussian_sigma",
     "calibrate",
     "check_clock",
+    "check_lemma6_delta",
     "classic_gaussian_sigma",
     "counter_error_bound",
     "delta_tilde",
@@ -82,7 +83,6 @@ __all__ = [
     "l2_sensitivity",
     "lazy_cms_error_bound",
     "lazy_cs_error_bound",
-    "lazyhh_budget",
     "lazyhh_depth",
     "lazyhh_gamma",
     "lazyhh_thresholds",
@@ -154,8 +154,10 @@ class BudgetSplit:
     """A total ``(ε, δ)`` split between a sketch and the length counter (basic composition).
 
     Basic (sequential) composition: the pair of releases is ``(ε_s + ε_l, δ_s +
-    δ_l)``-DP (Dwork & Roth 2014, Thm. 3.16); valid for any two mechanisms,
-    including LazyHH whose guarantee is not a Gaussian/zCDP one.
+    δ_l)``-DP (Dwork & Roth 2014, Thm. 3.16); valid for any two mechanisms.
+    LazyHH uses this split (``sketches.lazy_hh_spec.LazyHHSpec.sketch_budget``)
+    but its total is not ``δ_s + δ_l``: it reports ``δ~(ε_s, δ_s) + e^{ε_s} δ_l +
+    β`` (``lazy_hh_spec.guarantee``; derivation [D] in docs/PRIVACY.md §8).
     """
 
     eps: float
@@ -180,54 +182,6 @@ def split_budget(eps: float, delta: float, *, length_fraction: float = 0.1) -> B
         raise SpecError(f"length_fraction: must be in (0, 1), got {length_fraction!r}")
     le, ld = eps * length_fraction, delta * length_fraction
     return BudgetSplit(eps, delta, eps - le, delta - ld, le, ld)
-
-
-@dataclass(frozen=True)
-class LazyHHBudget:
-    """Budget of LazyHH under add/remove: sketch ``(ε_s, δ_s)``, length counter ``(ε_l, δ_l)``.
-
-    Guarantee: ``(ε_s + ε_l, δ~(ε_s, δ_s) + δ_l)`` by basic composition, where the
-    sketch's good event (Lemma 6) now also requires the length upper bound
-    ``t_up = t̂ + E + c >= t`` for both neighbours; its failure probability is
-    ``β_sketch + β_length <= δ_s``, which is exactly what the proof of Theorem 3
-    charges to ``δ`` (the paper's requirement ``β < δ``). [D]: this adaptation of
-    Theorem 3 is our derivation (docs/PRIVACY.md), pending review.
-    """
-
-    eps: float
-    delta_tilde: float
-    sketch_eps: float
-    sketch_delta: float
-    length_eps: float
-    length_delta: float
-    beta_sketch: float
-    beta_length: float
-
-
-def lazyhh_budget(eps: float, delta_total: float, *, length_fraction: float = 0.1) -> LazyHHBudget:
-    """Split a total ``(ε, δ~_total)`` for LazyHH + length counter (see :class:`LazyHHBudget`).
-
-    ``δ_l = length_fraction · δ~_total``; ``δ_s`` solves ``δ~(ε_s, δ_s) = δ~_total -
-    δ_l`` (``2δ² + 2(3/2 + e^ε)δ - D = 0``); ``β_sketch = β_length = 0.45 δ_s``.
-
-    Examples
-    --------
-    >>> b = lazyhh_budget(1.0, 1e-5)
-    >>> abs(delta_tilde(b.sketch_eps, b.sketch_delta) + b.length_delta - 1e-5) < 1e-15
-    True
-    >>> b.beta_sketch + b.beta_length < b.sketch_delta
-    True
-    """
-    split = split_budget(eps, delta_total, length_fraction=length_fraction)
-    target = delta_total - split.length_delta
-    a = 1.5 + math.exp(split.sketch_eps)
-    ds = (-a + math.sqrt(a * a + 2.0 * target)) / 2.0
-    return LazyHHBudget(
-        eps=eps, delta_tilde=delta_total,
-        sketch_eps=split.sketch_eps, sketch_delta=ds,
-        length_eps=split.length_eps, length_delta=split.length_delta,
-        beta_sketch=0.45 * ds, beta_length=0.45 * ds,
-    )
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from sketches.privacy import (
     analytic_gaussian_sigma,
     calibrate,
     check_clock,
+    check_lemma6_delta,
     classic_gaussian_sigma,
     counter_error_bound,
     delta_tilde,
@@ -32,7 +33,6 @@ from sketches.privacy import (
     l2_sensitivity,
     lazy_cms_error_bound,
     lazy_cs_error_bound,
-    lazyhh_budget,
     lazyhh_depth,
     lazyhh_gamma,
     lazyhh_thresholds,
@@ -314,11 +314,30 @@ def test_length_counter_and_splits() -> None:
     assert s.sketch_delta + s.length_delta == pytest.approx(1e-6)
     with pytest.raises(SpecError, match="length_fraction"):
         split_budget(1.0, 1e-6, length_fraction=1.0)
-    b = lazyhh_budget(1.0, 1e-5, length_fraction=0.2)
-    total = delta_tilde(b.sketch_eps, b.sketch_delta) + b.length_delta
-    assert total == pytest.approx(1e-5, rel=1e-9) and total <= 1e-5 * (1 + 1e-12)
-    assert b.beta_sketch + b.beta_length < b.sketch_delta
-    assert b.sketch_eps + b.length_eps == pytest.approx(1.0)
+
+
+def test_lemma6_delta_range() -> None:
+    for ok in (1e-12, 1e-3, 0.49):
+        check_lemma6_delta(ok)
+    for bad in (0.0, 0.5, 0.9, -1e-3):
+        with pytest.raises(SpecError, match=r"delta.*below 0\.5"):
+            check_lemma6_delta(bad)
+    with pytest.raises(SpecError, match="sketch_delta"):
+        check_lemma6_delta(0.7, name="sketch_delta")
+
+
+def test_discrete_calibration_refuses_unsupported_sigma_at_startup() -> None:
+    """calibrate() checks the integer sampler's sigma range (no failure at the first draw)."""
+    with pytest.raises(SpecError, match="lower eps"):
+        calibrate(1e7, 1e-6, m=1, rounds=1, calibrator=Calibrator.DISCRETE)
+    with pytest.raises(SpecError, match="raise eps or delta"):
+        calibrate(1e-6, 1e-12, m=64, rounds=10**6, calibrator=Calibrator.DISCRETE)
+    # the continuous calibrators have no table, hence no range
+    assert calibrate(1e-6, 1e-12, m=64, rounds=10**6, calibrator=Calibrator.ANALYTIC).sigma > 1e8
+    # a large eps that used to crash the table builder (sigma ~ 0.16) now calibrates and samples
+    cal = calibrate(40.0, 1e-3, m=1, rounds=1, calibrator=Calibrator.DISCRETE)
+    assert 0.1 < cal.sigma < 0.2
+    assert FastNoise(5).discrete_gaussian(cal.sigma, 1000).dtype == np.int64
 
 
 def test_accountant() -> None:

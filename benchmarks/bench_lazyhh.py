@@ -51,7 +51,9 @@ if str(ROOT) not in sys.path:
 
 import sketches.lazy_hh as lazy_hh_module  # noqa: E402
 from sketches.lazy_hh import LazyHH, LazyHHSpec  # noqa: E402
+from sketches.lazy_hh_spec import HHParams  # noqa: E402
 from sketches.noise import FastNoise  # noqa: E402
+from sketches.privacy import Calibration, Calibrator, Clock, Relation  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "caida2016_chicagoA_20160406-125912_dst16_counts.csv"
 K = 128
@@ -106,12 +108,12 @@ def run(stream: np.ndarray, panel: str, k_tilde: int, eps: float, seed: int,
     n = stream.size
     if variant == "tick, add/remove":
         spec = LazyHHSpec(k=K, k_tilde=k_tilde, horizon=-(-n // k_tilde), eps=eps, delta=DELTA,
-                          relation="add_remove", clock="tick", calibrator="discrete",
-                          event_horizon=2 * n, hash_seed=seed)  # type: ignore[arg-type]
+                          relation=Relation.ADD_REMOVE, clock=Clock.TICK,
+                          calibrator=Calibrator.DISCRETE, event_horizon=2 * n, hash_seed=seed)
     else:
         spec = LazyHHSpec(k=K, k_tilde=k_tilde, horizon=n, eps=eps, delta=DELTA,
-                          relation="replace", clock="arrival",
-                          calibrator=variant.split(",")[0], hash_seed=seed)  # type: ignore[arg-type]
+                          relation=Relation.REPLACE, clock=Clock.ARRIVAL,
+                          calibrator=Calibrator(variant.split(",")[0]), hash_seed=seed)
     if variant == PAPER_D3:
         with _forced_depth(3):
             hh = LazyHH(spec, FastNoise(seed=seed))
@@ -141,21 +143,21 @@ PAPER_D3 = "paper, d=3 (UNSAFE)"
 
 
 @contextlib.contextmanager
-def _forced_depth(depth: int) -> Iterator[None]:
+def _forced_depth(forced: int) -> Iterator[None]:
     """Benchmark-only: the paper's experimental depth d = 3 (Sec. 6.1) instead of Alg. 6's
     ``log2(4T/beta)``. Lemma 6 -- hence the privacy proof -- does not hold with it; the
     row exists only to explain the paper's memory axis and speed."""
     original = lazy_hh_module.derive_params
 
-    def patched(spec: Any, cal: Any, d: int | None) -> Any:
-        out = original(spec, cal, depth)
-        return out if cal is not None else dataclasses.replace(out, depth=depth)
+    def patched(spec: LazyHHSpec, sketch_cal: Calibration | None, depth: int | None) -> HHParams:
+        out = original(spec, sketch_cal, forced)
+        return out if sketch_cal is not None else dataclasses.replace(out, depth=forced)
 
-    lazy_hh_module.derive_params = patched  # type: ignore[assignment]
+    lazy_hh_module.derive_params = patched
     try:
         yield
     finally:
-        lazy_hh_module.derive_params = original  # type: ignore[assignment]
+        lazy_hh_module.derive_params = original
 
 
 def plot(rows: list[Row], out: Path) -> None:

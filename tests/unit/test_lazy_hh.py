@@ -29,7 +29,7 @@ from sketches.gauss_bm import ContinualCounters
 from sketches.lazy import LazyCMS
 from sketches.lazy_hh import LazyHH, LazyHHSpec
 from sketches.noise import FastNoise, ZeroNoise
-from sketches.privacy import alg6_gamma, delta_tilde, lazyhh_gamma
+from sketches.privacy import Clock, alg6_gamma, delta_tilde, lazyhh_gamma
 
 
 class ConstantNoise:
@@ -416,8 +416,8 @@ def test_candidate_trim_matches_sorted_top_k_with_ties() -> None:
 def test_private_length_upper_bound_covers_true_length() -> None:
     """Add/remove: t_up = t_hat + E + c >= t at every output (what tau2 relies on).
     Seeded; false-failure rate <= beta = 4.5e-4 for the whole run (union bound in E)."""
-    spec = LazyHHSpec(k=2, k_tilde=16, horizon=200, eps=0.5, delta=1e-3, clock="tick",
-                      event_horizon=10**5, hash_seed=1)  # type: ignore[arg-type]
+    spec = LazyHHSpec(k=2, k_tilde=16, horizon=200, eps=0.5, delta=1e-3, clock=Clock.TICK,
+                      event_horizon=10**5, hash_seed=1)
     hh = LazyHH(spec, FastNoise(seed=31))
     rng = np.random.default_rng(32)
     t, slack = 0, []

@@ -331,6 +331,11 @@ class PMGSpec:
         Seed of the str/bytes key hash (public).
     beta : float
         Failure probability of the reported error bound (not a privacy parameter).
+    unit_cap : int
+        User-level by group privacy (paper 000 §8 Lemma 2 / Cor. 3): a unit with
+        at most ``unit_cap`` events (capped exactly, e.g. by the worker) gets
+        (eps, delta) when the events are released at ``eps' = eps/unit_cap``,
+        ``delta' = delta/(unit_cap e^eps)`` (:meth:`event_budget`).
     """
 
     k: int
@@ -342,6 +347,7 @@ class PMGSpec:
     item_kind: str = "int"
     hash_seed: int = 0
     beta: float = 0.05
+    unit_cap: int = 1
 
     def __post_init__(self) -> None:
         if not (isinstance(self.k, int) and 1 <= self.k <= 1 << 24):
@@ -364,7 +370,26 @@ class PMGSpec:
                 )
         if not 0 < self.beta < 1:
             raise SpecError(f"beta: need 0 < beta < 1, got {self.beta}")
+        if not (isinstance(self.unit_cap, int) and self.unit_cap >= 1):
+            raise SpecError(f"unit_cap: need an int >= 1, got {self.unit_cap!r}")
         ItemCodec(self.item_kind, self.hash_seed)  # validates item_kind
+
+    def event_budget(self) -> tuple[float, float]:
+        """Per-event (eps', delta') so that ``unit_cap`` events get (eps, delta).
+
+        Group privacy: (eps', delta') per event gives (m eps', m e^((m-1) eps') delta')
+        for m events (Dwork & Roth; paper 000 §8 Lemma 1), hence
+        ``eps' = eps/m``, ``delta' = delta/(m e^eps)``.
+
+        Examples
+        --------
+        >>> PMGSpec(k=4, eps=1.0, delta=1e-6).event_budget()
+        (1.0, 1e-06)
+        """
+        m = self.unit_cap
+        if m == 1:
+            return self.eps, self.delta
+        return self.eps / m, self.delta / (m * math.exp(self.eps))
 
 
 class PMG:
@@ -450,15 +475,16 @@ class PMG:
 
     def _approx_release(self) -> dict[str, Any]:
         s = self.spec
+        eps, delta = s.event_budget()
         keys, counts = self._mg.real_items()  # sorted by key: output order is data-independent
-        scale = 1.0 / s.eps
+        scale = 1.0 / eps
         if s.noise == "geometric":
             shared = int(self._noise.discrete_laplace(scale, 1)[0])
             vals: np.ndarray = counts + shared + self._noise.discrete_laplace(scale, keys.size)
         else:
             shared_f = float(self._noise.laplace(scale, 1)[0])
             vals = counts + shared_f + self._noise.laplace(scale, keys.size)
-        tau = pmg_threshold(s.eps, s.delta, s.noise)
+        tau = pmg_threshold(eps, delta, s.noise)
         keep = vals >= tau
         labels = self._codec.labels(keys[keep])
         est = vals[keep].tolist()
@@ -473,8 +499,9 @@ class PMG:
             "delta": s.delta,
             "noise": s.noise,
             "relation": "add_remove",
+            "unit_cap": s.unit_cap,
             "error_bound": {
-                "vs_sketch": pmg_error_bound(s.k, s.eps, s.delta, s.noise, s.beta),
+                "vs_sketch": pmg_error_bound(s.k, eps, delta, s.noise, s.beta),
                 "beta": s.beta,
                 "sketch_error": "n/(k+1) (one-sided, Fact 1)",
                 "source": "paper 000, Lemma 7 / Theorem 8",
@@ -532,7 +559,7 @@ def _pure_release(spec: PMGSpec, mg: MGState, noise: Any) -> dict[str, Any]:
     scaled = k1 * counts - int(counts.sum())
     pos = scaled > 0
     sk, sv = keys[pos].view(np.int64), scaled[pos]
-    scale = 2.0 * k1 / spec.eps
+    scale = 2.0 * k1 * spec.unit_cap / spec.eps  # group privacy: l1 <= 2 m (§8 Lemma 4)
     d = int(spec.universe or 0)
     best_i = np.zeros(0, np.int64)
     best_v: np.ndarray = np.zeros(0, np.float64 if spec.noise == "laplace" else np.int64)
@@ -567,7 +594,7 @@ def _pure_release(spec: PMGSpec, mg: MGState, noise: Any) -> dict[str, Any]:
         "noise": spec.noise,
         "relation": "add_remove",
         "error_bound": {
-            "noise_bound": 2.0 * math.log(2.0 * d / spec.beta) / spec.eps,
+            "noise_bound": 2.0 * spec.unit_cap * math.log(2.0 * d / spec.beta) / spec.eps,
             "beta": spec.beta,
             "sketch_error": "n/(k+1) (one-sided, paper 000 §6 Lemma 1)",
             "source": "paper 000, §6",
@@ -575,8 +602,29 @@ def _pure_release(spec: PMGSpec, mg: MGState, noise: Any) -> dict[str, Any]:
     }
 
 
+def worker_params(params: Any, name: str) -> tuple[dict[str, Any], int | None]:
+    """Strip the worker's common privacy fields; refuse what these mechanisms cannot honour.
+
+    The worker passes ``relation``, ``clock``, ``horizon`` and ``unit_cap`` to
+    every mechanism. Papers 000/001 are calibrated for add/remove neighbours,
+    and a window must be cut by the (data-independent) tick clock. Returns the
+    remaining params and the horizon (ticks per window).
+    """
+    p = dict(params)
+    relation = str(p.pop("relation", "add_remove"))
+    clock = str(p.pop("clock", "tick"))
+    horizon = p.pop("horizon", None)
+    if relation != "add_remove":
+        raise SpecError(f"relation: {name} is calibrated for add/remove neighbours "
+                        "(papers 000/001); use relation: add_remove")
+    if clock != "tick":
+        raise SpecError(f"clock: {name} windows must be cut by the tick clock (an event-count "
+                        "window is data-dependent under add/remove); use clock: tick")
+    return p, None if horizon is None else int(horizon)
+
+
 def _build_spec(params: Any) -> PMGSpec:
-    return PMGSpec(**dict(params))
+    return PMGSpec(**worker_params(params, PMG.name)[0])
 
 
 register(MechanismEntry(name=PMG.name, build_spec=_build_spec, build=PMG,

@@ -43,7 +43,7 @@ import numpy as np
 from sketches.base import MechanismEntry, register
 from sketches.calibration import analytic_gaussian_delta, analytic_gaussian_sigma
 from sketches.errors import IncompatibleSpecError, PrivacyError, SerializationError, SpecError
-from sketches.misra_gries import PMG, ItemCodec
+from sketches.misra_gries import PMG, ItemCodec, worker_params
 from sketches.serialization import check_header, pack, unpack
 
 __all__ = ["PAMG", "MergedMG", "PAMGSpec", "agarwal_merge", "gshm_calibrate", "gshm_delta",
@@ -459,5 +459,13 @@ def merge_pamg(sketches: Sequence[PAMG], noise: Any) -> MergedMG:
     return out
 
 
-register(MechanismEntry(name=PAMG.name, build_spec=lambda p: PAMGSpec(**dict(p)), build=PAMG,
+def _build_spec(params: Any) -> PAMGSpec:
+    """Worker params -> spec; ``m`` defaults to the worker's exact per-unit ``unit_cap``."""
+    p, _ = worker_params(params, PAMG.name)
+    cap = int(p.pop("unit_cap", 1))
+    p.setdefault("m", cap)
+    return PAMGSpec(**p)
+
+
+register(MechanismEntry(name=PAMG.name, build_spec=_build_spec, build=PAMG,
                         from_bytes=PAMG.from_bytes, continual=False))

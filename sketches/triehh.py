@@ -104,6 +104,10 @@ class TrieHHSpec:
         ``"subwindow"``: tick ``t`` is in level ``(t - start_tick) * L // window_ticks``.
     item_kind : {"int", "str"}
         ``"str"`` needs ``bits == 8``; items are UTF-8 bytes cut/padded to L bytes.
+    unit_cap : int
+        User-level by group privacy: units of at most ``unit_cap`` events (capped
+        exactly upstream) get (eps, delta); each event gets ``eps/m`` and
+        ``delta/(m e^eps)``.
     """
 
     levels: int
@@ -114,6 +118,7 @@ class TrieHHSpec:
     window_ticks: int = 1
     start_tick: int = 0
     item_kind: str = "int"
+    unit_cap: int = 1
 
     def __post_init__(self) -> None:
         if not (1 <= self.levels and 1 <= self.bits and self.bits * self.levels <= 64):
@@ -127,6 +132,12 @@ class TrieHHSpec:
                             "(one sub-window per level)")
         if self.item_kind not in ("int", "str") or (self.item_kind == "str" and self.bits != 8):
             raise SpecError("item_kind: use 'int', or 'str' with bits=8")
+        if not (isinstance(self.unit_cap, int) and self.unit_cap >= 1):
+            raise SpecError(f"unit_cap: need an int >= 1, got {self.unit_cap!r}")
+
+    def _event_budget(self) -> tuple[float, float]:
+        m = self.unit_cap
+        return self.eps / m, self.delta / (m * math.exp(self.eps)) if m > 1 else self.delta
 
     @property
     def _share(self) -> int:
@@ -135,12 +146,12 @@ class TrieHHSpec:
     @property
     def theta(self) -> int:
         """Sampled-count threshold (per level delta = delta / share)."""
-        return theta_for_delta(self.delta / self._share)
+        return theta_for_delta(self._event_budget()[1] / self._share)
 
     @property
     def sampling_rate(self) -> float:
         """Public Poisson sampling rate p with ``-ln(1 - theta p) = eps / share``."""
-        return -math.expm1(-self.eps / self._share) / self.theta
+        return -math.expm1(-self._event_budget()[0] / self._share) / self.theta
 
 
 class TrieHH:
@@ -269,7 +280,9 @@ class TrieHH:
         scale = (s.levels if s.mode == "subwindow" else 1) / s.sampling_rate
         leaves = nodes[-1]
         eps_l, delta_l = level_privacy(s.sampling_rate, s.theta)
-        share = 1 if s.mode == "subwindow" else s.levels
+        share, m = (1 if s.mode == "subwindow" else s.levels), s.unit_cap
+        eps_e, delta_e = share * eps_l, share * delta_l  # per event
+        eps_u, delta_u = m * eps_e, m * math.exp((m - 1) * eps_e) * delta_e  # group privacy
         return {
             "kind": "heavy_hitters", "mechanism": self.name,
             "items": [{"item": self._label(x), "estimate": c * scale, "sampled_count": c}
@@ -278,7 +291,7 @@ class TrieHH:
             "trie": {"levels": s.levels, "bits": s.bits, "nodes": nodes, "scale": scale,
                      "mode": s.mode},
             "sampling_rate": s.sampling_rate,
-            "eps": share * eps_l, "delta": share * delta_l, "relation": "add_remove",
+            "eps": eps_u, "delta": delta_u, "unit_cap": m, "relation": "add_remove",
             "error_bound": {
                 "pruned_mass_per_level": (2 ** s.bits - 1) * (s.theta - 1) * scale,
                 "relative_error": "sampled count X ~ Bin(f_l, p): sd sqrt(f_l p (1-p))/p",
@@ -364,5 +377,15 @@ def rank_quantiles(payload: dict[str, Any], probs: list[float]) -> list[int]:
     return out
 
 
-register(MechanismEntry(name=TrieHH.name, build_spec=lambda p: TrieHHSpec(**dict(p)),
+def _build_spec(params: Any) -> TrieHHSpec:
+    """Worker params -> spec; ``window_ticks`` defaults to the epoch length (horizon)."""
+    from sketches.misra_gries import worker_params
+
+    p, horizon = worker_params(params, TrieHH.name)
+    if horizon is not None:
+        p.setdefault("window_ticks", horizon)
+    return TrieHHSpec(**p)
+
+
+register(MechanismEntry(name=TrieHH.name, build_spec=_build_spec,
                         build=TrieHH, from_bytes=TrieHH.from_bytes, continual=False))

@@ -312,3 +312,25 @@ def test_count_one_key_rarely_crosses_threshold() -> None:
         mg.update_batch(np.array([5], dtype=np.int64))
         hits += bool(mg.release()["items"])
     assert hits / 4000 <= 0.11
+
+
+def test_worker_params_and_group_privacy() -> None:
+    """Worker fields are honoured or refused; unit_cap m scales eps/m, delta/(m e^eps)."""
+    from sketches.base import lookup
+
+    entry = lookup("pmg")
+    common = {"eps": 1.0, "delta": 1e-6, "relation": "add_remove", "clock": "tick",
+              "horizon": 60}
+    spec = entry.build_spec({"k": 8, **common, "unit_cap": 3})
+    assert spec.event_budget() == pytest.approx((1 / 3, 1e-6 / (3 * math.e)))
+    mg = PMG(spec, ZERO)
+    mg.update_batch(np.array([4] * 100, dtype=np.int64))
+    rel = mg.release()
+    assert rel["threshold"] == pytest.approx(pmg_threshold(1 / 3, 1e-6 / (3 * math.e)))
+    with pytest.raises(SpecError, match="relation"):
+        entry.build_spec({"k": 8, **common, "relation": "replace"})
+    with pytest.raises(SpecError, match="clock"):
+        entry.build_spec({"k": 8, **common, "clock": "arrival"})
+    tri = lookup("triehh").build_spec({"levels": 3, "bits": 4, **common})
+    assert tri.window_ticks == 60
+    assert lookup("pamg").build_spec({"k": 8, **common, "unit_cap": 4}).m == 4

@@ -198,3 +198,14 @@ def test_subwindow_needs_ticks_and_valid_spec() -> None:
     t.update_batch(np.array([1]), ticks=np.array([7]))
     with pytest.raises(SpecError, match="non-decreasing"):
         t.update_batch(np.array([1]), ticks=np.array([2]))
+
+
+def test_unit_cap_group_privacy_reported() -> None:
+    """unit_cap m: per-event budget eps/m, delta/(m e^eps); the payload reports the unit's."""
+    spec = TrieHHSpec(levels=2, bits=4, eps=1.0, delta=1e-6, mode="all", unit_cap=3)
+    event = TrieHHSpec(levels=2, bits=4, eps=1 / 3, delta=1e-6 / (3 * math.e), mode="all")
+    assert (spec.theta, spec.sampling_rate) == (event.theta, event.sampling_rate)
+    t = TrieHH(spec, ZERO)
+    t.update_batch(np.array([3] * 100, dtype=np.int64))
+    rel = t.release()
+    assert rel["eps"] <= 1.0 + 1e-12 and rel["delta"] <= 1e-6

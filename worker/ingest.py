@@ -236,6 +236,7 @@ class BatchIngestor(Service):
         self._lock = asyncio.Lock()
         self._assigned: set[TopicPartition] = set()
         self._generation = 0  # bumped on every assignment: stale fetches are dropped
+        self._fetcher: asyncio.Future[Any] | None = None
         self.batches_delivered = 0
         self.records_delivered = 0
 
@@ -258,14 +259,18 @@ class BatchIngestor(Service):
         )
         await self._consumer.start()
         self._consumer.subscribe(self.topics, listener=_Listener(self))
-        self.add_future(self._fetch_loop())
+        self._fetcher = self.add_future(self._fetch_loop())
 
     async def on_stop(self) -> None:
-        """Checkpoint hook (``on_revoked`` of the current assignment), then leave the group."""
+        """Finish the batch in flight, ``on_revoked`` of the current assignment, leave."""
         consumer, self._consumer = self._consumer, None
         if consumer is None:
             return
-        async with self._lock:
+        async with self._lock:  # waits for an on_batch in flight; never interrupts one
+            if self._fetcher is not None:
+                self._fetcher.cancel()  # it is in getmany or waiting for this lock
+                await asyncio.gather(self._fetcher, return_exceptions=True)
+                self._fetcher = None
             if self._assigned and self._on_revoked is not None:
                 await self._on_revoked(set(self._assigned))
             self._assigned = set()

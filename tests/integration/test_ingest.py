@@ -115,6 +115,7 @@ def test_every_record_once_in_order(broker: EmbeddedBroker, unique: str) -> None
         for b in rec.batches:
             assert b.next_offset == b.first_offset + len(b)
         assert ing.records_delivered == 4500
+        assert not ing.crashed  # a clean stop, no ConsumerStoppedError in the fetch loop
         # a graceful stop hands the current assignment to on_revoked (checkpoint hook)
         assert rec.revoked[-1] == {TopicPartition(unique, p) for p in range(3)}
 

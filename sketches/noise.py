@@ -24,8 +24,17 @@ float sample to a value and publishing the float result can leak the value
 through the pattern of representable low-order bits (Mironov 2012). This is why
 integer counters use the discrete Gaussian (calibrator ``discrete``), whose
 output is an exact integer. Continuous noise is provided for the ``analytic``
-and ``paper`` calibrators (reproduction), and for float-valued statistics; a
-release built from it should be rounded/coarsened before publication.
+and ``paper`` calibrators, which are for reproducing the paper and benchmarks
+only: production topologies must use ``discrete`` (the worker enforces it;
+docs/PRIVACY.md §9). Rounding a float release reduces but does not remove the
+leak.
+
+Integer-noise range
+-------------------
+The exact samplers support ``1e-3 <= sigma <= ~1.56e5`` (discrete Laplace
+``scale <= ~2.33e4``); :func:`sketches.noise_tables.validate_discrete_sigma`
+checks it (and builds the table with ``build=True``) so that sketches can fail
+at construction instead of at a draw.
 
 Checkpoints
 -----------

@@ -8,23 +8,26 @@ paper's sigma formula (``Calibrator.PAPER``) and seeded fast noise. This is a
 benchmark: it deliberately uses the paper's model and a seeded noise source,
 which production refuses.
 
-Panels (``results/fig3*.png``, table ``results/fig3.md``):
+Panels (one PNG ``results/fig3.png``, tables ``results/fig3.md``):
 
-- **3a** throughput (updates/s) vs width; Punctual is O(d*w) per event, so it
-  is timed on a prefix of the stream (the prefix length is printed).
+- **3a** updates per CPU-second (and per wall second) vs width; Punctual is
+  O(d*w) per event, so it is timed on a prefix of the stream (length shown).
 - **3b** ARE of the top-15 items vs memory, memory changed through the width.
 - **3c** ARE vs memory, memory changed through the depth (width fixed).
 - **3d** ARE vs Zipf parameter at 24 KB.
 - **3e/3f** ARE vs eps at 24 KB, Zipf 1.1 and 2.1.
+- **x** the real PunctualSketch over one whole stream, compared with
+  :func:`punctual_final_query`, which 3b-3f use for Punctual (Alg. 3 is too
+  slow to run for every point).
 
-Memory model (how the paper's 24 KB gives CMS 2000 / LazyCMS 55 /
-PunctualCMS 33 columns) is in :mod:`benchmarks.fig3_memory`-free form below:
-see :func:`cell_bytes`.
+The memory model that turns the paper's 24 KB into CMS 2000 / LazyCMS 55 /
+PunctualCMS 33 columns is :func:`cell_bytes`. ARE values are deterministic
+(every seed is fixed); throughput depends on the machine's load.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_fig3.py --quick     # T=2**16, 1 trial, < 1 min
-    .venv/bin/python benchmarks/bench_fig3.py             # T=2**20, paper setup
+    .venv/bin/python benchmarks/bench_fig3.py             # T=2**20, 5 trials, ~3-5 min
     .venv/bin/python benchmarks/bench_fig3.py --panels a,b --trials 2
 """
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from decimal import ROUND_FLOOR, Decimal, localcontext
+from decimal import MIN_EMIN, ROUND_FLOOR, Decimal, localcontext
 from functools import lru_cache
 
 import numpy as np
@@ -221,7 +221,7 @@ def _build_table(k: int, weights: Callable[[], Iterator[Decimal]], tail: Decimal
     mask = (1 << 64) - 1
     top = (1 << 128) - 1
     with localcontext() as ctx:
-        ctx.prec = _PREC
+        ctx.prec, ctx.Emin = _PREC, MIN_EMIN  # no underflow of tiny weights
         half_sum = Decimal(0)
         it = weights()
         for _, w in zip(range(k), it, strict=False):
@@ -269,7 +269,7 @@ def discrete_gaussian_table(sigma: float) -> IntegerTable:
     sigma = validate_discrete_sigma(sigma)
     k = math.ceil(sigma * _K_PER_SIGMA) + 1
     with localcontext() as ctx:
-        ctx.prec = _PREC
+        ctx.prec, ctx.Emin = _PREC, MIN_EMIN  # no underflow of tiny weights
         s2 = Decimal(repr(sigma)) ** 2
         q = (Decimal(-1) / s2).exp()  # exp(-1/sigma^2)
         w_k = (-(Decimal(k) ** 2) / (2 * s2)).exp()  # w(K) = exp(-K^2 / (2 sigma^2))
@@ -304,7 +304,7 @@ def discrete_laplace_table(scale: float) -> IntegerTable:
     scale = validate_discrete_laplace_scale(scale)
     k = math.ceil(scale * _K_PER_SCALE) + 1
     with localcontext() as ctx:
-        ctx.prec = _PREC
+        ctx.prec, ctx.Emin = _PREC, MIN_EMIN  # no underflow of tiny weights
         b = Decimal(repr(scale))
         up = (Decimal(1) / b).exp()  # w(x-1)/w(x) = exp(1/scale)
         w_k = (-Decimal(k) / b).exp()

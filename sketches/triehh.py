@@ -39,6 +39,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
@@ -49,8 +50,8 @@ from sketches.base import MechanismEntry, register
 from sketches.errors import PrivacyError, SerializationError, SpecError
 from sketches.serialization import check_header, pack, unpack
 
-__all__ = ["TrieHH", "TrieHHSpec", "level_privacy", "range_count", "rank_quantiles",
-           "theta_for_delta"]
+__all__ = ["TrieHH", "TrieHHSpec", "exact_calibration", "exact_level_delta", "level_privacy",
+           "range_count", "rank_quantiles", "theta_for_delta"]
 
 
 def level_privacy(p: float, theta: int) -> tuple[float, float]:
@@ -87,6 +88,85 @@ def theta_for_delta(delta_l: float) -> int:
     return theta
 
 
+def exact_level_delta(eps_l: float, p: float, theta: int, tail: float = 1e-30) -> float:
+    """Exact delta(eps_l) of one level: sup over k of the hockey-stick divergence.
+
+    Our derivation (not in paper 001; checked against scipy in the tests). The
+    levels' cells are independent under Poisson sampling, so only the cell of
+    the differing event matters: ``X1 ~ Bin(k+1, p)`` vs ``X0 ~ Bin(k, p)``,
+    output ``X`` if ``X >= theta`` else suppressed.
+
+    - Reverse direction: ``P0(t)/P1(t) <= 1/(1-p)`` for every output (and for
+      the suppressed one), so it costs nothing when ``eps_l >= -ln(1-p)``
+      (required here; otherwise 1.0 is returned).
+    - Forward: ``sum_{t >= theta} [P1(t) - e^eps P0(t)]_+``, computed exactly
+      for ``k+1 <= K``. The ratio ``P1/P0 = (k+1)(1-p)/(k+1-t)`` exceeds
+      ``e^eps`` only for ``t > c (k+1)``, ``c = 1 - (1-p) e^-eps``, so for
+      ``k+1 > K`` the divergence is at most ``Pr[Bin(k+1,p) >= c(k+1)] <=
+      exp(-(k+1) KL(c||p))`` (Chernoff); K is chosen so that this is <= ``tail``,
+      and the result is at least that bound (never an underestimate).
+
+    Examples
+    --------
+    >>> f"{exact_level_delta(-math.log(1 - 6 * 0.05), 0.05, 6):.3e}"
+    '5.533e-06'
+    """
+    if not (0 < p < 1) or eps_l < -math.log1p(-p) or theta < 1:
+        return 1.0
+    c = 1.0 - (1.0 - p) * math.exp(-eps_l)
+    kl = c * math.log(c / p) + (1 - c) * math.log((1 - c) / (1 - p))
+    big = max(theta, math.ceil(math.log(1.0 / tail) / kl))
+    lf = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, big + 2)))])
+    n1 = np.arange(theta, big + 1)[:, None]  # copies in the larger neighbour
+    tau = np.arange(theta, big + 1)[None, :]
+    lp, lq = math.log(p), math.log1p(-p)
+
+    def pmf(n: np.ndarray) -> np.ndarray:
+        rest = np.clip(n - tau, 0, None)
+        v = lf[n] - lf[tau] - lf[rest] + tau * lp + rest * lq
+        return np.where(tau <= n, np.exp(v), 0.0)
+
+    div = np.clip(pmf(n1) - math.exp(eps_l) * pmf(n1 - 1), 0, None).sum(axis=1)
+    return float(max(div.max(initial=0.0), math.exp(-(big + 1) * kl)))
+
+
+@functools.lru_cache(maxsize=256)
+def exact_calibration(eps_l: float, delta_l: float, max_theta: int = 40) -> tuple[int, float]:
+    """(theta, p) minimising theta/p (the detection limit) with exact delta <= delta_l.
+
+    ``p <= 1 - e^-eps_l`` (reverse direction). For each theta a bisection on p
+    keeps only values whose :func:`exact_level_delta` was verified <= delta_l.
+
+    Examples
+    --------
+    >>> theta, p = exact_calibration(1.0, 1e-6)
+    >>> exact_level_delta(1.0, p, theta) <= 1e-6 and theta / p < 100
+    True
+    """
+    pmax = -math.expm1(-eps_l) * (1 - 1e-12)
+    tail = delta_l * 1e-3
+    best: tuple[float, int, float] | None = None
+    for theta in range(1, max_theta + 1):
+        if best is not None and theta / pmax >= best[0]:
+            break  # p <= pmax: no larger theta can beat the best detection limit
+        if exact_level_delta(eps_l, pmax, theta, tail) <= delta_l:
+            cand = pmax
+        else:
+            lo, hi = 0.0, pmax
+            for _ in range(28):
+                mid = 0.5 * (lo + hi)
+                if exact_level_delta(eps_l, mid, theta, tail) <= delta_l:
+                    lo = mid
+                else:
+                    hi = mid
+            cand = lo
+        if cand > 0 and (best is None or theta / cand < best[0]):
+            best = (theta / cand, theta, cand)
+    if best is None:
+        raise SpecError(f"eps, delta: no theta <= {max_theta} reaches delta_l={delta_l}")
+    return best[1], best[2]
+
+
 @dataclass(frozen=True)
 class TrieHHSpec:
     """Every parameter of a windowed TrieHH.
@@ -108,6 +188,10 @@ class TrieHHSpec:
         User-level by group privacy: units of at most ``unit_cap`` events (capped
         exactly upstream) get (eps, delta); each event gets ``eps/m`` and
         ``delta/(m e^eps)``.
+    accountant : {"note", "exact"}
+        ``"note"``: theta, p from paper 001's (corrected) Lemmas 1-3. ``"exact"``:
+        from :func:`exact_calibration` (our exact per-level divergence; much
+        smaller detection limit theta/p).
     """
 
     levels: int
@@ -119,6 +203,7 @@ class TrieHHSpec:
     start_tick: int = 0
     item_kind: str = "int"
     unit_cap: int = 1
+    accountant: str = "note"
 
     def __post_init__(self) -> None:
         if not (1 <= self.levels and 1 <= self.bits and self.bits * self.levels <= 64):
@@ -134,6 +219,13 @@ class TrieHHSpec:
             raise SpecError("item_kind: use 'int', or 'str' with bits=8")
         if not (isinstance(self.unit_cap, int) and self.unit_cap >= 1):
             raise SpecError(f"unit_cap: need an int >= 1, got {self.unit_cap!r}")
+        if self.accountant not in ("note", "exact"):
+            raise SpecError(f"accountant: use 'note' or 'exact', got {self.accountant!r}")
+
+    def level_budget(self) -> tuple[float, float]:
+        """(eps_l, delta_l) each level may spend (per event)."""
+        e, d = self._event_budget()
+        return e / self._share, d / self._share
 
     def _event_budget(self) -> tuple[float, float]:
         m = self.unit_cap
@@ -146,12 +238,16 @@ class TrieHHSpec:
     @property
     def theta(self) -> int:
         """Sampled-count threshold (per level delta = delta / share)."""
-        return theta_for_delta(self._event_budget()[1] / self._share)
+        if self.accountant == "exact":
+            return exact_calibration(*self.level_budget())[0]
+        return theta_for_delta(self.level_budget()[1])
 
     @property
     def sampling_rate(self) -> float:
-        """Public Poisson sampling rate p with ``-ln(1 - theta p) = eps / share``."""
-        return -math.expm1(-self._event_budget()[0] / self._share) / self.theta
+        """Public Poisson sampling rate p (note: ``-ln(1 - theta p) = eps / share``)."""
+        if self.accountant == "exact":
+            return exact_calibration(*self.level_budget())[1]
+        return -math.expm1(-self.level_budget()[0]) / self.theta
 
 
 class TrieHH:
@@ -279,7 +375,11 @@ class TrieHH:
             nodes.append({"prefix": parents.tolist(), "count": counts[keep].tolist()})
         scale = (s.levels if s.mode == "subwindow" else 1) / s.sampling_rate
         leaves = nodes[-1]
-        eps_l, delta_l = level_privacy(s.sampling_rate, s.theta)
+        if s.accountant == "exact":
+            eps_l = s.level_budget()[0]
+            delta_l = exact_level_delta(eps_l, s.sampling_rate, s.theta)
+        else:
+            eps_l, delta_l = level_privacy(s.sampling_rate, s.theta)
         share, m = (1 if s.mode == "subwindow" else s.levels), s.unit_cap
         eps_e, delta_e = share * eps_l, share * delta_l  # per event
         eps_u, delta_u = m * eps_e, m * math.exp((m - 1) * eps_e) * delta_e  # group privacy

@@ -15,6 +15,8 @@ from sketches.noise import make_noise
 from sketches.triehh import (
     TrieHH,
     TrieHHSpec,
+    exact_calibration,
+    exact_level_delta,
     level_privacy,
     range_count,
     rank_quantiles,
@@ -109,6 +111,8 @@ def test_level_privacy_holds_exactly(p_theta: tuple[float, int]) -> None:
         div += np.clip(a[:, ~rel].sum(axis=1) - e * b[:, ~rel].sum(axis=1), 0, None)
         worst = max(worst, float(div.max()))
     assert worst <= delta_l
+    # The runtime exact accountant (log-factorial pmf + Chernoff tail) agrees with scipy.
+    assert exact_level_delta(eps_l, p, theta) == pytest.approx(worst - 1e-18, rel=1e-6, abs=1e-17)
 
 
 def test_theta_for_delta_and_chernoff_cases() -> None:
@@ -209,3 +213,29 @@ def test_unit_cap_group_privacy_reported() -> None:
     t.update_batch(np.array([3] * 100, dtype=np.int64))
     rel = t.release()
     assert rel["eps"] <= 1.0 + 1e-12 and rel["delta"] <= 1e-6
+
+
+def test_exact_accountant_calibration() -> None:
+    """accountant='exact': verified delta <= target, detection limit theta/p far below the note's.
+
+    Also a scipy cross-check of the chosen (theta, p) at eps = 1 (forward
+    direction; the reverse costs nothing since eps >= -ln(1-p)).
+    """
+    theta, p = exact_calibration(1.0, 1e-6)
+    assert p <= 1 - math.exp(-1.0)
+    ks = np.arange(0, 400)[:, None]
+    x = np.arange(0, 402)[None, :]
+    d1, d0 = stats.binom.pmf(x, ks + 1, p), stats.binom.pmf(x, ks, p)
+    rel = (x >= theta)[0]
+    worst = float(np.clip(d1[:, rel] - math.e * d0[:, rel], 0, None).sum(axis=1).max())
+    assert worst <= 1e-6
+    note = TrieHHSpec(levels=2, bits=4, eps=1.0, delta=1e-6, window_ticks=10)
+    exact = TrieHHSpec(levels=2, bits=4, eps=1.0, delta=1e-6, window_ticks=10,
+                       accountant="exact")
+    assert exact.theta / exact.sampling_rate < 0.2 * note.theta / note.sampling_rate
+    t = TrieHH(exact, ZERO)
+    t.update_batch(np.array([17] * 30, dtype=np.int64), ticks=np.zeros(30, np.int64))
+    t.update_batch(np.array([17] * 30, dtype=np.int64), ticks=np.full(30, 9))
+    rel_ = t.release()
+    assert rel_["eps"] == pytest.approx(1.0) and rel_["delta"] <= 1e-6
+    assert [d["item"] for d in rel_["items"]] == [17]

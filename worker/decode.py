@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +49,7 @@ Record = tuple[int, bytes | None, bytes | None, int]
 
 REASONS = ("oversized", "empty", "not_utf8", "malformed_json", "not_an_object",
            "missing_field", "wrong_type", "bad_version", "length_mismatch",
-           "unknown_shard", "wrong_partition")
+           "unknown_shard", "wrong_partition", "nul_in_field")
 """Every dead-letter reason code (also the ``reason`` label of the metrics)."""
 
 COLUMNAR_VERSION = 1
@@ -132,9 +133,27 @@ def _item(value: Any, item_type: str) -> Any:
     return _key_str(value, "item")
 
 
-def _weight(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise _Bad("wrong_type", "weight must be a non-negative number")
+def _weight(value: Any, signed: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Bad("wrong_type", "weight must be a number")
+    if signed and not math.isfinite(value):
+        raise _Bad("wrong_type", "weight must be a finite number")
+    if not signed and not value >= 0:  # NaN fails too
+        raise _Bad("wrong_type", "weight must be a non-negative number (set "
+                   "input.signed_weights: true to allow deletions)")
+    return value
+
+
+_NUL_ESCAPE = b"\\u0000"
+"""How JSON writes a NUL character (raw control characters are invalid JSON)."""
+
+
+def _no_nul(value: str, what: str) -> str:
+    """Reject NUL characters: numpy's fixed-width strings drop trailing NULs, which
+    would merge ``"a"`` and ``"a\\x00"`` (items, units or shard keys)."""
+    if "\x00" in value:
+        raise _Bad("nul_in_field", f"{what} contains a NUL character; strip NULs at the "
+                   "producer")
     return value
 
 
@@ -230,10 +249,12 @@ def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
     simple = (len(p_shard) == 1 and len(p_item) == 1 and p_unit is None and p_weight is None
               and item_type == "str")
     ks, ki = p_shard[0], p_item[0]
+    signed = spec.signed_weights
     for n, (offset, key, value, ts) in enumerate(records):
         try:
             doc = _load(value, limit) if docs is None else docs[n]
-            if simple and type(doc) is dict:  # fast path: plain string fields
+            nul = value is not None and _NUL_ESCAPE in value
+            if simple and not nul and type(doc) is dict:  # fast path: plain string fields
                 shard, item = doc.get(ks), doc.get(ki)
                 if type(shard) is str and type(item) is str and gate(shard) is None:
                     shards.append(shard)
@@ -241,10 +262,17 @@ def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
                     continue
             if not isinstance(doc, dict):
                 raise _Bad("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
-            shard = _gated(gate, _key_str(_dig(doc, p_shard, f.shard), "shard key"))
+            shard = _key_str(_dig(doc, p_shard, f.shard), "shard key")
             item = _item(_dig(doc, p_item, f.item), item_type)
             unit = _key_str(_dig(doc, p_unit, str(f.unit)), "unit") if p_unit else None
-            weight = _weight(_dig(doc, p_weight, str(f.weight))) if p_weight else None
+            if nul:
+                _no_nul(shard, "shard key")
+                if isinstance(item, str):
+                    _no_nul(item, "item")
+                if unit is not None:
+                    _no_nul(unit, "unit")
+            shard = _gated(gate, shard)
+            weight = _weight(_dig(doc, p_weight, str(f.weight)), signed) if p_weight else None
         except _Bad as bad:
             dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
             continue
@@ -304,14 +332,21 @@ def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> 
             shard = _key_str(doc.get("shard"), "shard key") if "shard" in doc else None
             if shard is None:
                 raise _Bad("missing_field", "column 'shard' is missing")
+            nul = _NUL_ESCAPE in value  # type: ignore[operator]  # _load refused None
+            if nul:
+                _no_nul(shard, "shard key")
             _gated(gate, shard)
             raw_items = _column(doc, "item", None)
             n = len(raw_items)
+            if nul and spec.item_type == "str":
+                _no_nul("".join(v for v in raw_items if isinstance(v, str)), "column 'item'")
             items = _item_column(raw_items, spec.item_type)
             units = None
             if f.unit:
-                units = np.array([_key_str(u, "unit") for u in _column(doc, "unit", n)],
-                                 dtype=object)
+                ulist = [_key_str(u, "unit") for u in _column(doc, "unit", n)]
+                if nul:
+                    _no_nul("".join(ulist), "column 'unit'")
+                units = np.array(ulist, dtype=object)
             weights = None
             if f.weight:
                 weights = np.asarray(_column(doc, "weight", n), dtype=object)
@@ -319,8 +354,10 @@ def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> 
                                  for w in weights):
                     raise _Bad("wrong_type", "column 'weight' must hold numbers")
                 weights = weights.astype(np.float64)
-                if n and not np.all(weights >= 0):
-                    raise _Bad("wrong_type", "column 'weight' must be non-negative")
+                if n and not (np.all(np.isfinite(weights)) if spec.signed_weights
+                              else np.all(weights >= 0)):
+                    raise _Bad("wrong_type", "column 'weight' must be non-negative (finite "
+                               "with input.signed_weights)")
         except _Bad as bad:
             dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
             continue

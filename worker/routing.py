@@ -72,7 +72,9 @@ def group_by_shard(shards: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
     if np.all(shards == first):
         yield str(first), np.arange(shards.shape[0])
         return
-    keys, inverse = np.unique(shards.astype(str), return_inverse=True)
+    # object dtype: exact string equality (a fixed-width dtype drops trailing NULs)
+    keys, inverse = np.unique(np.asarray(shards, dtype=object), return_inverse=True)
+    inverse = inverse.reshape(-1)
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(keys) + 1))
     for k, key in enumerate(keys):

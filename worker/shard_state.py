@@ -23,6 +23,8 @@ Examples
 [True, True, True, False]
 >>> sorted(counts.items())
 [('u1', 2), ('u2', 1)]
+>>> cap_mask(np.array(["a", "a\\x00"], dtype=object), {}, cap=1).tolist()  # never merged
+[True, True]
 """
 
 from __future__ import annotations
@@ -50,7 +52,10 @@ def cap_mask(units: np.ndarray, counts: dict[str, int], cap: int) -> np.ndarray:
     n = units.shape[0]
     if n == 0:
         return np.zeros(0, dtype=bool)
-    keys, inverse = np.unique(units.astype(str), return_inverse=True)
+    # Exact equality on the Python strings: a fixed-width numpy string dtype
+    # (``astype(str)``) drops trailing NULs and would merge distinct units.
+    keys, inverse = np.unique(np.asarray(units, dtype=object), return_inverse=True)
+    inverse = inverse.reshape(-1)
     prior = np.fromiter((counts.get(k, 0) for k in keys.tolist()), dtype=np.int64,
                         count=len(keys))
     order = np.argsort(inverse, kind="stable")

@@ -66,6 +66,8 @@ class InputSpec:
     fields: FieldPaths
     max_message_bytes: int = 1_048_576
     item_type: str = "str"
+    signed_weights: bool = False
+    """Accept negative weights (turnstile deletions, e.g. ``weight: -1``)."""
 
 
 @dataclass(frozen=True)
@@ -251,13 +253,36 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
     if len({inp.topic, release.topic, dlq_topic}) < 3:
         raise top.error("release.topic", "input, release and dead-letter topics must differ",
                         "give each its own topic name")
+    if production:
+        _check_production(top, allowed, params)
     return Topology(name, source, production, inp, allowed, mech_name, params, privacy,
                     noise, release, dlq_topic, top.get("description", str, ""))
 
 
+def _check_production(top: _Reader, allowed: frozenset[str] | None,
+                      params: Mapping[str, Any]) -> None:
+    """Rules only a ``production: true`` topology must obey (docs/TOPOLOGY.md).
+
+    - a closed shard set: with an open set, which shards exist and the tick of
+      each shard's first event are public (its state starts with that event);
+    - integer noise: float noise (``calibrator: analytic`` or ``paper``) is
+      open to the floating-point attack (Mironov 2012).
+    """
+    if allowed is None:
+        raise top.error("shards.allowed", "a production topology needs a closed shard set "
+                        "(with an open set, a shard's first-event time is public)",
+                        "list every shard key under `shards: {allowed: [r1, r2, ...]}`")
+    calibrator = params.get("calibrator", "discrete")
+    if calibrator != "discrete":
+        raise top.error("mechanism.params.calibrator", f"{calibrator!r} calibrates float noise "
+                        "(floating-point attack); refused in a production topology",
+                        "use `calibrator: discrete` (integer noise), or set "
+                        "`production: false` to reproduce a paper")
+
+
 def _parse_input(r: _Reader) -> InputSpec:
     r.reject_unknown(["topic", "partitions", "encoding", "fields", "max_message_bytes",
-                      "item_type"])
+                      "item_type", "signed_weights"])
     f = r.sub("fields")
     f.reject_unknown(["shard", "item", "unit", "weight"])
     fields_ = FieldPaths(f.get("shard", str), f.get("item", str),
@@ -265,7 +290,8 @@ def _parse_input(r: _Reader) -> InputSpec:
     return InputSpec(r.name("topic"), r.positive_int("partitions"),
                      r.choice("encoding", ENCODINGS, "json"), fields_,
                      r.positive_int("max_message_bytes", 1_048_576),
-                     r.choice("item_type", ITEM_TYPES, "str"))
+                     r.choice("item_type", ITEM_TYPES, "str"),
+                     r.get("signed_weights", bool, False))
 
 
 def _parse_privacy(r: _Reader, fields_: FieldPaths) -> PrivacySpec:
@@ -343,9 +369,14 @@ def validate_mechanism_params(topo: Topology) -> None:
         raise SpecError(f"{topo.source}: mechanism.name: unknown mechanism {topo.mechanism!r}; "
                         f"use one of: {known}{broken}")
     entry = lookup(topo.mechanism)
-    if not entry.continual:
-        raise SpecError(f"{topo.source}: mechanism.name: {topo.mechanism!r} is a single-release "
-                        "mechanism; the worker runs continual mechanisms (e.g. lazy_cms)")
+    if not entry.continual and topo.release.every_ticks != topo.privacy.epoch_ticks:
+        raise SpecError(
+            f"{topo.source}: release.every_ticks: {topo.mechanism!r} is a windowed mechanism "
+            "(one release per window = epoch), so the release cadence must equal the epoch; "
+            f"set release.every_ticks to privacy.epoch_ticks ({topo.privacy.epoch_ticks})")
+    if not entry.continual and topo.privacy.clock != "tick":
+        raise SpecError(f"{topo.source}: privacy.clock: windowed mechanisms run on the tick "
+                        "clock (a window is one epoch of ticks); set `clock: tick`")
     try:
         entry.build_spec(topo.spec_params())
     except (SpecError, TypeError, ValueError) as exc:

@@ -171,3 +171,52 @@ def test_joined_fast_path_equals_message_by_message(values: list[bytes]) -> None
     assert b2.items.tolist() == [x for s in s2 for x in s.items.tolist()]
     assert [(d.offset, d.reason) for d in b2.dead] == [(d.offset, d.reason) for s in s2
                                                        for d in s.dead]
+
+
+@pytest.mark.parametrize("spec", [JSON, JSONW])
+@pytest.mark.parametrize("doc", [
+    {"router": "r1", "src": {"ip": "10.0.0.1\x00"}, "user": "u", "pkts": 1},
+    {"router": "r1\x00", "src": {"ip": "10.0.0.1"}, "user": "u", "pkts": 1},
+])
+def test_nul_in_item_or_shard_is_dead_lettered(spec: InputSpec, doc: dict) -> None:
+    """NUL characters would merge items (numpy strips trailing NULs): reject them."""
+    if spec is JSONW:
+        doc = {"router": doc["router"], "src": doc["src"]["ip"], "pkts": 1}
+    out = decode_batch(spec, [rec(0, json.dumps(doc).encode())])
+    assert [d.reason for d in out.dead] == ["nul_in_field"] and len(out) == 0
+
+
+def test_nul_in_unit_is_dead_lettered_and_escaped_backslash_is_not_nul() -> None:
+    out = decode_batch(JSON, [rec(0, json.dumps({"router": "r1", "src": {"ip": "a"},
+                                                 "user": "u\x00"}).encode()),
+                              rec(1, json.dumps({"router": "r1", "src": {"ip": "\\u0000"},
+                                                 "user": "u"}).encode())])
+    assert [d.reason for d in out.dead] == ["nul_in_field"]
+    assert out.items.tolist() == ["\\u0000"]  # a literal backslash-u, not a NUL
+
+
+def test_columnar_nul_rejected() -> None:
+    for doc in ({"v": 1, "shard": "r", "item": ["a", "a\x00"], "weight": [1, 1]},
+                {"v": 1, "shard": "r\x00", "item": ["a"], "weight": [1]}):
+        out = decode_batch(COL, [rec(0, json.dumps(doc).encode())])
+        assert [d.reason for d in out.dead] == ["nul_in_field"] and len(out) == 0
+
+
+def test_signed_weights_only_when_enabled() -> None:
+    signed = InputSpec("in", 1, "json", FieldPaths("router", "src", weight="pkts"),
+                       signed_weights=True)
+    out = decode_batch(signed, [rec(0, b'{"router": "r", "src": "a", "pkts": -1}'),
+                                rec(1, b'{"router": "r", "src": "a", "pkts": Infinity}')])
+    assert out.weights is not None and out.weights.tolist() == [-1.0]
+    assert [d.reason for d in out.dead] == ["wrong_type"]
+    cols = InputSpec("in", 1, "columnar", FieldPaths("router", "src", weight="w"),
+                     signed_weights=True)
+    out = decode_batch(cols, [rec(0, b'{"v": 1, "shard": "r", "item": ["a"], "weight": [-1]}')])
+    assert out.weights is not None and out.weights.tolist() == [-1.0]
+
+
+def test_nul_rejected_on_the_simple_fast_path() -> None:
+    simple = InputSpec("in", 1, "json", FieldPaths("router", "src"))
+    out = decode_batch(simple, [rec(0, b'{"router": "r", "src": "a"}'),
+                                rec(1, b'{"router": "r", "src": "a\\u0000"}')])
+    assert out.items.tolist() == ["a"] and [d.reason for d in out.dead] == ["nul_in_field"]

@@ -133,3 +133,45 @@ def test_duplicate_names_rejected(tmp_path: Path) -> None:
         (tmp_path / f"{n}.yaml").write_text(yaml.safe_dump(BASE))
     with pytest.raises(SpecError, match="already used"):
         load_topologies([str(tmp_path)])
+
+
+def test_production_needs_a_closed_shard_set() -> None:
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc["production"] = True
+    with pytest.raises(SpecError) as err:
+        parse_topology(yaml.safe_dump(doc), "p.yaml")
+    assert "p.yaml: shards.allowed:" in str(err.value) and "list every shard" in str(err.value)
+    doc["shards"] = {"allowed": ["r1", "r2"]}
+    assert parse_topology(yaml.safe_dump(doc)).allowed_shards == frozenset({"r1", "r2"})
+
+
+@pytest.mark.parametrize("calibrator", ["analytic", "paper"])
+def test_production_refuses_float_noise_calibrators(calibrator: str) -> None:
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc.update(production=True, shards={"allowed": ["r1"]})
+    doc["mechanism"]["params"]["calibrator"] = calibrator
+    with pytest.raises(SpecError) as err:
+        parse_topology(yaml.safe_dump(doc), "p.yaml")
+    msg = str(err.value)
+    assert "mechanism.params.calibrator" in msg and "calibrator: discrete" in msg
+    doc["production"] = False
+    assert parse_topology(yaml.safe_dump(doc)).mechanism_params["calibrator"] == calibrator
+
+
+def test_windowed_mechanism_releases_once_per_epoch(tmp_path: Path) -> None:
+    load_mechanisms()
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc["mechanism"] = {"name": "pmg", "params": {"k": 16}}
+    p = tmp_path / "w.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecError, match=r"release\.every_ticks: 'pmg' is a windowed"):
+        load_topology(p)
+    doc["release"]["every_ticks"] = doc["privacy"]["epoch_ticks"]
+    p.write_text(yaml.safe_dump(doc))
+    assert load_topology(p).mechanism == "pmg"
+
+
+def test_signed_weights_flag() -> None:
+    assert parse_topology(_with("input.signed_weights", True)).input.signed_weights
+    with pytest.raises(SpecError, match=r"input\.signed_weights"):
+        parse_topology(_with("input.signed_weights", "yes"))

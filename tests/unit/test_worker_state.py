@@ -271,3 +271,11 @@ def test_wall_clock_stepping_back_keeps_events_in_the_open_tick() -> None:
     from sketches.release import query_release
 
     assert query_release(st.mechanism.release(), ["a"]).tolist() == [3]
+
+
+def test_cap_mask_never_merges_units_differing_by_nul() -> None:
+    """``astype(str)`` would strip the trailing NUL and put both under one cap."""
+    counts: dict[str, int] = {}
+    units = np.array(["alice", "alice\x00", "alice", "alice\x00"], dtype=object)
+    assert cap_mask(units, counts, 1).tolist() == [True, True, False, False]
+    assert counts == {"alice": 1, "alice\x00": 1}

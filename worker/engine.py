@@ -14,6 +14,30 @@ assigned to this worker. A driver (``worker.app``) calls
 
 Every call holds one asyncio lock, so a release never interleaves with a batch.
 The engine contains no DP maths; mechanisms come from the registry.
+
+Schedule (tick clock; docs/OPERATIONS.md "Release schedule"). A release's
+content and its timestamp never depend on *when* events arrive:
+
+- the release of slot ``s`` covers exactly the ticks before its boundary
+  ``s * every_ticks`` and is stamped ``published_at`` = that boundary's time;
+  an epoch's final release covers the whole epoch and is stamped with the
+  epoch's end;
+- the schedule is caught up (:meth:`Engine._catch_up`) by the timer and, for a
+  shard about to ingest events of a later tick, at the start of ingestion; in
+  both cases the same deterministic release is *queued*, and only
+  :meth:`Engine.on_timer` checkpoints and publishes queued releases;
+- with ``shards.allowed`` every allowed shard of an assigned partition gets its
+  state at assignment and releases on schedule, events or not.
+
+Windowed mechanisms (``continual=False``): a window is one epoch; the
+mechanism sees the events of its window and ``release()`` is called exactly
+once, at the epoch's end (the final release), then a fresh instance (fresh
+noise and keys) starts.
+
+Event bounds: a mechanism whose spec has ``event_horizon`` (LazyHH on the tick
+clock) takes at most that many events per epoch; the engine truncates at the
+exact event position (later events of the epoch are dropped one by one and
+counted in ``dpstream_events_over_horizon_total``), never a whole batch.
 """
 
 from __future__ import annotations
@@ -32,7 +56,6 @@ import numpy as np
 import xxhash
 
 from sketches.base import lookup
-from sketches.errors import HorizonExceededError
 from worker.checkpoint import CheckpointStore, PartitionCheckpoint
 from worker.decode import Record, decode_batch
 from worker.metrics import Metrics
@@ -131,6 +154,45 @@ class Engine:
                                                      self._noise(topo, shard, st.epoch))
         return st
 
+    def _add_allowed_shards(self, ps: PartitionState) -> None:
+        """Closed shard set: every allowed shard of this partition exists from assignment."""
+        if ps.topology.allowed_shards is None:
+            return
+        now = self.now_ms()
+        for shard in sorted(ps.topology.allowed_shards):
+            if shard not in ps.shards and ps.gate(shard) is None:
+                ps.shards[shard] = self._new_state(ps, shard, now)
+                ps.dirty = True
+
+    def _boundary_ms(self, topo: Topology, epoch: int, local_tick: int) -> int:
+        """Wall-clock ms of local tick ``local_tick`` of ``epoch`` (tick clock)."""
+        return (epoch * topo.privacy.epoch_ticks + local_tick) * topo.privacy.tick_ms
+
+    def _event_limit(self, st: ShardState) -> int | None:
+        """Public bound on events per epoch of this shard's mechanism, if it has one."""
+        limit = getattr(getattr(st.mechanism, "spec", None), "event_horizon", 0)
+        return int(limit) if st.is_tick and isinstance(limit, int) and limit > 0 else None
+
+    def _catch_up(self, ps: PartitionState, st: ShardState, now: int) -> None:
+        """Tick clock: make every release due at ``now`` (queued, published by the timer).
+
+        Rolls the epoch if it ended (final release stamped with the epoch's end)
+        and makes the latest due scheduled release, covering exactly the ticks
+        before its slot boundary and stamped with the boundary's time.
+        """
+        topo = ps.topology
+        epoch, local = st.tick_of(now)
+        if epoch > st.epoch:
+            self._roll(ps, st, epoch, self._boundary_ms(topo, st.epoch + 1, 0))
+        elif epoch < st.epoch:
+            return  # wall clock stepped back: nothing is due
+        every = topo.release.every_ticks
+        slot = local // every
+        if slot > st.released_slot:
+            st.released_slot = slot
+            st.advance(slot * every)
+            self._release(ps, st, self._boundary_ms(topo, st.epoch, slot * every), final=False)
+
     @staticmethod
     def _arrival_slot(topo: Topology, now: int) -> int:
         return now // topo.privacy.tick_ms // topo.release.every_ticks
@@ -146,7 +208,11 @@ class Engine:
         st.oldest_unreleased_ms = None
 
     def _roll(self, ps: PartitionState, st: ShardState, epoch: int, now: int) -> None:
-        """Close the epoch (final release), start ``epoch`` with a fresh mechanism and noise."""
+        """Close the epoch (final release), start ``epoch`` with a fresh mechanism and noise.
+
+        ``now`` stamps the final release (tick clock: the epoch's end). For a
+        windowed mechanism this final release is its one and only release.
+        """
         topo = ps.topology
         if st.is_tick:
             st.advance(topo.horizon)
@@ -174,6 +240,7 @@ class Engine:
                     ps = self.parts.get((topo.name, p))
                     if ps is None:
                         ps = await self._restore(topo, p)
+                        self._add_allowed_shards(ps)
                         self.parts[(topo.name, p)] = ps
                     off = ps.next_offset if ps.next_offset > 0 else None
                     if (topic, p) not in out:
@@ -242,7 +309,10 @@ class Engine:
                 self.metrics.batch_latency.labels(topology=topo.name).observe(
                     time.perf_counter() - t0)
             for ps in self.parts.values():
-                if ps.pending:
+                # Arrival clock (replace: the stream length is public): epochs end by
+                # event count, so their final releases go out now. Tick-clock releases
+                # are published only by the timer (their timing is data-independent).
+                if ps.pending and ps.topology.privacy.clock != "tick":
                     await self._commit(ps)
         return applied
 
@@ -257,7 +327,7 @@ class Engine:
             await self.sink.publish(topo.dead_letter_topic, d.key or b"",
                                     d.to_json(topo.name, topic, ps.partition))
         now = self.now_ms()
-        dropped = applied = 0
+        dropped = applied = over_total = 0
         for shard, idx in group_by_shard(decoded.shards):
             st = ps.shards.get(shard)
             if st is None:
@@ -266,18 +336,19 @@ class Engine:
             units = None if decoded.units is None else decoded.units[idx]
             weights = None if decoded.weights is None else decoded.weights[idx]
             if st.is_tick:
+                self._catch_up(ps, st, now)
                 epoch, local = st.tick_of(now)
-                if epoch > st.epoch:
-                    self._roll(ps, st, epoch, now)
-                elif epoch < st.epoch or local < st.rounds:  # wall clock stepped back
+                if epoch < st.epoch or local < st.rounds:  # wall clock stepped back
                     local = st.rounds  # the open tick: time never runs backwards for a shard
-                try:
-                    dropped += st.apply(items, units, weights, local, now)
-                except HorizonExceededError:
-                    m.over_horizon.labels(topology=topo.name).inc(len(items))
-                    log.warning("topology %s shard %s: events beyond the epoch's public event "
-                                "bound dropped", topo.name, shard)
-                    continue
+                capped, over = st.apply(items, units, weights, local, now,
+                                        limit=self._event_limit(st))
+                if over:
+                    m.over_horizon.labels(topology=topo.name).inc(over)
+                    log.warning("topology %s shard %s: %d events beyond the epoch's public "
+                                "event bound dropped (truncated at the exact event)",
+                                topo.name, shard, over)
+                dropped += capped + over
+                over_total += over
                 applied += len(items)
                 continue
             start = 0
@@ -287,14 +358,14 @@ class Engine:
                 stop = min(len(items), start + st.room())
                 sl = slice(start, stop)
                 dropped += st.apply(items[sl], None if units is None else units[sl],
-                                    None if weights is None else weights[sl], 0, now)
+                                    None if weights is None else weights[sl], 0, now)[0]
                 start = stop
             applied += len(items)
         applied -= dropped
         m.events_in.labels(topology=topo.name).inc(applied)
         m.batch_size.labels(topology=topo.name).observe(len(decoded))
-        if dropped:
-            m.dropped.labels(topology=topo.name).inc(dropped)
+        if dropped - over_total:
+            m.dropped.labels(topology=topo.name).inc(dropped - over_total)
         return applied
 
     async def on_timer(self) -> None:
@@ -306,16 +377,15 @@ class Engine:
                 every = topo.release.every_ticks
                 for st in ps.shards.values():
                     if st.is_tick:
+                        self._catch_up(ps, st, now)
                         epoch, local = st.tick_of(now)
-                        if epoch > st.epoch:
-                            self._roll(ps, st, epoch, now)
-                        st.advance(local)
-                        slot = local // every
+                        if epoch == st.epoch:
+                            st.advance(local)
                     else:
                         slot = self._arrival_slot(topo, now)
-                    if slot > st.released_slot:
-                        st.released_slot = slot
-                        self._release(ps, st, now, final=False)
+                        if slot > st.released_slot:
+                            st.released_slot = slot
+                            self._release(ps, st, now, final=False)
                     self._gauges(topo, st)
                 period = topo.privacy.tick_ms * every
                 if ps.pending or (ps.dirty and now - ps.last_commit_ms >= period):

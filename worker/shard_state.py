@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import inspect
 import json
 import struct
 from dataclasses import dataclass, field
@@ -119,38 +120,58 @@ class ShardState:
         """Tick clock: close every tick before ``local_tick`` of the current epoch."""
         local_tick = min(local_tick, self.topology.horizon)
         if local_tick > self.rounds:
-            self.mechanism.advance_to(local_tick)
+            advance_to = getattr(self.mechanism, "advance_to", None)
+            if advance_to is not None:  # windowed mechanisms may have no clock
+                advance_to(local_tick)
             self.rounds = local_tick
 
     # ---- ingestion ---------------------------------------------------------
     def apply(self, items: np.ndarray, units: np.ndarray | None, weights: np.ndarray | None,
-              local_tick: int, now_ms: float) -> int:
-        """Add a batch of this shard's events; return how many the unit cap dropped.
+              local_tick: int, now_ms: float, limit: int | None = None) -> tuple[int, int]:
+        """Add a batch of this shard's events; return ``(capped, over_limit)`` drop counts.
 
-        Tick clock: every event belongs to ``local_tick``. Arrival clock: the
-        caller guarantees ``len(items) <= room()``.
+        ``capped``: events the exact unit cap dropped. ``over_limit``: events
+        beyond ``limit`` events per epoch (the mechanism's public event bound),
+        truncated at the exact event position after the cap. Tick clock: every
+        event belongs to ``local_tick``. Arrival clock: the caller guarantees
+        ``len(items) <= room()``.
         """
-        dropped = 0
+        dropped = over = 0
         if units is not None:
             keep = cap_mask(units, self.unit_counts, self.topology.privacy.unit_cap)
             dropped = int(keep.shape[0] - np.count_nonzero(keep))
             if dropped:
-                items = items[keep]
+                items, units = items[keep], units[keep]
                 weights = None if weights is None else weights[keep]
+        if limit is not None and self.events_in_epoch + items.shape[0] > limit:
+            room = max(0, limit - self.events_in_epoch)
+            over = int(items.shape[0] - room)
+            items = items[:room]
+            units = None if units is None else units[:room]
+            weights = None if weights is None else weights[:room]
         n = items.shape[0]
         if n == 0:
-            return dropped
+            return dropped, over
+        extra = {"units": units} if units is not None and self._takes_units() else {}
         if self.is_tick:
             self.advance(local_tick)
             ticks = np.full(n, local_tick, dtype=np.int64)
-            self.mechanism.update_batch(items, ticks=ticks, weights=weights)
+            self.mechanism.update_batch(items, ticks=ticks, weights=weights, **extra)
         else:
-            self.mechanism.update_batch(items, ticks=None, weights=weights)
-            self.events_in_epoch += n
+            self.mechanism.update_batch(items, ticks=None, weights=weights, **extra)
+        self.events_in_epoch += n
+        if not self.is_tick:
             self.rounds = self.events_in_epoch
         if self.oldest_unreleased_ms is None:
             self.oldest_unreleased_ms = now_ms
-        return dropped
+        return dropped, over
+
+    def _takes_units(self) -> bool:
+        """Whether the mechanism wants the privacy units (e.g. PAMG's per-unit sets)."""
+        try:
+            return "units" in inspect.signature(self.mechanism.update_batch).parameters
+        except (TypeError, ValueError):
+            return False
 
     # ---- serialization -----------------------------------------------------
     def to_bytes(self) -> bytes:

@@ -146,6 +146,7 @@ def test_restore_republishes_pending_bytes_and_skips_covered_records() -> None:
         await e1.process_batch("in", 0, recs[:6])
         clock.t += 0.5
         p = e1.parts[("t", 0)]
+        p.shards["r1"].released_slot = 1  # what the timer's catch-up does for slot 1
         e1._release(p, p.shards["r1"], e1.now_ms(), final=False)  # pending, then "crash"
         await store.write(PartitionCheckpoint("t", 0, p.next_offset,
                                               [s.to_bytes() for s in p.shards.values()],

@@ -1,0 +1,149 @@
+"""Engine schedule (pure, no broker): release timing/content never depend on event arrivals,
+closed shard sets publish from assignment, event bounds truncate exactly, windowed mechanisms
+release once per window. All noise is zero (exactness tests, no randomness)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
+from tests.unit.test_worker_state import Clock, MemSink, MemStore, ev
+from worker.engine import Engine
+from worker.mechanisms import load_mechanisms
+from worker.routing import partition_for
+from worker.topology import parse_topology
+
+TOPO = """
+name: t
+input: {{topic: in, partitions: {parts}, fields: {{shard: r, item: i}}}}
+{shards}
+mechanism: {{name: {mech}, params: {params}}}
+privacy: {{eps: 1.0, delta: 1.0e-6, tick_ms: 100, epoch_ticks: 50}}
+noise: {{kind: zero, allow_insecure_noise: true}}
+release: {{every_ticks: {every}, topic: out}}
+dead_letter: {{topic: dlq}}
+"""
+T0 = 1_000_000.0  # tick 10_000_000: epoch 200_000, local tick 0
+
+
+def make(mech: str = "test_exact_counts", params: str = "{}", every: int = 5, parts: int = 1,
+         shards: str = "") -> Any:
+    load_mechanisms()
+    return parse_topology(TOPO.format(mech=mech, params=params, every=every, parts=parts,
+                                      shards=shards))
+
+
+def out(sink: MemSink) -> list[dict[str, Any]]:
+    return [json.loads(v) for t, _, v in sink.sent if t == "out"]
+
+
+def _scenario(extra_event_before_timer: bool) -> tuple[list[bytes], list[int]]:
+    clock = Clock(T0)
+    eng = Engine([make()], MemStore(), MemSink(), clock=clock)
+    sizes: list[int] = []
+
+    async def run() -> None:
+        await eng.assign([("in", 0)])
+        await eng.process_batch("in", 0, [ev(0, "r1", "a"), ev(1, "r1", "b")])  # tick 0
+        clock.t += 0.72  # tick 7: the slot-1 boundary (tick 5) has passed, timer not yet run
+        if extra_event_before_timer:
+            await eng.process_batch("in", 0, [ev(2, "r1", "c")])
+            sizes.append(len(eng.sink.sent))  # nothing published from ingestion
+        clock.t += 0.01
+        await eng.on_timer()
+        clock.t += 5.0  # past the epoch's end (tick 57)
+        if extra_event_before_timer:
+            await eng.process_batch("in", 0, [ev(3, "r1", "d")])
+            sizes.append(len(eng.sink.sent))
+        await eng.on_timer()
+
+    asyncio.run(run())
+    return [v for t, _, v in eng.sink.sent if t == "out"], sizes
+
+
+def test_release_bytes_and_stamps_do_not_depend_on_event_arrivals() -> None:
+    """An event arriving between a boundary and the timer changes neither the release
+    (content covers exactly the ticks before the boundary) nor its published_at."""
+    quiet, _ = _scenario(False)
+    busy, sizes = _scenario(True)
+    assert sizes == [0, 1]  # ingestion never publishes (the 1 is the slot-1 release)
+    q = [json.loads(r) for r in quiet]
+    b = [json.loads(r) for r in busy]
+    assert [(r["epoch"], r["seq"], r["final"]) for r in q] == [
+        (200_000, 0, False), (200_000, 1, True), (200_001, 0, False)]
+    assert [(r["epoch"], r["seq"]) for r in b] == [(200_000, 0), (200_000, 1), (200_001, 0)]
+    assert q[0] == b[0]  # slot 1: identical bytes-level content
+    assert q[0]["payload"]["counts"] == {"a": 1, "b": 1}
+    assert q[0]["published_at"] == (10_000_000 + 5) * 100  # the slot boundary, not "now"
+    assert b[1]["published_at"] == q[1]["published_at"] == (10_000_000 + 50) * 100
+    assert b[1]["payload"]["counts"] == {"a": 1, "b": 1, "c": 1}  # "d" is the next epoch
+    assert q[2]["published_at"] == b[2]["published_at"] == (10_000_000 + 55) * 100
+    assert b[2]["payload"]["counts"] == {}  # "d" arrived at tick 57 > the slot boundary 55
+
+
+def test_allowed_shards_publish_from_assignment_without_events() -> None:
+    shards = [f"r{i}" for i in range(8)]
+    t = make(parts=2, shards="shards: {allowed: [" + ", ".join(shards) + "]}")
+    clock = Clock(T0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0)])
+        clock.t += 0.55
+        await eng.on_timer()
+
+    asyncio.run(run())
+    mine = sorted(s for s in shards if partition_for(s, 2) == 0)
+    assert mine and sorted(r["shard"] for r in out(eng.sink)) == mine
+    assert all(r["payload"]["counts"] == {} for r in out(eng.sink))
+
+
+def test_event_bound_truncates_at_the_exact_event_not_the_batch() -> None:
+    params = "{k: 2, k_tilde: 4, event_horizon: 10, hash_seed: 1}"
+    t = make("lazy_hh", params)
+    clock = Clock(T0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+
+    async def run() -> list[int]:
+        await eng.assign([("in", 0)])
+        got = [await eng.process_batch("in", 0, [ev(k, "r1", f"i{k}") for k in range(7)])]
+        got.append(await eng.process_batch("in", 0, [ev(k, "r1", f"i{k}")
+                                                     for k in range(7, 12)]))
+        got.append(await eng.process_batch("in", 0, [ev(12, "r1", "x")]))
+        return got
+
+    assert asyncio.run(run()) == [7, 3, 0]  # the batch crossing the bound keeps 3 of 5
+    st = eng.parts[("t", 0)].shards["r1"]
+    assert st.events_in_epoch == 10 and st.mechanism._events == 10
+    assert eng.metrics.value("dpstream_events_over_horizon_total", topology="t") == 3
+
+
+def test_windowed_mechanism_releases_once_per_window_then_fresh() -> None:
+    t = make("pmg", "{k: 8, item_kind: str}", every=50)
+    clock = Clock(T0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0)])
+        recs = [ev(k, "r1", "hot" if k % 2 else f"c{k % 3}") for k in range(200)]
+        await eng.process_batch("in", 0, recs)
+        for _ in range(4):  # timers inside the window publish nothing
+            clock.t += 1.0
+            await eng.on_timer()
+        assert out(eng.sink) == []
+        clock.t += 1.5  # window (epoch) over
+        await eng.on_timer()
+        await eng.on_timer()
+        await eng.process_batch("in", 0, [ev(200, "r1", "new")])
+
+    asyncio.run(run())
+    (rel,) = out(eng.sink)
+    assert (rel["epoch"], rel["seq"], rel["final"], rel["mechanism"]) == (200_000, 0, True, "pmg")
+    assert rel["published_at"] == (10_000_000 + 50) * 100
+    items = {x["item"]: x for x in rel["payload"]["items"]}
+    assert "hot" in items
+    st = eng.parts[("t", 0)].shards["r1"]
+    assert st.epoch == 200_001 and st.mechanism is not None and st.events_in_epoch == 1
+    assert items["hot"]["estimate"] == 100  # k > distinct items: MG is exact, zero noise

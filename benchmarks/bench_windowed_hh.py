@@ -121,11 +121,12 @@ def dataset_rows(name: str, items: np.ndarray, f: np.ndarray, universe: int,
     # TrieHH: sub-window levels (ticks = position * W // n: stationary stream) and all-levels.
     W = 1000
     ticks = (np.arange(items.shape[0], dtype=np.int64) * W) // items.shape[0]
-    for mode in ("subwindow", "all"):
+    for mode, acc in (("subwindow", "note"), ("all", "note"), ("subwindow", "exact"),
+                      ("all", "exact")):
         spec_t = TrieHHSpec(levels=levels, bits=bits, eps=EPS, delta=DELTA, mode=mode,
-                            window_ticks=W)
-        rows.append(run(f"TrieHH {mode}, L={levels} x {bits} bits, theta={spec_t.theta}, "
-                        f"p={spec_t.sampling_rate:.4f}",
+                            window_ticks=W, accountant=acc)
+        rows.append(run(f"TrieHH {mode}, {acc} accountant, L={levels} x {bits} bits, "
+                        f"theta={spec_t.theta}, p={spec_t.sampling_rate:.4f}",
                         partial(TrieHH, spec_t), fast, items, f, EPS, ticks))
     return rows
 

@@ -49,7 +49,7 @@ Record = tuple[int, bytes | None, bytes | None, int]
 
 REASONS = ("oversized", "empty", "not_utf8", "malformed_json", "not_an_object",
            "missing_field", "wrong_type", "bad_version", "length_mismatch",
-           "unknown_shard", "wrong_partition", "nul_in_field")
+           "unknown_shard", "wrong_partition", "nul_in_field", "out_of_domain")
 """Every dead-letter reason code (also the ``reason`` label of the metrics)."""
 
 COLUMNAR_VERSION = 1
@@ -250,6 +250,7 @@ def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
               and item_type == "str")
     ks, ki = p_shard[0], p_item[0]
     signed = spec.signed_weights
+    top = None if spec.item_bits is None else 1 << spec.item_bits
     for n, (offset, key, value, ts) in enumerate(records):
         try:
             doc = _load(value, limit) if docs is None else docs[n]
@@ -264,6 +265,9 @@ def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
                 raise _Bad("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
             shard = _key_str(_dig(doc, p_shard, f.shard), "shard key")
             item = _item(_dig(doc, p_item, f.item), item_type)
+            if top is not None and not 0 <= item < top:
+                raise _Bad("out_of_domain", f"item outside [0, 2**{spec.item_bits}) (the "
+                           "mechanism's `bits`)")
             unit = _key_str(_dig(doc, p_unit, str(f.unit)), "unit") if p_unit else None
             if nul:
                 _no_nul(shard, "shard key")
@@ -341,6 +345,10 @@ def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> 
             if nul and spec.item_type == "str":
                 _no_nul("".join(v for v in raw_items if isinstance(v, str)), "column 'item'")
             items = _item_column(raw_items, spec.item_type)
+            if spec.item_bits is not None and n and (
+                    int(items.min()) < 0 or int(items.max()) >= 1 << spec.item_bits):
+                raise _Bad("out_of_domain", f"column 'item' has values outside "
+                           f"[0, 2**{spec.item_bits}) (the mechanism's `bits`)")
             units = None
             if f.unit:
                 ulist = [_key_str(u, "unit") for u in _column(doc, "unit", n)]

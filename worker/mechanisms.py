@@ -29,6 +29,7 @@ MECHANISM_MODULES: tuple[str, ...] = (
     "sketches.pamg",
     "sketches.triehh",
     "sketches.dp_linear",
+    "sketches.dp_cms_hh",
     "sketches.dyadic_quantiles",
     "sketches.fp_sketch",
 )

@@ -30,7 +30,7 @@ import glob
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,8 @@ class InputSpec:
     item_type: str = "str"
     signed_weights: bool = False
     """Accept negative weights (turnstile deletions, e.g. ``weight: -1``)."""
+    item_bits: int | None = None
+    """Integer items must lie in ``[0, 2**item_bits)`` (from the mechanism's ``bits``)."""
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,9 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
     mech.reject_unknown(["name", "params"])
     mech_name = mech.get("name", str)
     params = mech.get("params", dict, {})
+    bits = params.get("bits")
+    if inp.item_type == "int" and isinstance(bits, int) and not isinstance(bits, bool):
+        inp = replace(inp, item_bits=bits)  # out-of-domain items become dead letters
     privacy = _parse_privacy(top.sub("privacy"), inp.fields)
     noise = _parse_noise(top.sub("noise", required=False), production)
     rel = top.sub("release")

@@ -220,3 +220,16 @@ def test_nul_rejected_on_the_simple_fast_path() -> None:
     out = decode_batch(simple, [rec(0, b'{"router": "r", "src": "a"}'),
                                 rec(1, b'{"router": "r", "src": "a\\u0000"}')])
     assert out.items.tolist() == ["a"] and [d.reason for d in out.dead] == ["nul_in_field"]
+
+
+def test_int_items_outside_the_mechanism_domain_are_dead_lettered() -> None:
+    spec = InputSpec("in", 1, "json", FieldPaths("router", "src"), item_type="int", item_bits=4)
+    out = decode_batch(spec, [rec(0, b'{"router": "r", "src": 15}'),
+                              rec(1, b'{"router": "r", "src": 16}'),
+                              rec(2, b'{"router": "r", "src": -1}')])
+    assert out.items.tolist() == [15] and [d.reason for d in out.dead] == ["out_of_domain"] * 2
+    cols = InputSpec("in", 1, "columnar", FieldPaths("router", "src"), item_type="int",
+                     item_bits=4)
+    out = decode_batch(cols, [rec(0, b'{"v": 1, "shard": "r", "item": [1, 16]}'),
+                              rec(1, b'{"v": 1, "shard": "r", "item": [1, 2]}')])
+    assert out.items.tolist() == [1, 2] and [d.reason for d in out.dead] == ["out_of_domain"]

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
+
+import pytest
+import yaml
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from tests.unit.test_worker_state import Clock, MemSink, MemStore, ev
 from worker.engine import Engine
 from worker.mechanisms import load_mechanisms
 from worker.routing import partition_for
-from worker.topology import parse_topology
+from worker.topology import parse_topology, validate_mechanism_params
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TOPO = """
 name: t
@@ -147,3 +153,47 @@ def test_windowed_mechanism_releases_once_per_window_then_fresh() -> None:
     st = eng.parts[("t", 0)].shards["r1"]
     assert st.epoch == 200_001 and st.mechanism is not None and st.events_in_epoch == 1
     assert items["hot"]["estimate"] == 100  # k > distinct items: MG is exact, zero noise
+
+
+WINDOWED = sorted(p.name for p in (ROOT / "topologies").glob("windowed_*.yaml"))
+
+
+@pytest.mark.parametrize("fname", WINDOWED)
+def test_shipped_windowed_topologies_release_once_per_window(fname: str) -> None:
+    """Each shipped windowed topology (zero noise, shorter window) runs through the engine:
+    events of one window -> exactly one final release at the window's end."""
+    load_mechanisms()
+    doc = yaml.safe_load((ROOT / "topologies" / fname).read_text())
+    doc.update(production=False, noise={"kind": "zero", "allow_insecure_noise": True})
+    doc["privacy"].update(tick_ms=100, epoch_ticks=20)
+    doc["release"]["every_ticks"] = 20
+    t = parse_topology(yaml.safe_dump(doc), fname)
+    validate_mechanism_params(t)
+    f = t.input.fields
+    shard = next(s for s in sorted(t.allowed_shards or {"r0"})
+                 if partition_for(s, t.input.partitions) == 0)
+    recs = []
+    for k in range(300):
+        item: Any = (1000 + k % 3) if t.input.item_type == "int" else f"10.0.0.{k % 3}"
+        ev_doc: dict[str, Any] = {f.shard: shard, f.item: item}
+        if f.weight:
+            ev_doc[f.weight] = -1 if k % 10 == 9 else 1
+        recs.append((k, shard.encode(), json.dumps(ev_doc).encode(), 0))
+    clock = Clock(T0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+
+    async def run() -> None:
+        await eng.assign([(t.input.topic, 0)])
+        assert await eng.process_batch(t.input.topic, 0, recs) == 300
+        clock.t += 1.0
+        await eng.on_timer()
+        assert not [r for r in eng.sink.sent if r[0] == t.release.topic]
+        clock.t += 1.05
+        await eng.on_timer()
+        await eng.on_timer()
+
+    asyncio.run(run())
+    rels = [json.loads(v) for tp, _, v in eng.sink.sent if tp == t.release.topic]
+    assert [(r["shard"], r["seq"], r["final"]) for r in rels if r["shard"] == shard] == [
+        (shard, 0, True)]
+    assert eng.parts[(t.name, 0)].shards[shard].epoch == rels[0]["epoch"] + 1

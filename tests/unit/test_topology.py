@@ -175,3 +175,11 @@ def test_signed_weights_flag() -> None:
     assert parse_topology(_with("input.signed_weights", True)).input.signed_weights
     with pytest.raises(SpecError, match=r"input\.signed_weights"):
         parse_topology(_with("input.signed_weights", "yes"))
+
+
+def test_int_items_get_the_mechanism_domain() -> None:
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc["input"]["item_type"] = "int"
+    doc["mechanism"] = {"name": "dyadic_quantiles", "params": {"bits": 12}}
+    assert parse_topology(yaml.safe_dump(doc)).input.item_bits == 12
+    assert parse_topology(yaml.safe_dump(BASE)).input.item_bits is None

@@ -1,49 +1,63 @@
-"""Seeded, vectorised 64-bit hashing of stream items (public, recomputable).
+"""Vectorised hashing of stream items into sketch rows (strongly universal rows).
 
 Every sketch row ``i`` needs a bucket function ``h_i: items -> [0, width)`` and,
-for Count Sketch, a sign function ``g_i: items -> {-1, +1}``. Both are derived
-from one 64-bit *key* per item. The hash is public: it travels in every sketch
-release (:meth:`HashSpec.to_public`) so that readers can answer point queries.
-It is *not* a cryptographic hash and it is never Python's ``hash()`` (which is
-salted per process and would make releases unreadable).
+for Count Sketch, a sign function ``g_i: items -> {-1, +1}``. Items are first
+mapped *injectively* (ints) or by a seeded 64-bit hash (str/bytes) to a 64-bit
+*key*; every row then applies its own hash, drawn from a **strongly universal
+(pairwise-independent) family with independent parameters per row**, which is
+what the analyses of paper 002 assume (Lemma 5 for CMS/CS and Lemma 6, the
+LazyHH privacy argument: rows pairwise independent and mutually independent).
+It is never Python's ``hash()`` (salted per process).
 
-Definition (all arithmetic modulo 2**64 on unsigned 64-bit integers)
---------------------------------------------------------------------
-``fmix64(z)`` is the MurmurHash3 finaliser::
+Family: vector multiply-add-shift (Dietzfelbinger, STACS 1996; stated for
+vectors in M. Thorup, *High Speed Hashing for Integers and Strings*,
+arXiv:1504.06804, Section 3.3). Split the key into 32-bit limbs
+``x = (x_lo, x_hi)``; with ``a, a', b`` uniform in ``[2**64]``::
 
-    z ^= z >> 33; z *= 0xFF51AFD7ED558CCD; z ^= z >> 33
-    z *= 0xC4CEB9FE1A85EC53; z ^= z >> 33
+    H(x) = ((a * x_lo + a' * x_hi + b) mod 2**64) >> (64 - l)
 
-Seed material, from the spec's integer ``seed`` (taken modulo 2**64)::
+is *strongly universal* onto ``[2**l]`` for ``l <= 33`` (Thorup's condition
+``wbar >= w + l - 1`` with limb width ``w = 32``, ``wbar = 64``): for keys
+``x != y`` the pair ``(H(x), H(y))`` is uniform on ``[2**l]**2``. Rows use
+independent ``(a, a', b)``, so rows are mutually independent.
 
-    base     = fmix64(seed ^ 0x9E3779B97F4A7C15)
-    int_salt = fmix64(base ^ 0x1)          # integer items
-    str_salt = fmix64(base ^ 0x2)          # str / bytes items
+- bucket: ``z = H(x)`` with ``l = 32``; ``bucket = (z * width) >> 32``. For a
+  power-of-two width this is exactly uniform and pairwise independent. For
+  other widths every bucket has ``floor`` or ``ceil`` of ``2**32 / width``
+  preimages, so ``P[bucket = j] <= 1/width + 2**-32`` and, for ``x != y``,
+  ``P[h(x) = j, h(y) = j'] <= (1/width + 2**-32)**2`` (bias bound: add
+  ``2**-32`` to every ``1/width`` of an analysis; Lemma 6 uses ``1/k~``).
+- sign: a second, independent row hash ``H'`` (own ``(c, c', e)``), ``l = 1``:
+  ``sign = +1`` if the top bit of ``c x_lo + c' x_hi + e`` is 0, else ``-1``.
 
-Item keys:
+Item keys (the hash family is over keys; distinct items must have distinct
+keys, see below)::
 
-- integer item ``x`` (any integer dtype, reinterpreted as two's-complement
-  uint64): ``key = fmix64(uint64(x) ^ int_salt)``.
-- ``str`` items are encoded as UTF-8; ``bytes`` are used as is. Trailing NUL
-  bytes are not significant (numpy fixed-width byte strings drop them). The
-  byte string ``b`` of length ``L`` is zero-padded to a multiple of 8 and read
-  as ``k = ceil(L / 8)`` little-endian uint64 words ``w_0 .. w_{k-1}`` (so a
-  key never depends on the other items of a batch); then::
+    fmix64(z): z ^= z >> 33; z *= 0xFF51AFD7ED558CCD; z ^= z >> 33
+               z *= 0xC4CEB9FE1A85EC53; z ^= z >> 33      (all mod 2**64)
 
-      h = str_salt
-      for each word w_j:  h = fmix64(h ^ w_j)
-      key = fmix64(h ^ L)
+- integer ``x`` (two's-complement uint64): ``key = fmix64(x ^ int_salt)`` --
+  a bijection, so distinct ints never share a key.
+- str (UTF-8) / bytes ``s`` of *true* byte length ``L`` (trailing NULs count:
+  ``"a"`` and ``"a\\x00"`` differ), zero-padded to ``k = ceil(L/8)``
+  little-endian uint64 words: ``h = str_salt; h = fmix64(h ^ w_j)`` for each
+  word; ``key = fmix64(h ^ L)``. The encoding (words, ``L``) is injective; two
+  distinct strings share a key only by a 64-bit collision (residual risk,
+  docs/PRIVACY.md). Fixed-width numpy ``U``/``S`` arrays cannot hold trailing
+  NULs (numpy strips them when the array is built); pass object arrays or
+  lists to hash such items exactly (lists are converted to object arrays).
 
-Row functions, for row ``i`` in ``0 .. depth-1``::
+Parameters. ``2 + 6 d`` uint64 words ``u_0, u_1, ...``: ``int_salt = u_0``,
+``str_salt = u_1``, and for row ``i`` ``(a, a', b, c, c', e) = u_{2+6i} ..
+u_{7+6i}``. They come either
 
-    a_i = fmix64(base ^ (2*i + 3)) | 1     # odd multiplier
-    b_i = fmix64(base ^ (2*i + 4))
-    y_i = key * a_i + b_i                  # mod 2**64
-    bucket_i = ((y_i >> 32) * width) >> 32   # in [0, width)
-    sign_i   = +1 if bit 31 of y_i is 0 else -1
-
-``to_public()`` lists ``seed``, ``depth``, ``width``, the algorithm name and
-the derived ``a_i``/``b_i`` so any reader can recompute buckets and signs.
+- from a public integer ``seed`` (seed expansion, recomputable by any
+  reader): ``u = SHAKE-256(b"dpstream-hash-v2" || uint64_le(seed mod 2**64))``
+  read as little-endian uint64 words. The hash is then public and travels in
+  every release (:meth:`HashSpec.to_public`); or
+- from secret random bytes (:meth:`HashSpec.random`, ``noise.random_bytes``)
+  for mechanisms whose hash must stay secret (LazyHH): ``to_public()`` then
+  refuses, and checkpoints use :meth:`HashSpec.to_state`.
 
 Examples
 --------
@@ -58,176 +72,156 @@ dtype('uint64')
 >>> bool((spec.item_keys(np.array(["10.0.0.1"])) ==
 ...       spec.item_keys(np.array([b"10.0.0.1"], dtype=object))).all())
 True
->>> sorted(set(spec.signs(keys).ravel().tolist())) in ([-1], [1], [-1, 1])
+>>> k = spec.item_keys(["10.0.0.1", "10.0.0.1\\x00"])
+>>> bool(k[0] != k[1])
 True
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from sketches.errors import SpecError
+from sketches.errors import PrivacyError, SpecError
+from sketches.hash_keys import fmix64, item_keys
 
-__all__ = ["HASH_ALGORITHM", "HashSpec", "fmix64"]
+__all__ = ["HASH_ALGORITHM", "HASH_VERSION", "HashSpec", "fmix64"]
 
-HASH_ALGORITHM = "dpstream-fmix64-v1"
-
-_M1 = np.uint64(0xFF51AFD7ED558CCD)
-_M2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
+HASH_ALGORITHM = "dpstream-msv-v2"
+HASH_VERSION = 2
+_SEED_TAG = b"dpstream-hash-v2"
 _S32 = np.uint64(32)
+_S63 = np.uint64(63)
+_LO32 = np.uint64(0xFFFFFFFF)
 _MASK64 = (1 << 64) - 1
 
 
-def _fmix64_int(z: int) -> int:
-    """Scalar ``fmix64`` on a Python int (used for seed material)."""
-    z &= _MASK64
-    z ^= z >> 33
-    z = (z * 0xFF51AFD7ED558CCD) & _MASK64
-    z ^= z >> 33
-    z = (z * 0xC4CEB9FE1A85EC53) & _MASK64
-    z ^= z >> 33
-    return z
+class RandomBytes(Protocol):
+    """The part of :class:`sketches.noise.NoiseSource` :meth:`HashSpec.random` uses."""
+
+    def random_bytes(self, n: int) -> bytes: ...
 
 
-def fmix64(z: np.ndarray) -> np.ndarray:
-    """MurmurHash3 64-bit finaliser, vectorised, in place on a copy.
+def n_params(depth: int) -> int:
+    """Number of uint64 parameter words of a depth-``d`` spec: ``2 + 6 d``."""
+    return 2 + 6 * int(depth)
 
-    Parameters
-    ----------
-    z : numpy.ndarray of uint64
 
-    Returns
-    -------
-    numpy.ndarray of uint64
+def expand_seed(seed: int, n: int) -> tuple[int, ...]:
+    """Documented seed expansion: ``n`` uint64 words of SHAKE-256 (see module docstring).
 
     Examples
     --------
-    >>> int(fmix64(np.array([1], dtype=np.uint64))[0]) == _fmix64_int(1)
+    >>> expand_seed(1, 3) == expand_seed(1, 8)[:3]
     True
     """
-    z = np.array(z, dtype=np.uint64, copy=True)
-    z ^= z >> _S33
-    z *= _M1
-    z ^= z >> _S33
-    z *= _M2
-    z ^= z >> _S33
-    return z
+    msg = _SEED_TAG + (int(seed) & _MASK64).to_bytes(8, "little")
+    raw = hashlib.shake_256(msg).digest(8 * n)
+    return tuple(int(x) for x in np.frombuffer(raw, dtype="<u8"))
 
 
-def _fmix64_inplace(z: np.ndarray) -> None:
-    z ^= z >> _S33
-    z *= _M1
-    z ^= z >> _S33
-    z *= _M2
-    z ^= z >> _S33
-
-
-def _as_byte_matrix(items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return (uint64 words [n, k], byte lengths [n]) for str/bytes items."""
-    if items.dtype.kind == "U":
-        width = items.dtype.itemsize // 4
-        codes = items.view(np.uint32).reshape(items.shape[0], width) if width else None
-        if codes is not None and codes.size and int(codes.max()) >= 128:
-            arr = np.char.encode(items, "utf-8")
-        else:
-            # ASCII fast path: code points are the UTF-8 bytes.
-            arr = (codes.astype(np.uint8) if codes is not None
-                   else np.zeros((items.shape[0], 0), np.uint8))
-            lengths = np.char.str_len(items).astype(np.uint64)
-            return _pack_words(arr), lengths
-    elif items.dtype.kind == "S":
-        arr = items
-    else:  # object array of str/bytes
-        if items.size == 0:
-            return np.zeros((0, 0), np.uint64), np.zeros(0, np.uint64)
-        first = items[0]
-        try:
-            if isinstance(first, str):
-                return _as_byte_matrix(items.astype(str))
-            arr = items.astype(bytes)
-        except (UnicodeError, TypeError, ValueError) as exc:
-            raise SpecError(
-                "items: expected an array of int, str or bytes; convert items to one of"
-                f" these types before hashing ({exc})"
-            ) from None
-    n = arr.shape[0]
-    itemsize = arr.dtype.itemsize
-    lengths = np.char.str_len(arr).astype(np.uint64)
-    mat = arr.view(np.uint8).reshape(n, itemsize) if itemsize else np.zeros((n, 0), np.uint8)
-    return _pack_words(mat), lengths
-
-
-def _pack_words(mat: np.ndarray) -> np.ndarray:
-    n, nbytes = mat.shape
-    k = (nbytes + 7) // 8
-    if k * 8 != nbytes:
-        padded = np.zeros((n, k * 8), dtype=np.uint8)
-        padded[:, :nbytes] = mat
-        mat = padded
-    else:
-        mat = np.ascontiguousarray(mat)
-    return mat.view("<u8").reshape(n, k).astype(np.uint64, copy=False)
+def limbs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(x_lo, x_hi)``: the 32-bit limbs of uint64 keys, as uint64 arrays."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    return keys & _LO32, keys >> _S32
 
 
 @dataclass(frozen=True)
 class HashSpec:
-    """Seeded hash functions for a ``depth x width`` sketch.
+    """Strongly universal row hashes for a ``depth x width`` sketch.
 
     Parameters
     ----------
-    seed : int
-        Public seed (any integer; used modulo 2**64).
+    seed : int or None
+        Public seed (any integer; used modulo 2**64). ``None`` only together
+        with ``params`` (secret random hash, see :meth:`random`).
     depth : int
         Number of rows ``d`` (>= 1).
     width : int
         Number of columns ``w`` (1 <= w < 2**32).
+    params : tuple of int, optional
+        Explicit ``2 + 6 d`` parameter words (secret; not shown in ``repr``).
 
     Examples
     --------
     >>> spec = HashSpec(seed=1, depth=2, width=8)
-    >>> spec.to_public()["algorithm"]
-    'dpstream-fmix64-v1'
+    >>> spec.to_public()["algorithm"], spec.to_public()["version"]
+    ('dpstream-msv-v2', 2)
     >>> HashSpec.from_public(spec.to_public()) == spec
     True
     """
 
-    seed: int
+    seed: int | None
     depth: int
     width: int
-    _a: np.ndarray = field(init=False, repr=False, compare=False)
-    _b: np.ndarray = field(init=False, repr=False, compare=False)
-    _int_salt: np.uint64 = field(init=False, repr=False, compare=False)
-    _str_salt: int = field(init=False, repr=False, compare=False)
+    params: tuple[int, ...] | None = field(default=None, repr=False)
+    _p: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.seed, int | np.integer) or isinstance(self.seed, bool):
-            raise SpecError(f"hash_seed: must be an integer, got {self.seed!r}; pass an int")
-        if not isinstance(self.depth, int | np.integer) or self.depth < 1:
+        if not isinstance(self.depth, int | np.integer) or isinstance(self.depth, bool) \
+                or self.depth < 1:
             raise SpecError(f"depth: must be an integer >= 1, got {self.depth!r}")
         if not isinstance(self.width, int | np.integer) or not 1 <= self.width < 2**32:
             raise SpecError(f"width: must be an integer in [1, 2**32), got {self.width!r}")
-        base = _fmix64_int(int(self.seed) ^ 0x9E3779B97F4A7C15)
-        a = [_fmix64_int(base ^ (2 * i + 3)) | 1 for i in range(int(self.depth))]
-        b = [_fmix64_int(base ^ (2 * i + 4)) for i in range(int(self.depth))]
-        object.__setattr__(self, "_a", np.array(a, dtype=np.uint64))
-        object.__setattr__(self, "_b", np.array(b, dtype=np.uint64))
-        object.__setattr__(self, "_int_salt", np.uint64(_fmix64_int(base ^ 0x1)))
-        object.__setattr__(self, "_str_salt", _fmix64_int(base ^ 0x2))
+        object.__setattr__(self, "depth", int(self.depth))
+        object.__setattr__(self, "width", int(self.width))
+        n = n_params(self.depth)
+        if self.params is None:
+            if not isinstance(self.seed, int | np.integer) or isinstance(self.seed, bool):
+                raise SpecError(f"hash_seed: must be an integer, got {self.seed!r}; pass an int")
+            object.__setattr__(self, "seed", int(self.seed))
+            words = expand_seed(self.seed, n)
+        else:
+            if self.seed is not None:
+                raise SpecError("hash.seed: give either a seed or explicit params, not both")
+            words = tuple(int(x) for x in self.params)
+            if len(words) != n or any(not 0 <= x <= _MASK64 for x in words):
+                raise SpecError(
+                    f"hash.params: need {n} integers in [0, 2**64) for depth={self.depth},"
+                    f" got {len(words)}; build secret hashes with HashSpec.random"
+                )
+            object.__setattr__(self, "params", words)
+        object.__setattr__(self, "_p", np.array(words, dtype=np.uint64))
+
+    @classmethod
+    def random(cls, depth: int, width: int, noise: RandomBytes) -> HashSpec:
+        """A secret hash with parameters drawn from ``noise.random_bytes`` (uniform words).
+
+        Use :class:`~sketches.noise.SecureNoise` in production. The result's
+        :meth:`to_public` refuses; persist it with :meth:`to_state` (private).
+
+        Examples
+        --------
+        >>> from sketches.noise import make_noise
+        >>> h = HashSpec.random(2, 8, make_noise("fast", seed=1, allow_insecure=True))
+        >>> h.secret, h.seed is None, "params" not in repr(h)
+        (True, True, True)
+        """
+        n = n_params(depth)
+        raw = noise.random_bytes(8 * n)
+        if len(raw) != 8 * n:
+            raise SpecError(f"noise: random_bytes returned {len(raw)} bytes, expected {8 * n}")
+        words = tuple(int(x) for x in np.frombuffer(raw, dtype="<u8"))
+        return cls(None, depth, width, words)
+
+    @property
+    def secret(self) -> bool:
+        """True for a hash with secret random parameters (never released)."""
+        return self.params is not None
 
     # ------------------------------------------------------------------ keys
     def item_keys(self, items: np.ndarray | Sequence[Any]) -> np.ndarray:
-        """Map items (ints, str or bytes) to seeded 64-bit keys.
+        """Map items (ints, str or bytes) to 64-bit keys (injective on ints and encodings).
 
         Parameters
         ----------
         items : array-like
-            Integer array, or array of str (UTF-8) / bytes (``U``, ``S`` or
-            object dtype).
+            Integer array, or array/list of str (UTF-8) / bytes (``U``, ``S`` or
+            object dtype). Lists keep trailing NULs (object conversion).
 
         Returns
         -------
@@ -238,54 +232,50 @@ class HashSpec:
         >>> spec = HashSpec(seed=0, depth=1, width=4)
         >>> bool(spec.item_keys([5])[0] == spec.item_keys(np.array([5], np.int32))[0])
         True
-        >>> bool(spec.item_keys(["a"])[0] != spec.item_keys(["b"])[0])
+        >>> bool(spec.item_keys([b"ab"])[0] != spec.item_keys([b"ab\\x00"])[0])
         True
         """
-        arr = np.asarray(items)
-        if arr.ndim != 1:
-            arr = arr.reshape(-1)
-        kind = arr.dtype.kind
-        if kind in "iub":
-            keys = arr.astype(np.int64, copy=False).view(np.uint64) ^ self._int_salt
-            _fmix64_inplace(keys)
-            return keys
-        if kind in "USO":
-            words, lengths = _as_byte_matrix(arr)
-            h = np.full(arr.shape[0], self._str_salt, dtype=np.uint64)
-            nwords = (lengths + np.uint64(7)) >> np.uint64(3)
-            for j in range(words.shape[1]):
-                t = h ^ words[:, j]
-                _fmix64_inplace(t)
-                # only the item's own words count (numpy pads to the longest item)
-                np.copyto(h, t, where=nwords > np.uint64(j))
-            h ^= lengths
-            _fmix64_inplace(h)
-            return h
-        raise SpecError(
-            f"items: unsupported dtype {arr.dtype}; pass integers, str or bytes"
-        )
+        return item_keys(items, int(self._p[0]), int(self._p[1]))
 
     # --------------------------------------------------------------- per row
-    def _row_hash(self, keys: np.ndarray, row: int) -> np.ndarray:
-        y = keys * self._a[row]
-        y += self._b[row]
-        return y
+    def _row(self, row: int) -> tuple[np.uint64, np.uint64, np.uint64]:
+        p = self._p[2 + 6 * row: 5 + 6 * row]
+        return p[0], p[1], p[2]
+
+    def _sign_row(self, row: int) -> tuple[np.uint64, np.uint64, np.uint64]:
+        p = self._p[5 + 6 * row: 8 + 6 * row]
+        return p[0], p[1], p[2]
+
+    @staticmethod
+    def _mas(lo: np.ndarray, hi: np.ndarray, abc: tuple[np.uint64, np.uint64, np.uint64],
+             out: np.ndarray, tmp: np.ndarray) -> None:
+        """``out = a*lo + a'*hi + b`` (mod 2**64), in place."""
+        np.multiply(lo, abc[0], out=out)
+        np.multiply(hi, abc[1], out=tmp)
+        out += tmp
+        out += abc[2]
 
     def row_into(
-        self, keys: np.ndarray, row: int, out: np.ndarray, signs_out: np.ndarray | None = None
+        self, keys: np.ndarray | tuple[np.ndarray, np.ndarray], row: int, out: np.ndarray,
+        signs_out: np.ndarray | None = None, scratch: np.ndarray | None = None,
     ) -> None:
         """Write row ``row``'s buckets into ``out`` (int64/uint64, shape (n,)), in place.
 
-        Allocation-free hot-path variant of :meth:`buckets` (and of
+        Allocation-light hot-path variant of :meth:`buckets` (and of
         :meth:`signs` into ``signs_out``, any numeric dtype) for one row.
+        ``keys`` may be precomputed :func:`limbs` (saves two passes per row);
+        ``scratch`` an optional uint64 work array of shape (n,).
         """
+        lo, hi = limbs(keys) if not isinstance(keys, tuple) else keys
         y = out.view(np.uint64)
-        np.multiply(keys, self._a[row], out=y)
-        y += self._b[row]
+        tmp = np.empty_like(y) if scratch is None else scratch[: y.shape[0]]
         if signs_out is not None:
-            signs_out[...] = (y >> np.uint64(31)) & np.uint64(1)
+            self._mas(lo, hi, self._sign_row(row), y, tmp)
+            y >>= _S63
+            signs_out[...] = y
             signs_out *= -2
             signs_out += 1
+        self._mas(lo, hi, self._row(row), y, tmp)
         y >>= _S32
         y *= np.uint64(self.width)
         y >>= _S32
@@ -299,15 +289,25 @@ class HashSpec:
         >>> spec.buckets(spec.item_keys(np.arange(4))).shape
         (2, 4)
         """
-        keys = np.asarray(keys, dtype=np.uint64)
-        out = np.empty((self.depth, keys.shape[0]), dtype=np.int64)
-        w = np.uint64(self.width)
+        lh = limbs(keys)
+        out = np.empty((self.depth, lh[0].shape[0]), dtype=np.int64)
+        tmp = np.empty(lh[0].shape[0], dtype=np.uint64)
         for i in range(self.depth):
-            y = self._row_hash(keys, i)
-            y >>= _S32
-            y *= w
-            y >>= _S32
-            out[i] = y.view(np.int64)
+            self.row_into(lh, i, out[i], scratch=tmp)
+        return out
+
+    def cells(self, keys: np.ndarray) -> np.ndarray:
+        """Flat cell indices ``row * width + bucket``, ``int64[depth, n]``.
+
+        Examples
+        --------
+        >>> spec = HashSpec(seed=3, depth=2, width=5)
+        >>> keys = spec.item_keys(np.arange(4))
+        >>> bool((spec.cells(keys) == spec.buckets(keys) + [[0], [5]]).all())
+        True
+        """
+        out = self.buckets(keys)
+        out += (np.arange(self.depth, dtype=np.int64) * self.width)[:, None]
         return out
 
     def signs(self, keys: np.ndarray) -> np.ndarray:
@@ -320,58 +320,92 @@ class HashSpec:
         >>> bool(np.isin(s, [-1, 1]).all())
         True
         """
-        keys = np.asarray(keys, dtype=np.uint64)
-        out = np.empty((self.depth, keys.shape[0]), dtype=np.int8)
-        one = np.uint64(1)
-        for i in range(self.depth):
-            y = self._row_hash(keys, i)
-            bit = ((y >> np.uint64(31)) & one).astype(np.int8)
-            out[i] = 1 - 2 * bit
-        return out
+        return self.buckets_and_signs(keys)[1]
 
     def buckets_and_signs(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Both :meth:`buckets` and :meth:`signs`, sharing the row hashes."""
-        keys = np.asarray(keys, dtype=np.uint64)
-        b = np.empty((self.depth, keys.shape[0]), dtype=np.int64)
-        s = np.empty((self.depth, keys.shape[0]), dtype=np.int8)
-        w = np.uint64(self.width)
+        """Both :meth:`buckets` and :meth:`signs` (``int64[d, n]``, ``int8[d, n]``)."""
+        lh = limbs(keys)
+        n = lh[0].shape[0]
+        b = np.empty((self.depth, n), dtype=np.int64)
+        s = np.empty((self.depth, n), dtype=np.int8)
+        tmp = np.empty(n, dtype=np.uint64)
         for i in range(self.depth):
-            y = self._row_hash(keys, i)
-            s[i] = 1 - 2 * ((y >> np.uint64(31)) & np.uint64(1)).astype(np.int8)
-            y >>= _S32
-            y *= w
-            y >>= _S32
-            b[i] = y.view(np.int64)
+            self.row_into(lh, i, b[i], s[i], scratch=tmp)
         return b, s
 
     # ---------------------------------------------------------------- public
-    def to_public(self) -> dict[str, Any]:
-        """Everything a reader needs to recompute buckets and signs (JSON-able)."""
+    def _rows_public(self) -> dict[str, Any]:
+        p = [int(x) for x in self._p]
         return {
-            "algorithm": HASH_ALGORITHM,
-            "seed": int(self.seed),
-            "depth": int(self.depth),
-            "width": int(self.width),
-            "row_multipliers": [int(x) for x in self._a],
-            "row_offsets": [int(x) for x in self._b],
+            "row_params": [p[2 + 6 * i: 5 + 6 * i] for i in range(self.depth)],
+            "sign_params": [p[5 + 6 * i: 8 + 6 * i] for i in range(self.depth)],
+            # v1-named aliases (high-limb multiplier, offset) so that older fast
+            # paths that probe against buckets() detect the change and fall back
+            "row_multipliers": [p[3 + 6 * i] for i in range(self.depth)],
+            "row_offsets": [p[4 + 6 * i] for i in range(self.depth)],
         }
+
+    def to_public(self) -> dict[str, Any]:
+        """Everything a reader needs to recompute buckets and signs (JSON-able).
+
+        Raises
+        ------
+        PrivacyError
+            For a secret hash (:meth:`random`): it must never be released.
+        """
+        if self.secret:
+            raise PrivacyError(
+                "hash: this HashSpec has secret random parameters and must not be released;"
+                " use a seeded HashSpec for public sketches, or to_state() for checkpoints"
+            )
+        return {"algorithm": HASH_ALGORITHM, "version": HASH_VERSION, "seed": self.seed,
+                "depth": self.depth, "width": self.width, **self._rows_public()}
 
     @classmethod
     def from_public(cls, data: dict[str, Any]) -> HashSpec:
-        """Rebuild a spec from :meth:`to_public` output, checking the algorithm."""
-        algo = data.get("algorithm", HASH_ALGORITHM)
-        if algo != HASH_ALGORITHM:
+        """Rebuild a spec from :meth:`to_public` output, checking algorithm and parameters."""
+        algo = data.get("algorithm")
+        if algo != HASH_ALGORITHM or int(data.get("version", -1)) != HASH_VERSION:
             raise SpecError(
-                f"hash.algorithm: unknown hash algorithm {algo!r}; this reader supports"
-                f" {HASH_ALGORITHM!r}"
+                f"hash.algorithm: unsupported hash {algo!r} version {data.get('version')!r};"
+                f" this reader supports {HASH_ALGORITHM!r} version {HASH_VERSION}"
+                " (re-publish releases made by older dpstream versions)"
             )
         try:
             spec = cls(seed=int(data["seed"]), depth=int(data["depth"]),
                        width=int(data["width"]))
         except KeyError as exc:
             raise SpecError(f"hash.{exc.args[0]}: missing from hash spec; include it") from None
-        if "row_multipliers" in data and [int(x) for x in data["row_multipliers"]] != [
-            int(x) for x in spec._a
-        ]:
-            raise SpecError("hash.row_multipliers: do not match the seed; the release is corrupt")
+        mine = spec._rows_public()
+        for key in ("row_params", "sign_params", "row_multipliers", "row_offsets"):
+            if key in data and [x if isinstance(x, int) else [int(v) for v in x]
+                                for x in data[key]] != mine[key]:
+                raise SpecError(f"hash.{key}: do not match the seed; the release is corrupt")
         return spec
+
+    def to_state(self) -> dict[str, Any]:
+        """Private, JSON-able description (secret params included) for checkpoints."""
+        out: dict[str, Any] = {"algorithm": HASH_ALGORITHM, "version": HASH_VERSION,
+                               "depth": self.depth, "width": self.width}
+        if self.secret:
+            out["params"] = [int(x) for x in self._p]
+        else:
+            out["seed"] = self.seed
+        return out
+
+    @classmethod
+    def from_state(cls, data: dict[str, Any]) -> HashSpec:
+        """Inverse of :meth:`to_state`.
+
+        Examples
+        --------
+        >>> from sketches.noise import make_noise
+        >>> h = HashSpec.random(2, 8, make_noise("fast", seed=1, allow_insecure=True))
+        >>> HashSpec.from_state(h.to_state()) == h
+        True
+        """
+        if data.get("algorithm") != HASH_ALGORITHM:
+            raise SpecError(f"hash.algorithm: unsupported {data.get('algorithm')!r} in state")
+        params = data.get("params")
+        return cls(None if params is not None else int(data["seed"]), int(data["depth"]),
+                   int(data["width"]), None if params is None else tuple(int(x) for x in params))

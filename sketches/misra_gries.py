@@ -445,6 +445,10 @@ class PMG:
             if w.shape != keys.shape or w.dtype.kind not in "iu" or (w.size and w.min() < 0):
                 raise SpecError("weights: need non-negative integers, one per item")
             self._mg.update_weighted(keys, w.astype(np.int64))
+        names = self._codec.names
+        if len(names) > 4 * self.spec.k + 1024:  # keep labels of stored keys only
+            stored = self._mg.slot_of
+            self._codec.names = {x: v for x, v in names.items() if x in stored}
 
     def advance_to(self, tick: int) -> None:
         """No-op: a window-scoped MG has no clock (the worker's tick clock may call it)."""

@@ -317,7 +317,7 @@ def test_count_one_key_rarely_crosses_threshold() -> None:
 def test_worker_params_and_group_privacy() -> None:
     """Worker fields are honoured or refused; unit_cap m scales eps/m, delta/(m e^eps)."""
     import sketches.pamg
-    import sketches.triehh  # noqa: F401  (registration)
+    import sketches.triehh  # registration
     from sketches.base import lookup
 
     assert sketches.pamg.PAMG.name == "pamg"

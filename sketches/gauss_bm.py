@@ -37,6 +37,10 @@ cost of a call at ``levels * n`` draws instead of ``k * n``. The rule depends
 only on the call boundaries, so a sequential reference that uses the same
 boundaries consumes a deterministic noise source identically.
 
+Atomicity: a call that opens rounds draws all its noise into temporaries
+before changing any state, so a failing noise source leaves the counters
+exactly as before the call (never exact counts behind stale noise).
+
 Rounds and horizon: the horizon ``T`` (max rounds) is fixed at construction;
 the tree has ``levels = ceil(log2(T + 1))`` levels (paper: ``h``). Opening a
 round past ``T`` raises :class:`~sketches.errors.HorizonExceededError`.
@@ -77,6 +81,7 @@ from sketches.errors import (
     SerializationError,
     SpecError,
 )
+from sketches.noise_tables import validate_discrete_sigma
 
 
 class GaussianNoise(Protocol):
@@ -168,6 +173,9 @@ class ContinualCounters:
         self.levels = levels_for_horizon(horizon)
         self.sigma = float(sigma)
         self.integer_noise = bool(integer_noise)
+        if self.integer_noise and self.sigma > 0:
+            # fail at construction, not at the first draw (builds the exact table)
+            validate_discrete_sigma(self.sigma, build=True)
         self._noise_src = noise
         self.rounds = 0
         self._prefix = np.zeros(self.n, dtype=np.int64)
@@ -206,11 +214,8 @@ class ContinualCounters:
             )
         if k <= 0:
             return
-        if inc.shape[0]:
-            self._prefix += inc.sum(axis=0, dtype=np.int64)
-        for level in completed_levels(self.rounds, self.rounds + k):
-            self._node_noise[level] = self._draw()
-        self.rounds += k
+        total = inc.sum(axis=0, dtype=np.int64) if inc.shape[0] else None
+        self._commit(total, k)
 
     def push(self, total: np.ndarray, new_rounds: int) -> None:
         """Add ``total`` (shape ``(n,)``) to the prefix and open ``new_rounds`` rounds.
@@ -233,9 +238,23 @@ class ContinualCounters:
             if np.any(inc):
                 raise SpecError("total: no round is open yet; open at least one round")
             return
-        self._prefix += inc.astype(np.int64, copy=False)
-        for level in completed_levels(self.rounds, self.rounds + k):
-            self._node_noise[level] = self._draw()
+        self._commit(inc.astype(np.int64, copy=False), k)
+
+    def _commit(self, total: np.ndarray | None, k: int) -> None:
+        """Draw the noise of the nodes completed by ``k`` new rounds, then commit.
+
+        Atomic w.r.t. noise failure: every draw goes to a temporary first; the
+        prefix, the node noise and the round count change only after all
+        draws succeeded. (Updating the prefix first and then failing a draw
+        would leave exact counts behind stale noise, and a later query would
+        release them.)
+        """
+        drawn = [(level, self._draw())
+                 for level in completed_levels(self.rounds, self.rounds + k)]
+        if total is not None:
+            self._prefix += total
+        for level, value in drawn:
+            self._node_noise[level] = value
         self.rounds += k
 
     def add_to_current(self, increments: np.ndarray) -> None:

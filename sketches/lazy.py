@@ -38,6 +38,17 @@ opened by the batch only decide which noise levels are drawn. One ``bincount``
 over ``2 d w`` bins does it. The test-suite checks state and releases against
 a per-event implementation of Algorithm 5 with explicit trees.
 
+Floating-point noise (Mironov 2012)
+-----------------------------------
+Only the ``discrete`` calibrator (default) adds integer noise to integer
+counts, so a release is exactly the distribution the proof analyses. Under
+``analytic`` or ``paper`` the noise is IEEE-754 float64: the low-order bits of
+a noisy value can reveal which exact count it was added to, so the
+calibrated guarantee does not hold for the released floats. These
+calibrators exist to reproduce paper 002; every release made with them
+carries ``"float_noise": true`` and the worker refuses non-discrete
+calibrators in production topologies.
+
 Examples
 --------
 >>> import numpy as np
@@ -103,6 +114,7 @@ class _LazySketch:
         self._steps = 0  # steps closed (arrival: events seen; tick: ticks closed)
         self._slot = np.arange(w, dtype=np.int64) // spec.cpt
         self._work: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
+        self._limbs = np.empty((3, 0), dtype=np.uint64)  # key limbs + hash scratch
 
     # ------------------------------------------------------------ updates
     def update_batch(
@@ -187,6 +199,7 @@ class _LazySketch:
                 np.empty(n, dtype=np.int64),
                 np.empty((d, n), dtype=np.int64) if self.signed else None,
             )
+            self._limbs = np.empty((3, n), dtype=np.uint64)
         idx, tmp, weights = self._work
         return idx[:, :n], tmp[:n], None if weights is None else weights[:, :n]
 
@@ -209,6 +222,9 @@ class _LazySketch:
         n = keys.shape[0]
         head = int(np.searchsorted(steps, close_to - spr, side="right"))
         idx, tmp, weights = self._scratch(n)
+        lo, hi, hscratch = self._limbs[:, :n]
+        np.bitwise_and(keys, np.uint64(0xFFFFFFFF), out=lo)
+        np.right_shift(keys, np.uint64(32), out=hi)
         if head < n:
             tail_steps = steps[head:]
             pos = tail_steps % spr
@@ -217,7 +233,8 @@ class _LazySketch:
             waiting = np.empty(n - head, dtype=bool)
         for i in range(d):
             o = idx[i]
-            self.hash.row_into(keys, i, o, None if weights is None else weights[i])
+            self.hash.row_into((lo, hi), i, o, None if weights is None else weights[i],
+                               scratch=hscratch)
             if head < n:
                 col, t = o[head:], tmp[head:]
                 np.subtract(col, limit, out=t)  # < 0  <=>  slot already pushed this round
@@ -253,10 +270,14 @@ class _LazySketch:
         p_step = s0 - pos0 + self._slot + spr * (self._slot < pos0)
         p_pushed = p_step < close_to
         pushed = sums[0] + np.where(p_pushed, self._P, 0)
-        self._P = sums[1] + np.where(p_pushed, 0, self._P)
+        new_p = sums[1] + np.where(p_pushed, 0, self._P)
         new_rounds = -(-close_to // spr) - self._counters.rounds
         if new_rounds > 0 or close_to > s0:
+            # atomic: push() draws all noise before changing the counters; P and the
+            # step count change only after it succeeded (a failed draw leaves the
+            # sketch exactly as before this call)
             self._counters.push(pushed.reshape(-1), new_rounds)
+        self._P = new_p
         self._steps = close_to
 
     # ------------------------------------------------------------- queries
@@ -313,6 +334,8 @@ class _LazySketch:
             "rounds": int(self._counters.rounds),
             "clock": self.spec.clock.value,
             "steps_closed": int(self._steps),
+            # True under the analytic/paper calibrators: float noise (see module docstring)
+            "float_noise": not self.calibration.integer_noise,
             "error_bound": error_bound(self.spec, self.calibration, self.estimator, beta),
         }
         payload.update(self.lag_bound())

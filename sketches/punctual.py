@@ -138,10 +138,17 @@ class _PunctualSketch:
         cells = (b + self._row_offsets[:, None]).T  # (n, d)
         vals = s.T.astype(np.int64) if self.signed else np.ones_like(cells)
         row = np.zeros((1, self._counters.n), dtype=np.int64)
-        for e in range(n):  # one release per event: O(d w) noise each (Alg. 3)
-            row[0, cells[e]] = vals[e]
-            self._counters.advance(row)
-            row[0, cells[e]] = 0
+        header = self._counters.state_header()
+        saved = {k: v.copy() for k, v in self._counters.state_arrays().items()}
+        try:
+            for e in range(n):  # one release per event: O(d w) noise each (Alg. 3)
+                row[0, cells[e]] = vals[e]
+                self._counters.advance(row)
+                row[0, cells[e]] = 0
+        except BaseException:
+            # all-or-nothing batch: a failed noise draw leaves the state as before the call
+            self._counters.restore(header, saved)
+            raise
 
     def noisy_matrix(self) -> np.ndarray:
         """Released ``d x w`` matrix of GaussBM estimates."""
@@ -172,6 +179,7 @@ class _PunctualSketch:
                             "reference": "paper 002 Lemma 4 with the calibrated sigma"},
             "lag_bound": 0,
             "lag_unit": "events",
+            "float_noise": not cal.integer_noise,
         }
 
     def memory_bytes(self) -> int:

@@ -137,3 +137,62 @@ def test_memory_is_prefix_plus_one_node_per_level():
                           noise=ZeroNoise())
     assert c.levels == 10
     assert c.memory_bytes() == 8 * 100 * (1 + 10)
+
+
+class FailingNoise:
+    """FastNoise whose ``fail_at``-th draw (1-based) raises (test double for a
+    noise source failing mid-call, e.g. an exhausted entropy source)."""
+
+    kind = "fast"
+
+    def __init__(self, fail_at: int, seed: int = 0) -> None:
+        self.inner = FastNoise(seed)
+        self.calls = 0
+        self.fail_at = fail_at
+
+    def _tick(self) -> None:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("noise source failed")
+
+    def gaussian(self, sigma: float, size: Any) -> np.ndarray:
+        self._tick()
+        return self.inner.gaussian(sigma, size)
+
+    def discrete_gaussian(self, sigma: float, size: Any) -> np.ndarray:
+        self._tick()
+        return self.inner.discrete_gaussian(sigma, size)
+
+
+@pytest.mark.parametrize("integer", [True, False])
+@pytest.mark.parametrize("method", ["advance", "push"])
+def test_failed_noise_draw_leaves_state_unchanged(integer, method):
+    """A draw failing in the middle of a call (2nd of its 3 draws) must leave the
+    prefix, node noise and rounds as before the call: a later query returns the
+    pre-call noisy values, never exact counts behind stale noise."""
+    noise = FailingNoise(fail_at=3)
+    c = ContinualCounters(n=6, horizon=64, sigma=50.0, integer_noise=integer, noise=noise)
+    c.advance(np.ones((1, 6), dtype=np.int64))  # draw 1 (level 0)
+    before_q = c.query().copy()
+    before = {k: v.copy() for k, v in c.state_arrays().items()}
+    inc = np.full((3, 6), 7, dtype=np.int64)  # rounds 2..4 complete levels 0, 1, 2
+    with pytest.raises(RuntimeError):
+        if method == "advance":
+            c.advance(inc)
+        else:
+            c.push(inc.sum(axis=0), 3)
+    assert c.rounds == 1
+    for k, v in c.state_arrays().items():
+        np.testing.assert_array_equal(v, before[k])
+    np.testing.assert_array_equal(c.query(), before_q)
+    assert not np.array_equal(c.query(), np.ones(6))  # noisy (sigma=50), not the exact count
+    c.advance(inc)  # the source works again: the call goes through in full
+    assert c.rounds == 4
+    np.testing.assert_array_equal(c.state_arrays()["prefix"], np.full(6, 22))
+
+
+def test_unsupported_integer_sigma_fails_at_construction():
+    for sigma in (1e7, 1e-4):
+        with pytest.raises(SpecError, match="sigma"):
+            ContinualCounters(n=2, horizon=8, sigma=sigma, integer_noise=True, noise=ZeroNoise())
+    ContinualCounters(n=2, horizon=8, sigma=1e7, integer_noise=False, noise=ZeroNoise())

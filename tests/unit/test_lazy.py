@@ -351,3 +351,65 @@ def test_memory_close_to_minimum_and_registry():
     with pytest.raises(SpecError, match=r"^colums_per_tick:"):
         entry.build_spec({"depth": 2, "width": 8, "horizon": 10, "eps": 1.0, "delta": 1e-6,
                           "colums_per_tick": 4})
+
+
+class FailingNoise(FastNoise):
+    """FastNoise whose ``fail_at``-th noise draw (1-based) raises (test double)."""
+
+    def __init__(self, fail_at: int, seed: int = 0) -> None:
+        super().__init__(seed)
+        self.calls, self.fail_at = 0, fail_at
+
+    def _tick(self) -> None:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("noise source failed")
+
+    def gaussian(self, sigma, size):  # type: ignore[no-untyped-def]
+        self._tick()
+        return super().gaussian(sigma, size)
+
+    def discrete_gaussian(self, sigma, size):  # type: ignore[no-untyped-def]
+        self._tick()
+        return super().discrete_gaussian(sigma, size)
+
+
+@pytest.mark.parametrize("cls", [LazyCMS, LazyCS])
+@pytest.mark.parametrize(("clock", "relation", "cpt"), CASES)
+@pytest.mark.parametrize("calibrator", ["discrete", "analytic"])
+@pytest.mark.parametrize("via", ["update_batch", "advance_to"])
+def test_failed_noise_draw_is_atomic(cls, clock, relation, cpt, calibrator, via):
+    """A noise draw failing inside update_batch/advance_to (the 2nd draw of the
+    call) leaves P, the counters and the clock exactly as before the call: the
+    release afterwards is byte-identical to the one before (noisy, never the
+    exact counts), and the sketch continues when the source works again."""
+    spec = _spec(clock, relation, cpt, calibrator=calibrator)
+    tick = clock == "tick"
+    rng = np.random.default_rng(3)
+    sk = cls(spec, FailingNoise(fail_at=0))
+    first = rng.integers(0, 50, 40)
+    sk.update_batch(first, ticks=np.arange(40) // 10 if tick else None)
+    state, rel = sk.to_bytes(), sk.release()
+    draws = sk._noise.calls  # type: ignore[attr-defined]
+    sk._noise.fail_at = draws + 2  # type: ignore[attr-defined]
+    items = rng.integers(0, 50, 400)
+    ticks = 4 + np.arange(400) // 10 if tick else None
+    with pytest.raises(RuntimeError):
+        if via == "advance_to" and tick:
+            sk.advance_to(200)
+        else:
+            sk.update_batch(items, ticks=ticks)
+    assert sk.to_bytes() == state
+    assert sk.release() == rel
+    sk.update_batch(items, ticks=ticks)
+    assert sk.steps_closed == (43 if tick else 440)
+
+
+@pytest.mark.parametrize(("calibrator", "flag"),
+                         [("discrete", False), ("analytic", True), ("paper", True)])
+def test_release_states_float_noise(calibrator, flag):
+    spec = LazySketchSpec(depth=2, width=8, horizon=100, eps=0.5, delta=1e-6,
+                          columns_per_tick=2, calibrator=Calibrator(calibrator))
+    sk = LazyCMS(spec, FastNoise(0))
+    sk.update_batch(np.arange(5), ticks=np.zeros(5, np.int64))
+    assert sk.release()["float_noise"] is flag

@@ -85,3 +85,30 @@ def test_registered_and_release_payload():
     rel = sk.release()
     assert rel["kind"] == "sketch" and rel["lag_bound"] == 0 and rel["rounds"] == 2
     assert rel["error_bound"]["noise"] > 0
+
+
+class _FailOn(ZeroNoise):
+    """Zero noise whose ``fail_at``-th draw raises (test double)."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.calls, self.fail_at = 0, fail_at
+
+    def discrete_gaussian(self, sigma: float, size: Any) -> np.ndarray:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("noise source failed")
+        return super().discrete_gaussian(sigma, size)
+
+
+def test_failed_noise_draw_leaves_batch_unapplied():
+    """A draw failing at the 3rd event of a batch rolls the whole batch back:
+    state and release as before the call (zero noise would otherwise expose
+    the exact counts of the first two events)."""
+    sk = PunctualCMS(_spec(), _FailOn(fail_at=0))
+    sk.update_batch(np.array([1, 2]))
+    state, rel = sk.to_bytes(), sk.release()
+    sk._counters._noise_src.fail_at = sk._counters._noise_src.calls + 3  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError):
+        sk.update_batch(np.array([5, 5, 5, 5]))
+    assert sk.to_bytes() == state and sk.release() == rel and sk.rounds == 2
+    assert rel["float_noise"] is False

@@ -182,9 +182,10 @@ def write_report(path: Path, rows: list[dict[str, Any]], base: list[dict[str, An
     out += ["", "Definitions: *ingest* = first fetched batch to the batch that completes N "
             "events (decode, routing, sketch update); *until all released* = first batch "
             "to the moment a reader has seen releases covering all N events; *release "
-            "latency* = that moment minus the end of ingestion (bounded below by one tick "
-            "plus the release cadence, 0.5 s here). Faust and raw rates are measured from "
-            "the first record delivered (group join excluded). Zero noise is used only to "
+            "latency* = that moment minus the end of ingestion (expected between one tick "
+            "and one tick plus the release period, 0.1-0.6 s here, plus the reader's poll). "
+            "Faust and raw rates are measured from the first record delivered (group join "
+            "excluded). Zero noise is used only to "
             "check inclusion exactly.", ""]
     text = "\n".join(out)
     path.write_text(text)

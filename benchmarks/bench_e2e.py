@@ -186,7 +186,11 @@ def write_report(path: Path, rows: list[dict[str, Any]], base: list[dict[str, An
             "and one tick plus the release period, 0.1-0.6 s here, plus the reader's poll). "
             "Faust and raw rates are measured from the first record delivered (group join "
             "excluded). Zero noise is used only to "
-            "check inclusion exactly.", ""]
+            "check inclusion exactly. *messages* counts records handed to the engine, "
+            "including records fetched again after the group's first assignment (the engine "
+            "skips offsets its state already covers). The load average is sampled before "
+            "the run; other jobs share the 2 cores, so absolute rates vary 2-3x between runs "
+            "and the ratios are the portable numbers.", ""]
     text = "\n".join(out)
     path.write_text(text)
     return text

@@ -267,3 +267,37 @@ def test_on_batch_error_crashes_the_service(broker: EmbeddedBroker, unique: str)
         assert len(calls) == 1 and ing.records_delivered == 0
 
     asyncio.run(main())
+
+
+FAUST_HOST = """
+import os, sys
+import faust
+from worker.ingest import BatchIngestor, IngestSettings
+bootstrap, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+app = faust.App(topic + "-faust", broker="kafka://" + bootstrap, store="memory://",
+                web_enabled=False, autodiscover=False)
+seen = []
+async def on_batch(batch):
+    seen.extend(batch.values)
+    if len(seen) >= n:
+        print(f"DELIVERED {len(seen)} {len(set(seen))}", flush=True)
+        os._exit(0)
+app.add_dependency(BatchIngestor(IngestSettings(bootstrap, topic), [topic], on_batch=on_batch))
+faust.Worker(app, loglevel="WARNING", quiet=True).execute_from_commandline()
+"""
+
+
+@pytest.mark.slow
+def test_runs_as_a_faust_app_dependency(broker: EmbeddedBroker, unique: str) -> None:
+    """A Faust app (no agents) started by faust.Worker runs BatchIngestor as a dependency."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    asyncio.run(make_topic(broker.bootstrap, unique, 2, 300))
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", FAUST_HOST, broker.bootstrap, unique, "600"],
+                          capture_output=True, text=True, timeout=120, cwd=root,
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    out = proc.stdout + proc.stderr  # Faust redirects stdout into its log
+    assert "DELIVERED 600 600" in out, out[-3000:]

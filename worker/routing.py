@@ -72,9 +72,12 @@ def group_by_shard(shards: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
     if np.all(shards == first):
         yield str(first), np.arange(shards.shape[0])
         return
-    # object dtype: exact string equality (a fixed-width dtype drops trailing NULs)
-    keys, inverse = np.unique(np.asarray(shards, dtype=object), return_inverse=True)
-    inverse = inverse.reshape(-1)
+    # Codes through a dict: exact string equality (a fixed-width numpy string dtype
+    # drops trailing NULs) and much cheaper than sorting an object array.
+    lst = shards.tolist()
+    keys = sorted(set(lst))
+    code = {k: i for i, k in enumerate(keys)}
+    inverse = np.fromiter(map(code.__getitem__, lst), dtype=np.int64, count=len(lst))
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(keys) + 1))
     for k, key in enumerate(keys):

@@ -55,8 +55,11 @@ def cap_mask(units: np.ndarray, counts: dict[str, int], cap: int) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     # Exact equality on the Python strings: a fixed-width numpy string dtype
     # (``astype(str)``) drops trailing NULs and would merge distinct units.
-    keys, inverse = np.unique(np.asarray(units, dtype=object), return_inverse=True)
-    inverse = inverse.reshape(-1)
+    lst = units.tolist()
+    keys_list = sorted(set(lst))
+    code = {k: i for i, k in enumerate(keys_list)}
+    inverse = np.fromiter(map(code.__getitem__, lst), dtype=np.int64, count=n)
+    keys = np.array(keys_list, dtype=object)
     prior = np.fromiter((counts.get(k, 0) for k in keys.tolist()), dtype=np.int64,
                         count=len(keys))
     order = np.argsort(inverse, kind="stable")

@@ -7,7 +7,12 @@ paper 002 (CO Sketch Query) answers a point query for item ``x`` as
 - CMS (``estimator="min"``): ``min_i M[i, h_i(x)]``
 - CS (``estimator="median"``): ``median_i g_i(x) * M[i, h_i(x)]``
 
-Reading a release is post-processing, so it costs no privacy budget.
+The hash functions are recomputed from the public hash spec of the payload
+(:meth:`sketches.hashing.HashSpec.from_public`: algorithm ``dpstream-msv-v2``,
+``version`` 2, seed expansion checked against the listed row parameters); a
+payload with another hash algorithm or version raises SpecError rather than
+answering from the wrong cells. Reading a release is post-processing, so it
+costs no privacy budget.
 
 Examples
 --------

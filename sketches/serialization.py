@@ -18,6 +18,10 @@ Header keys:
 - ``arrays`` (list): ``{"name", "dtype", "shape", "nbytes"}`` per array;
   ``dtype`` is a numpy little-endian type string (``"<i8"``, ``"<f8"``).
 - ``crc32`` (int): zlib CRC-32 of the array data section.
+- ``hash_algorithm`` (str): :data:`sketches.hashing.HASH_ALGORITHM` of the
+  build that wrote the state; a state written with another item hash (older
+  checkpoints have none: ``dpstream-fmix64-v1``) is refused, because
+  continuing it would put the same item in other cells mid-epoch.
 
 :func:`unpack` validates magic, version, header length, JSON, total length
 and the CRC, raising :class:`~sketches.errors.SerializationError`; it never
@@ -54,6 +58,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from sketches.errors import IncompatibleSpecError, SerializationError, SpecError
+from sketches.hashing import HASH_ALGORITHM
 
 __all__ = [
     "FORMAT_VERSION",
@@ -116,6 +121,7 @@ def pack(
         "state": dict(state),
         "arrays": metas,
         "crc32": zlib.crc32(body),
+        "hash_algorithm": HASH_ALGORITHM,
     }
     hjson = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
     return _PREFIX.pack(MAGIC, FORMAT_VERSION, len(hjson)) + hjson + body
@@ -166,6 +172,12 @@ def unpack(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         )
     if zlib.crc32(body) != header.get("crc32"):
         raise SerializationError("state: CRC-32 mismatch; the state bytes are corrupt")
+    if header.get("hash_algorithm") != HASH_ALGORITHM:
+        raise SerializationError(
+            f"state.hash_algorithm: state was written with item hash"
+            f" {header.get('hash_algorithm', 'dpstream-fmix64-v1')!r} but this build hashes with"
+            f" {HASH_ALGORITHM!r}; items would land in other cells: start a new epoch"
+        )
     arrays: dict[str, np.ndarray] = {}
     offset = 0
     for meta in header["arrays"]:

@@ -413,3 +413,18 @@ def test_release_states_float_noise(calibrator, flag):
     sk = LazyCMS(spec, FastNoise(0))
     sk.update_batch(np.arange(5), ticks=np.zeros(5, np.int64))
     assert sk.release()["float_noise"] is flag
+
+
+def test_query_release_recomputes_v2_hash_and_refuses_other_versions():
+    from sketches.release import query_release
+
+    sk = LazyCMS(_spec("tick", "add_remove", 8), FastNoise(2))
+    items = np.array(["10.0.0.1", "10.0.0.2", "x"] * 20, dtype=object)
+    sk.update_batch(items, ticks=np.zeros(60, np.int64))
+    sk.advance_to(1)
+    rel = sk.release()
+    np.testing.assert_array_equal(query_release(rel, ["10.0.0.1", "x", "zz"]),
+                                  sk.query(np.array(["10.0.0.1", "x", "zz"])))
+    old = {**rel, "hash": {**rel["hash"], "algorithm": "dpstream-fmix64-v1", "version": 1}}
+    with pytest.raises(SpecError, match=r"hash\.algorithm"):
+        query_release(old, ["x"])

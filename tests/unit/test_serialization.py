@@ -152,3 +152,22 @@ def test_container_layout_documented():
     assert version == 1
     assert len(blob) == 10 + hlen + 8
     assert np.frombuffer(blob[-8:], "<f8")[0] == 1.5
+
+
+def test_state_from_another_item_hash_refused():
+    """A checkpoint written by a build with another item hash (v1 had no
+    ``hash_algorithm`` key) would put items in other cells mid-epoch: refused."""
+    import json
+
+    blob = _blob()
+    hlen = struct.unpack_from("<I", blob, 6)[0]
+    header = json.loads(blob[10:10 + hlen])
+    for value in (None, "dpstream-fmix64-v1"):
+        if value is None:
+            header.pop("hash_algorithm", None)
+        else:
+            header["hash_algorithm"] = value
+        hj = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+        forged = blob[:6] + struct.pack("<I", len(hj)) + hj + blob[10 + hlen:]
+        with pytest.raises(SerializationError, match="hash_algorithm"):
+            LazyCMS.from_bytes(forged, FastNoise(0))

@@ -10,6 +10,8 @@ ascending level). It is independent of the vectorised code path.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -365,11 +367,11 @@ class FailingNoise(FastNoise):
         if self.calls == self.fail_at:
             raise RuntimeError("noise source failed")
 
-    def gaussian(self, sigma, size):  # type: ignore[no-untyped-def]
+    def gaussian(self, sigma: float, size: Any) -> np.ndarray:
         self._tick()
         return super().gaussian(sigma, size)
 
-    def discrete_gaussian(self, sigma, size):  # type: ignore[no-untyped-def]
+    def discrete_gaussian(self, sigma: float, size: Any) -> np.ndarray:
         self._tick()
         return super().discrete_gaussian(sigma, size)
 
@@ -386,12 +388,12 @@ def test_failed_noise_draw_is_atomic(cls, clock, relation, cpt, calibrator, via)
     spec = _spec(clock, relation, cpt, calibrator=calibrator)
     tick = clock == "tick"
     rng = np.random.default_rng(3)
-    sk = cls(spec, FailingNoise(fail_at=0))
+    noise = FailingNoise(fail_at=0)
+    sk = cls(spec, noise)
     first = rng.integers(0, 50, 40)
     sk.update_batch(first, ticks=np.arange(40) // 10 if tick else None)
     state, rel = sk.to_bytes(), sk.release()
-    draws = sk._noise.calls  # type: ignore[attr-defined]
-    sk._noise.fail_at = draws + 2  # type: ignore[attr-defined]
+    noise.fail_at = noise.calls + 2
     items = rng.integers(0, 50, 400)
     ticks = 4 + np.arange(400) // 10 if tick else None
     with pytest.raises(RuntimeError):

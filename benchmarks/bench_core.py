@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sketches.hashing import HASH_ALGORITHM
 from sketches.lazy import LazyCMS, LazyCS, LazySketchSpec
 from sketches.noise import FastNoise, SecureNoise
 from sketches.plain import CMS, PlainSketchSpec
@@ -201,6 +202,10 @@ def write_md(path: Path, total: int, mem_rows: list[tuple[int, int, int, int]]) 
         "",
         "Real data: FIMI `retail` (anonymised Belgian retail market baskets, Brijs et al. 1999,"
         " via the FIMI repository), 908,576 items in original order.",
+        "",
+        f"Hash: `{HASH_ALGORITHM}` (strongly universal vector multiply-shift rows with"
+        " independent per-row parameters, independent sign hash; str keys include the true"
+        " byte length), see sketches/hashing.py.",
         "",
         "Noise cost: each update_batch call draws one d*w noise vector per tree level"
         " completed in the call (sketches/gauss_bm.py), so larger batches amortise it;"

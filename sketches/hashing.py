@@ -193,6 +193,9 @@ class HashSpec:
 
         Use :class:`~sketches.noise.SecureNoise` in production. The result's
         :meth:`to_public` refuses; persist it with :meth:`to_state` (private).
+        The item-key salts are secret too; the str key chain is not a
+        cryptographic PRF, so distinct str items still share a key with
+        probability about ``2**-64`` per pair (residual, docs/PRIVACY.md).
 
         Examples
         --------

@@ -1,10 +1,11 @@
 """The ``dpstream`` command line.
 
-``dpstream run [--topology FILE_OR_DIR ...] [--broker HOST:PORT]``
-    Run the worker. With no broker configured (no ``--broker``, no
-    ``DPSTREAM_BROKER``) it starts the embedded broker on loopback and stops it
-    on exit.
-``dpstream demo``
+``dpstream run [--topology FILE_OR_DIR ...] [--broker HOST:PORT] [--no-faust]``
+    Run the worker, hosted in a Faust app (``worker.app.create_faust_app``;
+    ``--no-faust``: the plain asyncio runner). With no broker configured (no
+    ``--broker``, no ``DPSTREAM_BROKER``) it starts the embedded broker on
+    loopback and stops it on exit.
+``dpstream demo [--no-faust]``
     Embedded broker + demo producer + worker on ``topologies/netmon.yaml``;
     prints releases as they are published.
 ``dpstream tail ...`` / ``dpstream query ...``
@@ -14,6 +15,8 @@ Examples
 --------
 >>> build_parser().parse_args(["run", "--topology", "topologies/netmon.yaml"]).topology
 ['topologies/netmon.yaml']
+>>> build_parser().parse_args(["run"]).faust, build_parser().parse_args(["run", "--no-faust"]).faust
+(True, False)
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import dataclasses
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from sketches.errors import DPStreamError
@@ -45,15 +48,36 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--broker", help="Kafka bootstrap servers; default $DPSTREAM_BROKER, "
                      "else an embedded broker")
     run.add_argument("--metrics-port", type=int, help="Prometheus port (0 disables)")
-    run.add_argument("--faust", action="store_true", help="host the worker in a Faust app "
-                     "(faust.Worker lifecycle) instead of the plain asyncio runner")
+    _faust_flags(run)
     demo = sub.add_parser("demo", help="embedded broker + demo producer + worker")
+    _faust_flags(demo)
     demo.add_argument("--rate", type=float, default=20000.0, help="events per second")
     demo.add_argument("--seconds", type=float, default=None, help="stop after this long")
     sub.add_parser("tail", help="tail a release topic (see dpstream tail -h)", add_help=False)
     sub.add_parser("query", help="point queries on releases (see dpstream query -h)",
                    add_help=False)
     return p
+
+
+def _faust_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-faust", dest="faust", action="store_false",
+                   help="plain asyncio runner instead of hosting the worker in a Faust app "
+                   "(default: Faust-hosted; ingestion is batched aiokafka either way)")
+    p.add_argument("--faust", dest="faust", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(faust=True)
+
+
+def _run_faust(app: Any, settings: Settings) -> int:
+    """Run a Faust app until SIGINT/SIGTERM; the exit code is non-zero if it crashed."""
+    import faust
+
+    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True,
+                          redirect_stdouts=False)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
 
 
 def _logging(level: str) -> None:
@@ -105,44 +129,56 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings, broker = _with_broker(settings)
     with broker:
         if args.faust:
-            import faust
-
             from worker.app import create_faust_app
 
-            app = create_faust_app(settings, args.topology)
-            faust.Worker(app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
-        else:
-            asyncio.run(_run(settings, args.topology))
+            return _run_faust(create_faust_app(settings, args.topology), settings)
+        asyncio.run(_run(settings, args.topology))
     return 0
+
+
+DEMO_TOPOLOGIES = ["topologies/netmon.yaml", "topologies/netmon_prefixes.yaml"]
+
+
+Extra = Callable[[Any], Coroutine[Any, Any, None]]
+"""A coroutine function started with the worker (argument: the started worker)."""
+
+
+def _demo_extras(settings: Settings, rate: float) -> list[Extra]:
+    """The demo's producer and release printer, as coroutines taking the started worker."""
+
+    async def produce(worker: Any) -> None:
+        try:
+            from worker.demo_producer import run_producer
+        except ImportError:
+            log.error("worker.demo_producer is not available; run your own producer")
+            return
+        topo = worker.topologies[0]
+        await run_producer(settings.broker, topo.input.topic, events=None, rate=rate,
+                           encoding=topo.input.encoding, seed=0)
+
+    async def show(worker: Any) -> None:
+        prefixes = worker.topologies[1].release.topic
+        print(f"dpstream demo: broker {settings.broker}; metrics "
+              f"http://{settings.metrics_host}:{worker.metrics_port}/metrics; Ctrl-C stops\n"
+              f"  heavy source IPs per router are printed below as they are released;\n"
+              f"  query the destination-prefix sketch from another shell with\n"
+              f"  DPSTREAM_BROKER={settings.broker} dpstream query --topic {prefixes} "
+              f"--shard r1 93.184.216.0/24", flush=True)
+        await _print_releases(settings, worker.topologies[0].release.topic)
+
+    return [produce, show]
 
 
 async def _demo(settings: Settings, rate: float, seconds: float | None) -> None:
     from worker.app import create_worker
 
-    worker = create_worker(settings, ["topologies/netmon.yaml",
-                                      "topologies/netmon_prefixes.yaml"])
+    worker = create_worker(settings, DEMO_TOPOLOGIES)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.request_stop)
     await worker.start()
-    topo = worker.topologies[0]
-    tasks: list[asyncio.Task[Any]] = []
-    try:
-        from worker.demo_producer import run_producer
-    except ImportError:
-        log.error("worker.demo_producer is not available; run your own producer")
-    else:
-        tasks.append(asyncio.create_task(run_producer(
-            settings.broker, topo.input.topic, events=None, rate=rate,
-            encoding=topo.input.encoding, seed=0)))
-    tasks.append(asyncio.create_task(_print_releases(settings, topo.release.topic)))
-    prefixes = worker.topologies[1].release.topic
-    print(f"dpstream demo: broker {settings.broker}; metrics "
-          f"http://{settings.metrics_host}:{worker.metrics_port}/metrics; Ctrl-C stops\n"
-          f"  heavy source IPs per router are printed below as they are released;\n"
-          f"  query the destination-prefix sketch from another shell with\n"
-          f"  DPSTREAM_BROKER={settings.broker} dpstream query --topic {prefixes} "
-          f"--shard r1 93.184.216.0/24", flush=True)
+    tasks: list[asyncio.Task[None]] = [asyncio.create_task(fn(worker))
+                                       for fn in _demo_extras(settings, rate)]
     if seconds:
         loop.call_later(seconds, worker.request_stop)
     try:
@@ -178,6 +214,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _logging(settings.log_level)
     settings, broker = _with_broker(settings)
     with broker:
+        if args.faust:
+            from worker.app import create_faust_app
+
+            extras = list(_demo_extras(settings, args.rate))
+            if args.seconds:
+                seconds = float(args.seconds)
+
+                async def stop_later(worker: Any) -> None:
+                    await asyncio.sleep(seconds)
+                    worker.request_stop()
+
+                extras.append(stop_later)
+            app = create_faust_app(settings, DEMO_TOPOLOGIES, extras=extras)
+            return _run_faust(app, settings)
         asyncio.run(_demo(settings, args.rate, args.seconds))
     return 0
 

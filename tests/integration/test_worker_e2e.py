@@ -45,12 +45,13 @@ def _matches(exact: dict[str, Counter[str]]):
 def test_releases_equal_exact_counts(broker, workers, make_topology, unique, runner) -> None:
     """Every produced event appears exactly once in the latest release of its shard.
 
-    ``faust``: the same worker hosted in the Faust app (``dpstream run --faust``).
+    ``faust``: the worker hosted in the Faust app (the default of ``dpstream run``);
+    ``asyncio``: the plain runner (``dpstream run --no-faust``).
     """
     topo = make_topology(partitions=2)
     records, exact = _events(3000, seed=1)
     asyncio.run(create_topic(broker.bootstrap, f"{unique}-in", 2))
-    proc = workers.start(topo, group=unique, args=("--faust",) if runner == "faust" else ())
+    proc = workers.start(topo, group=unique, args=() if runner == "faust" else ("--no-faust",))
     asyncio.run(produce(broker.bootstrap, f"{unique}-in", records))
     msgs = asyncio.run(read_all(broker.bootstrap, f"{unique}-out", _matches(exact), 60,
                                 give_up=lambda: proc.poll() is not None))

@@ -161,9 +161,10 @@ class EmbeddedBroker:
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return
+        # In-memory storage: nothing to flush, so a short grace period is enough.
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)

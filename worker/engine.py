@@ -49,43 +49,20 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 import numpy as np
-import xxhash
 
 from sketches.base import lookup
 from worker.checkpoint import CheckpointStore, PartitionCheckpoint
 from worker.decode import Record, decode_batch
 from worker.metrics import Metrics
+from worker.partition import NoiseFactory, PartitionState, Sink, boundary_ms, event_limit
 from worker.publish import envelope_bytes, release_key
 from worker.routing import ShardGate, group_by_shard
 from worker.shard_state import ShardState
 from worker.topology import Topology
 
 log = logging.getLogger(__name__)
-
-
-class Sink(Protocol):
-    """Where releases and dead letters go (a Kafka producer in production)."""
-
-    async def publish(self, topic: str, key: bytes, value: bytes) -> None: ...
-    async def flush(self) -> None: ...
-
-
-@dataclass
-class PartitionState:
-    """All shards of one topology on one input partition, plus what they cover."""
-
-    topology: Topology
-    partition: int
-    gate: ShardGate
-    next_offset: int = 0
-    shards: dict[str, ShardState] = field(default_factory=dict)
-    pending: list[tuple[str, bytes, bytes, float | None]] = field(default_factory=list)
-    dirty: bool = False
-    last_commit_ms: float = 0.0
 
 
 class Engine:
@@ -108,7 +85,7 @@ class Engine:
         self.parts: dict[tuple[str, int], PartitionState] = {}
         self.lock = asyncio.Lock()
         self._rng = np.random.default_rng()
-        self._noise_cache: dict[str, Any] = {}
+        self._noise_for = NoiseFactory()
         for t in topologies:
             self.metrics.privacy_info.labels(topology=t.name).info({
                 "mechanism": t.mechanism, "relation": t.privacy.relation,
@@ -128,18 +105,6 @@ class Engine:
             log.warning("crash point %s reached: killing the worker (testing only)", point)
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _noise(self, topo: Topology, shard: str, epoch: int) -> Any:
-        from sketches.noise import make_noise
-
-        kind, allow = topo.noise.kind, topo.noise.allow_insecure_noise
-        if kind != "fast":  # secure and zero sources are stateless: one per topology
-            if topo.name not in self._noise_cache:
-                self._noise_cache[topo.name] = make_noise(kind, None, allow_insecure=allow)
-            return self._noise_cache[topo.name]
-        base = topo.noise.seed or 0
-        seed = xxhash.xxh64_intdigest(f"{base}/{topo.name}/{shard}/{epoch}".encode()) >> 1
-        return make_noise(kind, seed, allow_insecure=allow)
-
     def _new_state(self, ps: PartitionState, shard: str, now: int) -> ShardState:
         topo = ps.topology
         epoch = 0
@@ -151,7 +116,7 @@ class Engine:
         else:
             st.released_slot = self._arrival_slot(topo, now)
         st.mechanism = self.entries[topo.name].build(self.specs[topo.name],
-                                                     self._noise(topo, shard, st.epoch))
+                                                     self._noise_for(topo, shard, st.epoch))
         return st
 
     def _add_allowed_shards(self, ps: PartitionState) -> None:
@@ -164,15 +129,6 @@ class Engine:
                 ps.shards[shard] = self._new_state(ps, shard, now)
                 ps.dirty = True
 
-    def _boundary_ms(self, topo: Topology, epoch: int, local_tick: int) -> int:
-        """Wall-clock ms of local tick ``local_tick`` of ``epoch`` (tick clock)."""
-        return (epoch * topo.privacy.epoch_ticks + local_tick) * topo.privacy.tick_ms
-
-    def _event_limit(self, st: ShardState) -> int | None:
-        """Public bound on events per epoch of this shard's mechanism, if it has one."""
-        limit = getattr(getattr(st.mechanism, "spec", None), "event_horizon", 0)
-        return int(limit) if st.is_tick and isinstance(limit, int) and limit > 0 else None
-
     def _catch_up(self, ps: PartitionState, st: ShardState, now: int) -> None:
         """Tick clock: make every release due at ``now`` (queued, published by the timer).
 
@@ -183,7 +139,7 @@ class Engine:
         topo = ps.topology
         epoch, local = st.tick_of(now)
         if epoch > st.epoch:
-            self._roll(ps, st, epoch, self._boundary_ms(topo, st.epoch + 1, 0))
+            self._roll(ps, st, epoch, boundary_ms(topo, st.epoch + 1, 0))
         elif epoch < st.epoch:
             return  # wall clock stepped back: nothing is due
         every = topo.release.every_ticks
@@ -191,7 +147,7 @@ class Engine:
         if slot > st.released_slot:
             st.released_slot = slot
             st.advance(slot * every)
-            self._release(ps, st, self._boundary_ms(topo, st.epoch, slot * every), final=False)
+            self._release(ps, st, boundary_ms(topo, st.epoch, slot * every), final=False)
 
     @staticmethod
     def _arrival_slot(topo: Topology, now: int) -> int:
@@ -218,7 +174,7 @@ class Engine:
             st.advance(topo.horizon)
         self._release(ps, st, now, final=True)
         st.mechanism = self.entries[topo.name].build(self.specs[topo.name],
-                                                     self._noise(topo, st.shard, epoch))
+                                                     self._noise_for(topo, st.shard, epoch))
         st.epoch, st.seq, st.rounds, st.events_in_epoch = epoch, 0, 0, 0
         st.unit_counts = {}
         st.released_slot = 0 if st.is_tick else self._arrival_slot(topo, now)
@@ -258,8 +214,9 @@ class Engine:
             return ps
         entry = self.entries[topo.name]
         for blob in cp.shards:
-            st = ShardState.from_bytes(blob, topo, entry.from_bytes,
-                                       lambda shard, epoch, t=topo: self._noise(t, shard, epoch))
+            st = ShardState.from_bytes(
+                blob, topo, entry.from_bytes,
+                lambda shard, epoch, t=topo: self._noise_for(t, shard, epoch))
             ps.shards[st.shard] = st
         ps.next_offset = cp.next_offset
         for raw in cp.pending:
@@ -341,7 +298,7 @@ class Engine:
                 if epoch < st.epoch or local < st.rounds:  # wall clock stepped back
                     local = st.rounds  # the open tick: time never runs backwards for a shard
                 capped, over = st.apply(items, units, weights, local, now,
-                                        limit=self._event_limit(st))
+                                        limit=event_limit(st))
                 if over:
                     m.over_horizon.labels(topology=topo.name).inc(over)
                     log.warning("topology %s shard %s: %d events beyond the epoch's public "

@@ -277,6 +277,10 @@ def _check_production(top: _Reader, allowed: frozenset[str] | None,
         raise top.error("shards.allowed", "a production topology needs a closed shard set "
                         "(with an open set, a shard's first-event time is public)",
                         "list every shard key under `shards: {allowed: [r1, r2, ...]}`")
+    if params.get("noise", "geometric") == "laplace":  # PMG/PAMG: float Laplace noise
+        raise top.error("mechanism.params.noise", "'laplace' draws float noise (floating-point "
+                        "attack); refused in a production topology",
+                        "use `noise: geometric` (integer noise), or set `production: false`")
     calibrator = params.get("calibrator", "discrete")
     if calibrator != "discrete":
         raise top.error("mechanism.params.calibrator", f"{calibrator!r} calibrates float noise "

@@ -158,6 +158,16 @@ def test_production_refuses_float_noise_calibrators(calibrator: str) -> None:
     assert parse_topology(yaml.safe_dump(doc)).mechanism_params["calibrator"] == calibrator
 
 
+def test_production_refuses_float_laplace_noise() -> None:
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc.update(production=True, shards={"allowed": ["r1"]})
+    doc["mechanism"] = {"name": "pmg", "params": {"k": 8, "noise": "laplace"}}
+    with pytest.raises(SpecError, match=r"mechanism\.params\.noise: .*noise: geometric"):
+        parse_topology(yaml.safe_dump(doc), "p.yaml")
+    doc["mechanism"]["params"]["noise"] = "geometric"
+    assert parse_topology(yaml.safe_dump(doc)).production
+
+
 def test_windowed_mechanism_releases_once_per_epoch(tmp_path: Path) -> None:
     load_mechanisms()
     doc = yaml.safe_load(yaml.safe_dump(BASE))

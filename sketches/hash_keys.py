@@ -103,29 +103,37 @@ def _byte_matrix(items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         true_len = _object_lengths(items)
         try:
             if isinstance(items[0], str):
-                u = items.astype(str)
-                mat, stripped = _byte_matrix(u)
+                mat, nbytes, nchars = _unicode_matrix(items.astype(str))
                 # U strips trailing NUL chars; each is one UTF-8 byte
-                trailing = true_len - np.char.str_len(u)
-                return mat, stripped + trailing.astype(np.uint64)
+                return mat, nbytes + (true_len - nchars).astype(np.uint64)
             arr = items.astype(bytes)
         except (UnicodeError, TypeError, ValueError) as exc:
             raise _bad_items(exc) from None
         lengths = true_len.astype(np.uint64)
     elif kind == "U":
-        width = items.dtype.itemsize // 4
-        codes = items.view(np.uint32).reshape(n, width)
-        if codes.size and int(codes.max()) >= 128:
-            arr = np.char.encode(items, "utf-8")
-            lengths = np.char.str_len(arr).astype(np.uint64)
-        else:  # ASCII fast path: code points are the UTF-8 bytes
-            return codes.astype(np.uint8), np.char.str_len(items).astype(np.uint64)
+        mat, nbytes, _ = _unicode_matrix(items)
+        return mat, nbytes
     else:  # "S"
         arr = items
         lengths = np.char.str_len(arr).astype(np.uint64)
     itemsize = arr.dtype.itemsize
     mat = arr.view(np.uint8).reshape(n, itemsize) if itemsize else np.zeros((n, 0), np.uint8)
     return mat, lengths
+
+
+def _unicode_matrix(items: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """UTF-8 (uint8 matrix, byte lengths uint64, char lengths int64) of a ``U`` array."""
+    n = items.shape[0]
+    codes = items.view(np.uint32).reshape(n, items.dtype.itemsize // 4)
+    nchars = np.char.str_len(items).astype(np.int64)
+    if codes.size and int(codes.max()) >= 128:
+        arr = np.char.encode(items, "utf-8")
+        nbytes = np.char.str_len(arr).astype(np.uint64)
+        width = arr.dtype.itemsize
+        mat = arr.view(np.uint8).reshape(n, width) if width else np.zeros((n, 0), np.uint8)
+        return mat, nbytes, nchars
+    # ASCII fast path: code points are the UTF-8 bytes
+    return codes.astype(np.uint8), nchars.astype(np.uint64), nchars
 
 
 def _pack_words(mat: np.ndarray, nwords: int) -> np.ndarray:

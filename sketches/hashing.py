@@ -54,7 +54,9 @@ u_{7+6i}``. They come either
 - from a public integer ``seed`` (seed expansion, recomputable by any
   reader): ``u = SHAKE-256(b"dpstream-hash-v2" || uint64_le(seed mod 2**64))``
   read as little-endian uint64 words. The hash is then public and travels in
-  every release (:meth:`HashSpec.to_public`); or
+  every release (:meth:`HashSpec.to_public`); the rows are then as independent
+  as SHAKE-256 output is from uniform (enough for accuracy; a hash a privacy
+  proof needs to be random and unknown uses the next option); or
 - from secret random bytes (:meth:`HashSpec.random`, ``noise.random_bytes``)
   for mechanisms whose hash must stay secret (LazyHH): ``to_public()`` then
   refuses, and checkpoints use :meth:`HashSpec.to_state`.

@@ -431,3 +431,21 @@ def test_private_length_upper_bound_covers_true_length() -> None:
         slack.append(last["t_hat"] - t)
     assert hh.release()["outputs"] == 200
     assert np.std(slack) > 1.0  # the count is really noisy
+
+
+def test_unit_cap_enters_calibration_thresholds_and_length_bound() -> None:
+    """User-level cap c: sensitivity c in the sketch and the length counter, +c in tau and t_up."""
+    kw = {"k": 2, "k_tilde": 16, "horizon": 50, "eps": 1.0, "delta": 1e-4, "clock": Clock.TICK,
+          "event_horizon": 10**4, "hash_seed": 1}
+    one, three = LazyHH(LazyHHSpec(**kw), ZeroNoise()), LazyHH(  # type: ignore[arg-type]
+        LazyHHSpec(**kw, unit_cap=3), ZeroNoise())  # type: ignore[arg-type]
+    assert three.calibration.sigma == pytest.approx(3 * one.calibration.sigma, rel=1e-6)
+    assert three.params.count is not None and one.params.count is not None
+    assert three.params.count.sigma == pytest.approx(3 * one.params.count.sigma, rel=1e-6)
+    for hh in (one, three):
+        hh.update_batch(np.zeros(10, dtype=np.int64), np.zeros(10, dtype=np.int64))
+        hh.advance_to(1)
+    th1, th3 = one.params.thresholds, three.params.thresholds
+    assert three._last["t_up"] - 10 == pytest.approx(3 * (one._last["t_up"] - 10 - 1) + 3)
+    assert th3.threshold(100.0, 200.0) - th3.tau2(200.0) == 3
+    assert th1.threshold(100.0, 200.0) - th1.tau2(200.0) == 1

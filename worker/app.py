@@ -68,6 +68,7 @@ class _Listener(ConsumerRebalanceListener):
         self.worker = worker
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
+        self.worker.generation += 1
         await self.worker.engine.revoke([(tp.topic, tp.partition) for tp in revoked])
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
@@ -89,6 +90,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self.engine: Engine
         self.failed: BaseException | None = None
+        self.generation = 0
+        """Bumped by every rebalance callback: a fetch that spans one is dropped."""
 
     def _common(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.settings.broker,
@@ -181,6 +184,7 @@ class Worker:
 
     async def restore_and_seek(self, tps: Sequence[TopicPartition]) -> None:
         """Restore assigned partitions from checkpoints and seek to the covered offsets."""
+        self.generation += 1
         offsets = await self.engine.assign([(tp.topic, tp.partition) for tp in tps])
         for (topic, p), off in offsets.items():
             tp = TopicPartition(topic, p)
@@ -192,7 +196,13 @@ class Worker:
     async def _consume(self) -> None:
         s = self.settings
         while not self._stopping.is_set():
+            generation = self.generation
             batches = await self.consumer.getmany(timeout_ms=100, max_records=s.max_batch)
+            if generation != self.generation:
+                # A rebalance ran during this fetch: the records may come from the
+                # position before the restore's seek. Drop them; the next fetch starts
+                # at the checkpointed offsets (re-applying would only be skipped work).
+                continue
             for tp, msgs in batches.items():
                 records = [(m.offset, m.key, m.value, m.timestamp) for m in msgs]
                 await self.engine.process_batch(tp.topic, tp.partition, records)

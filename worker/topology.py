@@ -387,9 +387,14 @@ def validate_mechanism_params(topo: Topology) -> None:
         raise SpecError(f"{topo.source}: privacy.clock: windowed mechanisms run on the tick "
                         "clock (a window is one epoch of ticks); set `clock: tick`")
     try:
-        entry.build_spec(topo.spec_params())
+        spec = entry.build_spec(topo.spec_params())
     except (SpecError, TypeError, ValueError) as exc:
         raise SpecError(f"{topo.source}: mechanism.params: {exc}") from None
+    kind = getattr(spec, "item_kind", None)
+    if kind is not None and kind != topo.input.item_type:
+        raise SpecError(f"{topo.source}: mechanism.params.item_kind: {kind!r} does not match "
+                        f"input.item_type {topo.input.item_type!r}; set `item_kind: "
+                        f"{topo.input.item_type}` (or change input.item_type)")
 
 
 def load_topologies(paths: Iterable[str]) -> list[Topology]:

@@ -171,7 +171,7 @@ def test_production_refuses_float_laplace_noise() -> None:
 def test_windowed_mechanism_releases_once_per_epoch(tmp_path: Path) -> None:
     load_mechanisms()
     doc = yaml.safe_load(yaml.safe_dump(BASE))
-    doc["mechanism"] = {"name": "pmg", "params": {"k": 16}}
+    doc["mechanism"] = {"name": "pmg", "params": {"k": 16, "item_kind": "str"}}
     p = tmp_path / "w.yaml"
     p.write_text(yaml.safe_dump(doc))
     with pytest.raises(SpecError, match=r"release\.every_ticks: 'pmg' is a windowed"):
@@ -193,3 +193,17 @@ def test_int_items_get_the_mechanism_domain() -> None:
     doc["mechanism"] = {"name": "dyadic_quantiles", "params": {"bits": 12}}
     assert parse_topology(yaml.safe_dump(doc)).input.item_bits == 12
     assert parse_topology(yaml.safe_dump(BASE)).input.item_bits is None
+
+
+def test_mechanism_item_kind_must_match_input_item_type(tmp_path: Path) -> None:
+    load_mechanisms()
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc["mechanism"] = {"name": "pmg", "params": {"k": 8, "item_kind": "int"}}
+    doc["release"]["every_ticks"] = doc["privacy"]["epoch_ticks"]
+    p = tmp_path / "k.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecError, match=r"mechanism\.params\.item_kind: .*item_kind: str"):
+        load_topology(p)
+    doc["input"]["item_type"] = "int"
+    p.write_text(yaml.safe_dump(doc))
+    assert load_topology(p).input.item_type == "int"

@@ -197,3 +197,35 @@ def test_shipped_windowed_topologies_release_once_per_window(fname: str) -> None
     assert [(r["shard"], r["seq"], r["final"]) for r in rels if r["shard"] == shard] == [
         (shard, 0, True)]
     assert eng.parts[(t.name, 0)].shards[shard].epoch == rels[0]["epoch"] + 1
+
+
+@pytest.mark.parametrize(("mech", "params", "unit"), [
+    ("pamg", "{k: 16, item_kind: str}", True),
+    ("triehh", "{levels: 4, bits: 8, item_kind: str}", False),
+    ("dp_cs", "{depth: 3, width: 64}", False),
+    ("dp_cms", "{depth: 3, width: 64}", False),
+])
+def test_other_windowed_mechanisms_release_once(mech: str, params: str, unit: bool) -> None:
+    """PAMG (gets the unit column), TrieHH, DP Count Sketch / Count-Min through the engine."""
+    text = TOPO.format(mech=mech, params=params, every=50, parts=1, shards="")
+    if unit:
+        text = text.replace("item: i}", "item: i, unit: u}").replace(
+            "epoch_ticks: 50", "epoch_ticks: 50, unit_cap: 3")
+    load_mechanisms()
+    t = parse_topology(text)
+    validate_mechanism_params(t)
+    clock = Clock(T0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+    recs = [(k, b"r1", json.dumps({"r": "r1", "i": f"ab{k % 5}", "u": f"u{k % 50}"}).encode(), 0)
+            for k in range(300)]
+
+    async def run() -> int:
+        await eng.assign([("in", 0)])
+        n = await eng.process_batch("in", 0, recs)
+        clock.t += 5.05
+        await eng.on_timer()
+        await eng.on_timer()
+        return n
+
+    assert asyncio.run(run()) == (150 if unit else 300)  # unit cap 3 x 50 units
+    assert [(r["seq"], r["final"], r["mechanism"]) for r in out(eng.sink)] == [(0, True, mech)]

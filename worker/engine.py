@@ -53,10 +53,17 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from sketches.base import lookup
-from worker.checkpoint import CheckpointStore, PartitionCheckpoint
+from worker.checkpoint import PartitionCheckpoint
 from worker.decode import Record, decode_batch
 from worker.metrics import Metrics
-from worker.partition import NoiseFactory, PartitionState, Sink, boundary_ms, event_limit
+from worker.partition import (
+    NoiseFactory,
+    PartitionState,
+    Sink,
+    Store,
+    boundary_ms,
+    event_limit,
+)
 from worker.publish import envelope_bytes, release_key
 from worker.routing import ShardGate, group_by_shard
 from worker.shard_state import ShardState
@@ -68,7 +75,7 @@ log = logging.getLogger(__name__)
 class Engine:
     """Decode, route, update, release and checkpoint for the assigned partitions."""
 
-    def __init__(self, topologies: Sequence[Topology], store: CheckpointStore, sink: Sink,
+    def __init__(self, topologies: Sequence[Topology], store: Store, sink: Sink,
                  metrics: Metrics | None = None, *, crash_points: dict[str, float] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.topologies = {t.name: t for t in topologies}

@@ -29,9 +29,18 @@ from typing import Any, Protocol
 
 import xxhash
 
+from worker.checkpoint import PartitionCheckpoint
 from worker.routing import ShardGate
 from worker.shard_state import ShardState
 from worker.topology import Topology
+
+
+class Store(Protocol):
+    """Where checkpoints go (``worker.checkpoint.CheckpointStore`` in production)."""
+
+    async def write(self, cp: PartitionCheckpoint) -> int: ...
+    async def refresh(self) -> None: ...
+    def load(self, topology: str, partition: int) -> PartitionCheckpoint | None: ...
 
 
 class Sink(Protocol):

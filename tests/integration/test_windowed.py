@@ -49,7 +49,7 @@ def test_windowed_dp_cms_publishes_once_per_window(broker, workers, make_topolog
     rng = np.random.default_rng(5)
     exact: dict[str, Counter[str]] = {r: Counter() for r in ROUTERS}
     for _ in range(2):  # two bursts, so events land in more than one window
-        chunk = []
+        chunk: list[tuple[bytes | None, bytes]] = []
         for _ in range(600):
             r = ROUTERS[int(rng.integers(len(ROUTERS)))]
             src = f"10.2.0.{int(rng.zipf(1.6)) % 30}"

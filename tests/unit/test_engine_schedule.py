@@ -41,13 +41,14 @@ def make(mech: str = "test_exact_counts", params: str = "{}", every: int = 5, pa
                                       shards=shards))
 
 
-def out(sink: MemSink) -> list[dict[str, Any]]:
+def out(sink: Any) -> list[dict[str, Any]]:
     return [json.loads(v) for t, _, v in sink.sent if t == "out"]
 
 
 def _scenario(extra_event_before_timer: bool) -> tuple[list[bytes], list[int]]:
     clock = Clock(T0)
-    eng = Engine([make()], MemStore(), MemSink(), clock=clock)
+    sink = MemSink()
+    eng = Engine([make()], MemStore(), sink, clock=clock)
     sizes: list[int] = []
 
     async def run() -> None:
@@ -56,17 +57,17 @@ def _scenario(extra_event_before_timer: bool) -> tuple[list[bytes], list[int]]:
         clock.t += 0.72  # tick 7: the slot-1 boundary (tick 5) has passed, timer not yet run
         if extra_event_before_timer:
             await eng.process_batch("in", 0, [ev(2, "r1", "c")])
-            sizes.append(len(eng.sink.sent))  # nothing published from ingestion
+            sizes.append(len(sink.sent))  # nothing published from ingestion
         clock.t += 0.01
         await eng.on_timer()
         clock.t += 5.0  # past the epoch's end (tick 57)
         if extra_event_before_timer:
             await eng.process_batch("in", 0, [ev(3, "r1", "d")])
-            sizes.append(len(eng.sink.sent))
+            sizes.append(len(sink.sent))
         await eng.on_timer()
 
     asyncio.run(run())
-    return [v for t, _, v in eng.sink.sent if t == "out"], sizes
+    return [v for t, _, v in sink.sent if t == "out"], sizes
 
 
 def test_release_bytes_and_stamps_do_not_depend_on_event_arrivals() -> None:
@@ -180,20 +181,21 @@ def test_shipped_windowed_topologies_release_once_per_window(fname: str) -> None
             ev_doc[f.weight] = -1 if k % 10 == 9 else 1
         recs.append((k, shard.encode(), json.dumps(ev_doc).encode(), 0))
     clock = Clock(T0)
-    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+    sink = MemSink()
+    eng = Engine([t], MemStore(), sink, clock=clock)
 
     async def run() -> None:
         await eng.assign([(t.input.topic, 0)])
         assert await eng.process_batch(t.input.topic, 0, recs) == 300
         clock.t += 1.0
         await eng.on_timer()
-        assert not [r for r in eng.sink.sent if r[0] == t.release.topic]
+        assert not [r for r in sink.sent if r[0] == t.release.topic]
         clock.t += 1.05
         await eng.on_timer()
         await eng.on_timer()
 
     asyncio.run(run())
-    rels = [json.loads(v) for tp, _, v in eng.sink.sent if tp == t.release.topic]
+    rels = [json.loads(v) for tp, _, v in sink.sent if tp == t.release.topic]
     assert [(r["shard"], r["seq"], r["final"]) for r in rels if r["shard"] == shard] == [
         (shard, 0, True)]
     assert eng.parts[(t.name, 0)].shards[shard].epoch == rels[0]["epoch"] + 1

@@ -338,3 +338,17 @@ def test_worker_params_and_group_privacy() -> None:
     tri = lookup("triehh").build_spec({"levels": 3, "bits": 4, **common})
     assert tri.window_ticks == 60
     assert lookup("pamg").build_spec({"k": 8, **common, "unit_cap": 4}).m == 4
+
+
+def test_split_modules_keep_the_old_import_paths() -> None:
+    """ItemCodec, MGState and worker_params moved to sketches.mg_state; the old
+    names in sketches.misra_gries must be the same objects (callers unchanged)."""
+    import sketches.mg_state as mg_state
+    import sketches.misra_gries as misra_gries
+
+    for name in ("ItemCodec", "MGState", "worker_params"):
+        assert getattr(misra_gries, name) is getattr(mg_state, name)
+        assert name in misra_gries.__all__
+    p, horizon = mg_state.worker_params({"relation": "add_remove", "clock": "tick",
+                                         "horizon": 12, "k": 3}, "pmg")
+    assert (p, horizon) == ({"k": 3}, 12)

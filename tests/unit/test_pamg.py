@@ -224,3 +224,16 @@ def test_merge_pamg_shards_zero_noise() -> None:
     assert {d["item"]: d["estimate"] for d in merged.release()["items"]} == {1: 120, 2: 120}
     with pytest.raises(PrivacyError):
         shards[1].release()
+
+
+def test_gshm_module_reexported_and_release_thresholds() -> None:
+    """The GSHM functions moved to sketches.gshm; sketches.pamg re-exports them.
+    With zero noise gshm_release keeps exactly the counts >= tau, rounded."""
+    import sketches.gshm as gshm
+    import sketches.pamg as pamg
+
+    assert pamg.gshm_delta is gshm.gshm_delta
+    assert pamg.gshm_calibrate is gshm.gshm_calibrate
+    keys, est = gshm.gshm_release(np.array([1, 2, 3], np.uint64), np.array([9, 10, 11]),
+                                  1.0, 10.0, ZERO)
+    assert keys.tolist() == [2, 3] and est.tolist() == [10.0, 11.0]

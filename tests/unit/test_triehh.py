@@ -239,3 +239,16 @@ def test_exact_accountant_calibration() -> None:
     rel_ = t.release()
     assert rel_["eps"] == pytest.approx(1.0) and rel_["delta"] <= 1e-6
     assert [d["item"] for d in rel_["items"]] == [17]
+
+
+def test_accountant_module_reexported() -> None:
+    """The accountant moved to sketches.triehh_accounting; sketches.triehh re-exports
+    the same functions, and the note's theta meets its delta exactly at the boundary."""
+    import sketches.triehh as triehh
+    import sketches.triehh_accounting as acc
+
+    for name in ("level_privacy", "theta_for_delta", "exact_level_delta",
+                 "exact_calibration"):
+        assert getattr(triehh, name) is getattr(acc, name)
+    theta = acc.theta_for_delta(1e-6)
+    assert acc.level_privacy(0.01, theta)[1] <= 1e-6 < acc.level_privacy(0.01, theta - 1)[1]

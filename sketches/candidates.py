@@ -12,7 +12,8 @@ that set as parallel numpy arrays, sorted by key, so membership tests
   holding ``str``/``bytes`` otherwise), needed because the heavy hitters
   themselves are the published output;
 - ``cells``: ``int64[d, n]`` flat indices ``row * w + bucket`` into the
-  sketch matrix (:class:`CellHasher`), so an output is one gather.
+  sketch matrix (:meth:`sketches.hashing.HashSpec.cells`), so an output is one
+  gather.
 
 The candidate set is private state (it is built from raw items); only the
 thresholded heavy hitters derived from it are published.
@@ -37,19 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from sketches.hashing import HashSpec
-
 __all__ = [
     "CandidateSet",
-    "CellHasher",
     "decode_items",
     "encode_items",
     "public_item",
     "top_order",
 ]
-
-_S32 = np.uint64(32)
-
 
 def top_order(estimates: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Indices sorting candidates by estimate (descending), ties by key (ascending).
@@ -64,55 +59,6 @@ def top_order(estimates: np.ndarray, keys: np.ndarray) -> np.ndarray:
     [2, 1, 0]
     """
     return np.lexsort((keys, -np.asarray(estimates, dtype=np.float64)))
-
-
-class CellHasher:
-    """Flat sketch cells ``row * w + h_row(key)`` of keys, all rows in one pass.
-
-    Uses the public row multipliers/offsets of :meth:`HashSpec.to_public` and
-    the bucket rule of :mod:`sketches.hashing`; at construction it checks itself
-    against :meth:`HashSpec.buckets` and falls back to it on any mismatch.
-
-    Examples
-    --------
-    >>> spec = HashSpec(seed=5, depth=3, width=10)
-    >>> keys = spec.item_keys(np.arange(6))
-    >>> cells = CellHasher(spec).cells(keys)
-    >>> bool((cells == spec.buckets(keys) + 10 * np.arange(3)[:, None]).all())
-    True
-    """
-
-    def __init__(self, spec: HashSpec) -> None:
-        pub = spec.to_public()
-        self._spec = spec
-        self._a = np.array(pub["row_multipliers"], dtype=np.uint64)[:, None]
-        self._b = np.array(pub["row_offsets"], dtype=np.uint64)[:, None]
-        self._w = np.uint64(spec.width)
-        self._row0 = (np.arange(spec.depth, dtype=np.int64) * spec.width)[:, None]
-        probe = spec.item_keys(np.arange(-4, 60, 7))
-        self._fast = bool((self._vectorised(probe) == spec.buckets(probe)).all())
-
-    def _vectorised(self, keys: np.ndarray) -> np.ndarray:
-        y = keys[None, :] * self._a
-        y += self._b
-        y >>= _S32
-        y *= self._w
-        y >>= _S32
-        return y.view(np.int64)
-
-    @property
-    def row_offsets(self) -> np.ndarray:
-        """``int64[d, 1]``: ``row * w`` (add to buckets to get flat cells)."""
-        return self._row0
-
-    def buckets(self, keys: np.ndarray) -> np.ndarray:
-        """``int64[d, n]`` buckets of ``keys`` (uint64), same as :meth:`HashSpec.buckets`."""
-        keys = np.asarray(keys, dtype=np.uint64)
-        return self._vectorised(keys) if self._fast else self._spec.buckets(keys)
-
-    def cells(self, keys: np.ndarray) -> np.ndarray:
-        """``int64[d, n]`` flat cell indices of ``keys`` (uint64)."""
-        return self.buckets(keys) + self._row0
 
 
 class CandidateSet:

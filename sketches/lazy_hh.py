@@ -51,7 +51,6 @@ import numpy as np
 from sketches.base import MechanismEntry, register
 from sketches.candidates import (
     CandidateSet,
-    CellHasher,
     decode_items,
     encode_items,
     public_item,
@@ -104,7 +103,7 @@ class LazyHH:
             calibrator=spec.calibrator, hash_seed=seed, unit_cap=spec.unit_cap,
         )
         self.hash = self.sketch_spec.hash_spec
-        self._hasher = CellHasher(self.hash)
+        self._row0 = (np.arange(depth, dtype=np.int64) * spec.k_tilde)[:, None]
         self.calibration = calibrate(
             eps_s, delta_s, m=neighbouring_cells(spec.relation, depth),
             rounds=self.sketch_spec.rounds, calibrator=spec.calibrator, unit_cap=spec.unit_cap)
@@ -186,8 +185,8 @@ class LazyHH:
             s0, m = self._events, seg.size
             base = s0 // w
             keys = self.hash.item_keys(seg)
-            buckets = self._hasher.buckets(keys)
-            cells = buckets + self._hasher.row_offsets
+            buckets = self.hash.buckets(keys)
+            cells = buckets + self._row0
             steps = np.arange(s0, s0 + m)
             slot = (steps // w - base) + (buckets < steps % w)  # local round of each push
             slots = (s0 + m - 1) // w - base + 3
@@ -231,7 +230,7 @@ class LazyHH:
         if not items.size:
             return
         keys = self.hash.item_keys(items)
-        cells = self._hasher.cells(keys)
+        cells = self.hash.cells(keys)
         dw = self._carry.shape[1]
         uniq, first = np.unique(ticks, return_index=True)
         for tick, a, b in zip(uniq.tolist(), first.tolist(), [*first[1:].tolist(), items.size],
@@ -413,7 +412,7 @@ class LazyHH:
         self._cands = CandidateSet(self.sketch_spec.depth, integer)
         cand = items("cand")
         keys = h.item_keys(cand) if cand.size else np.zeros(0, dtype=np.uint64)
-        self._cands.restore(keys, cand, self._hasher.cells(keys))
+        self._cands.restore(keys, cand, self.hash.cells(keys))
         self._hh_items = items("hh")
         self._hh_keys = h.item_keys(self._hh_items) if self._hh_items.size else self._hh_keys
 

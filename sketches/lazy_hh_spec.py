@@ -52,6 +52,7 @@ from sketches.privacy import (
     Relation,
     alg6_gamma,
     check_clock,
+    check_lemma6_delta,
     counter_error_bound,
     delta_tilde,
     lazyhh_depth,
@@ -139,6 +140,7 @@ class LazyHHSpec:
             raise SpecError("event_horizon/output_every: the arrival clock outputs every k_tilde"
                             " events of a horizon of `horizon` events; leave both unset")
         sketch_delta = self.sketch_budget[1]
+        check_lemma6_delta(sketch_delta, name="delta")
         if not 0 < self.beta_value < sketch_delta:
             raise SpecError(f"beta: must be in (0, {sketch_delta:g}) (sketch delta, Lemma 11),"
                             f" got {self.beta}; leave it unset for delta/2")

@@ -310,27 +310,29 @@ NOTES = """## Why the numbers differ
 - **Depth and memory.** Algorithm 6 needs d = log2(4T/beta) rows for Lemma 6 (38 here;
   the paper's text says ln, which would break the per-row Markov halving the proof
   uses), so our memory is d * k~ * (tree levels + 1) * 8 bytes: megabytes, not the
-  paper's 20-160 KB. The paper's memory axis (about 160 B per unit of k~) matches its
-  experimental section's fixed depth d = 3 (Sec. 6.1), not Alg. 6's depth; with d = 3 the
-  privacy proof (Lemma 11 via Lemma 6) does not hold. The row `paper, d=3 (UNSAFE)`
+  paper's 20-160 KB. The paper's memory axis (about 160 B per unit of k~) fits a small
+  fixed depth such as the d = 3 of its Sec. 6.1 (our d = 3 row: 248 KB at k~ = 4k with
+  8-byte values), not Alg. 6's depth; with d = 3 the privacy proof (Lemma 11 via
+  Lemma 6) does not hold. The row `paper, d=3 (UNSAFE)`
   runs that setting for comparison only (memory and speed; its threshold is the same).
   Memory is plotted against k~ (our MB in the tick labels).
 - **Threshold, and recall vs eps.** tau = max(t/k, 5t/k~ + 3 gamma + k~) + 1. At
-  k~ = 4k the suppression term 5t/k~ = 1.25 t/k exceeds t/k *whatever eps is*, so every
-  true heavy hitter with t/k < f < 1.25 t/k + 3 gamma is suppressed; in this data 6 of
-  the 19 prefixes above t/k lie in that band, hence recall <= 0.74 at k~ = 4k for every
-  eps (on the paper's data few items must have been in the band). From k~ > 5k the
-  heavy-hitter threshold t/k dominates and recall is 1 (the k~ = 8k eps sweep); gamma,
-  the noise bound, grows like 1/eps and matters only at small eps.
+  k~ = 4k the suppression term alone, 5t/k~ + k~ + 1 = 1.25 t/k + 513 (225k packets here),
+  exceeds t/k = 180k *whatever eps is*: the 3 prefixes with 180k < f <= 225k can never
+  be reported at k~ = 4k (recall <= 16/19), and 3 gamma (14k at eps = 0.9, 250k at
+  eps = 0.05) suppresses a few more. The paper's data presumably had few items in that
+  band. From k~ > 5k the heavy-hitter threshold t/k dominates and recall is 1 (k~ = 6k,
+  8k at eps = 0.5; the k~ = 8k eps sweep reaches 1 at eps = 0.2).
 - **ARE.** Reported prefixes carry 180k-2.9M packets each, so the noise (gamma ~ 8k at
   eps = 0.5) and collisions are small relative errors; the paper's source IPs are lighter.
 - **Update time.** numpy on a 2-core machine shared with other jobs, versus the paper's
-  C++ on a laptop; the cost per event is dominated by d = 38 GaussBM noise draws per event
-  (one node per counter per round) and d hashed rows, so it scales with d, not with k~.
+  C++ on a laptop; the largest single cost per event is the d = 38 GaussBM noise draws
+  (one node per counter per round), then the d hashed rows, so it scales with d, not k~
+  (except at small k~, where the per-output Python work dominates).
 - **Calibrators.** `analytic`/`discrete` rows use the exact Gaussian calibrations the
   project uses in production (smaller sigma than the paper's classic bound); the
   `tick, add/remove` row privatizes the stream length (10% of eps and delta) and reports
-  the composed delta~ (see sketches/lazy_hh.py).
+  the composed delta~ (derivation in sketches/lazy_hh_spec.py).
 """
 
 

@@ -6,7 +6,7 @@ Hierarchy (catch the base class to handle every dpstream sketch error)::
     ├── SpecError              invalid parameters in a spec (names the field and the fix)
     ├── IncompatibleSpecError  merge/restore across specs that do not match
     ├── HorizonExceededError   an update past the horizon T fixed at construction
-    ├── SerializationError     bytes that are not a valid dpstream state (bad magic, version, length)
+    ├── SerializationError     bytes that are not a valid dpstream state (magic, version, length)
     └── PrivacyError           a request that would weaken the privacy guarantee
                                (e.g. non-secure noise in production, arrival clock under add/remove)
 """

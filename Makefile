@@ -19,16 +19,21 @@ demo: install
 	$(BIN)/dpstream demo
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/ruff check sketches worker tests benchmarks scripts
+	$(BIN)/mypy sketches worker
+	$(BIN)/python -m pytest -q --doctest-modules sketches worker tests
 
 lint: install
-	$(BIN)/ruff check sketches worker tests benchmarks
+	$(BIN)/ruff check sketches worker tests benchmarks scripts
 	$(BIN)/mypy sketches worker
 
 bench: install
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_noise.py
 	$(BIN)/python benchmarks/bench_e2e.py
+	$(BIN)/python benchmarks/bench_lazyhh.py --quick
+	$(BIN)/python benchmarks/bench_fig3.py --quick
+	$(BIN)/python benchmarks/bench_hh_compare.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

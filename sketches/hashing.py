@@ -344,10 +344,6 @@ class HashSpec:
         return {
             "row_params": [p[2 + 6 * i: 5 + 6 * i] for i in range(self.depth)],
             "sign_params": [p[5 + 6 * i: 8 + 6 * i] for i in range(self.depth)],
-            # v1-named aliases (high-limb multiplier, offset) so that older fast
-            # paths that probe against buckets() detect the change and fall back
-            "row_multipliers": [p[3 + 6 * i] for i in range(self.depth)],
-            "row_offsets": [p[4 + 6 * i] for i in range(self.depth)],
         }
 
     def to_public(self) -> dict[str, Any]:
@@ -382,7 +378,7 @@ class HashSpec:
         except KeyError as exc:
             raise SpecError(f"hash.{exc.args[0]}: missing from hash spec; include it") from None
         mine = spec._rows_public()
-        for key in ("row_params", "sign_params", "row_multipliers", "row_offsets"):
+        for key in ("row_params", "sign_params"):
             if key in data and [x if isinstance(x, int) else [int(v) for v in x]
                                 for x in data[key]] != mine[key]:
                 raise SpecError(f"hash.{key}: do not match the seed; the release is corrupt")

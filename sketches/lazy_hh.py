@@ -56,8 +56,9 @@ from sketches.candidates import (
     public_item,
     top_order,
 )
-from sketches.errors import HorizonExceededError, SerializationError, SpecError
+from sketches.errors import HorizonExceededError, PrivacyError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
+from sketches.hashing import HashSpec
 from sketches.lazy import LazySketchSpec
 from sketches.lazy_hh_spec import LazyHHSpec, derive_params, guarantee
 from sketches.privacy import Clock, calibrate, neighbouring_cells
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LazyHH", "LazyHHSpec"]
 
+_INSECURE = ("fast", "zero")  # noise kinds that may carry a fixed hash_seed (tests only)
 _CHUNK = 1 << 15  # events per vectorised step (bounds the (rounds, d*w) work array)
 
 
@@ -78,7 +80,9 @@ class LazyHH:
     ----------
     spec : LazyHHSpec
     noise : NoiseSource
-        Injected noise (also the source of the hash seed when ``spec.hash_seed`` is None).
+        Injected noise, also the source of the secret hash parameters
+        (:meth:`~sketches.hashing.HashSpec.random`). A fixed ``spec.hash_seed`` is
+        refused (PrivacyError) unless ``noise.kind`` is ``fast`` or ``zero``.
     """
 
     name: ClassVar[str] = "lazy_hh"
@@ -86,23 +90,23 @@ class LazyHH:
     def __init__(self, spec: LazyHHSpec, noise: NoiseSource) -> None:
         if not isinstance(spec, LazyHHSpec):
             raise SpecError(f"spec: expected LazyHHSpec, got {type(spec).__name__}")
-        seed = spec.hash_seed
-        if seed is None:
-            seed = int.from_bytes(noise.random_bytes(8), "little") >> 1
-        self._setup(spec, noise, int(seed))
+        self._setup(spec, noise, _make_hash(spec, noise))
 
-    def _setup(self, spec: LazyHHSpec, noise: NoiseSource, seed: int) -> None:
+    def _setup(self, spec: LazyHHSpec, noise: NoiseSource, hash_spec: HashSpec) -> None:
         self.spec = spec
         eps_s, delta_s = spec.sketch_budget
-        depth = derive_params(spec, None, None).depth
+        depth = _depth(spec)
+        if (hash_spec.depth, hash_spec.width) != (depth, spec.k_tilde):
+            raise SpecError(f"hash: shape ({hash_spec.depth}, {hash_spec.width}) != sketch shape"
+                            f" ({depth}, {spec.k_tilde}); rebuild the hash for this spec")
         # the embedded LazyCMS (Alg. 5), described by its own spec; columns_per_tick=None:
         # a tick pushes every column (nothing pending at a tick boundary)
         self.sketch_spec = LazySketchSpec(
             depth=depth, width=spec.k_tilde, horizon=spec.horizon, eps=eps_s, delta=delta_s,
             relation=spec.relation, clock=spec.clock, columns_per_tick=None,
-            calibrator=spec.calibrator, hash_seed=seed, unit_cap=spec.unit_cap,
-        )
-        self.hash = self.sketch_spec.hash_spec
+            calibrator=spec.calibrator, hash_seed=hash_spec.seed or 0, unit_cap=spec.unit_cap,
+        )  # its hash_seed is a placeholder when the hash is secret: self.hash is the hash
+        self.hash = hash_spec
         self._row0 = (np.arange(depth, dtype=np.int64) * spec.k_tilde)[:, None]
         self.calibration = calibrate(
             eps_s, delta_s, m=neighbouring_cells(spec.relation, depth),
@@ -356,7 +360,7 @@ class LazyHH:
         """Versioned binary state (private: exact counts, raw candidate items)."""
         c = self._cands
         state: dict[str, Any] = {
-            "hash_seed": self.sketch_spec.hash_seed, "events": self._events,
+            "hash": self.hash.to_state(), "events": self._events,
             "boundary": self._boundary, "outputs": self._outputs, "last": self._last,
             "open": self._open, "sketch": self._counters.state_header(),
             "integer_items": None if c is None else c.integer_items,
@@ -382,7 +386,10 @@ class LazyHH:
         spec, state, arrays = state_from_bytes(cls.name, LazyHHSpec, data)
         try:
             obj = cls.__new__(cls)
-            obj._setup(spec, noise, int(state["hash_seed"]))
+            _check_seed(spec, noise)
+            hs = state.get("hash")
+            obj._setup(spec, noise, HashSpec.from_state(hs) if hs is not None
+                       else HashSpec(int(state["hash_seed"]), _depth(spec), spec.k_tilde))
             obj._counters.restore(state["sketch"], {
                 k: arrays[f"sketch_{k}"] for k in ("prefix", "node_noise")})
             if arrays["carry"].shape != obj._carry.shape:
@@ -398,7 +405,7 @@ class LazyHH:
                     k: arrays[f"counter_{k}"] for k in ("prefix", "node_noise")})
             if state["integer_items"] is not None:
                 obj._restore_items(bool(state["integer_items"]), arrays)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, SpecError) as exc:
             raise SerializationError(f"state: incomplete LazyHH state ({exc!r})") from None
         return obj
 
@@ -415,6 +422,39 @@ class LazyHH:
         self._cands.restore(keys, cand, self.hash.cells(keys))
         self._hh_items = items("hh")
         self._hh_keys = h.item_keys(self._hh_items) if self._hh_items.size else self._hh_keys
+
+
+def _depth(spec: LazyHHSpec) -> int:
+    return derive_params(spec, None, None).depth
+
+
+def _check_seed(spec: LazyHHSpec, noise: NoiseSource) -> None:
+    """Refuse a fixed ``hash_seed`` with private noise (review A3; paper 002 Lemma 6).
+
+    Theorem 3's suppression of rare items needs a hash unknown to the adversary;
+    with a known seed an item colliding with a heavy one can be forged.
+    """
+    if spec.hash_seed is not None and getattr(noise, "kind", "secure") not in _INSECURE:
+        raise PrivacyError(
+            "hash_seed: a fixed hash seed makes LazyHH's hash public, which breaks its privacy"
+            " proof (paper 002 Lemma 6); leave hash_seed=None (secret hash drawn from the"
+            " noise source), or use kind='fast'/'zero' noise with allow_insecure for tests")
+
+
+def _make_hash(spec: LazyHHSpec, noise: NoiseSource) -> HashSpec:
+    """The sketch hash: secret random parameters from ``noise`` (:meth:`HashSpec.random`).
+
+    ``hash_seed`` (tests/benchmarks with insecure noise only) gives a seeded hash;
+    zero noise without a seed gives the seed-0 hash (its random bytes are zeros,
+    which would make every parameter 0).
+    """
+    _check_seed(spec, noise)
+    depth = _depth(spec)
+    if spec.hash_seed is not None:
+        return HashSpec(int(spec.hash_seed), depth, spec.k_tilde)
+    if getattr(noise, "kind", "") == "zero":
+        return HashSpec(0, depth, spec.k_tilde)
+    return HashSpec.random(depth, spec.k_tilde, noise)
 
 
 def _build_spec(params: Mapping[str, Any]) -> LazyHHSpec:

@@ -84,8 +84,10 @@ class LazyHHSpec:
         ``delta / 2``.
     relation, clock, calibrator : as in :class:`sketches.lazy.LazySketchSpec`.
     hash_seed : int or None
-        ``None`` (recommended): drawn from the noise source at construction, so the
-        hash is independent of the data (the collision bounds need that).
+        ``None`` (required with private noise): a secret hash is drawn from the
+        noise source at construction (paper 002 Lemma 6 needs a hash unknown to
+        the adversary). An int is for tests/benchmarks with ``fast``/``zero``
+        noise only; :class:`~sketches.lazy_hh.LazyHH` refuses it otherwise.
     event_horizon : int
         Tick clock only (required): public upper bound on events per epoch
         (enters the depth); more events raise HorizonExceededError.

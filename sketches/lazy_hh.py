@@ -49,18 +49,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from sketches.base import MechanismEntry, register
-from sketches.candidates import (
-    CandidateSet,
-    decode_items,
-    encode_items,
-    public_item,
-    top_order,
-)
-from sketches.errors import HorizonExceededError, PrivacyError, SerializationError, SpecError
+from sketches.candidates import CandidateSet, public_item, top_order
+from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
 from sketches.hashing import HashSpec
 from sketches.lazy import LazySketchSpec
 from sketches.lazy_hh_spec import LazyHHSpec, derive_params, guarantee
+from sketches.lazy_hh_state import check_seed, hash_from_state, make_hash, restore_state, state_of
 from sketches.privacy import Clock, calibrate, neighbouring_cells
 from sketches.serialization import spec_from_params, state_from_bytes, state_to_bytes
 
@@ -69,7 +64,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LazyHH", "LazyHHSpec"]
 
-_INSECURE = ("fast", "zero")  # noise kinds that may carry a fixed hash_seed (tests only)
 _CHUNK = 1 << 15  # events per vectorised step (bounds the (rounds, d*w) work array)
 
 
@@ -90,7 +84,7 @@ class LazyHH:
     def __init__(self, spec: LazyHHSpec, noise: NoiseSource) -> None:
         if not isinstance(spec, LazyHHSpec):
             raise SpecError(f"spec: expected LazyHHSpec, got {type(spec).__name__}")
-        self._setup(spec, noise, _make_hash(spec, noise))
+        self._setup(spec, noise, make_hash(spec, noise, _depth(spec)))
 
     def _setup(self, spec: LazyHHSpec, noise: NoiseSource, hash_spec: HashSpec) -> None:
         self.spec = spec
@@ -357,104 +351,29 @@ class LazyHH:
                    + self._hh_keys.nbytes + self._hh_est.nbytes + self._tick_counts.nbytes)
 
     def to_bytes(self) -> bytes:
-        """Versioned binary state (private: exact counts, raw candidate items)."""
-        c = self._cands
-        state: dict[str, Any] = {
-            "hash": self.hash.to_state(), "events": self._events,
-            "boundary": self._boundary, "outputs": self._outputs, "last": self._last,
-            "open": self._open, "sketch": self._counters.state_header(),
-            "integer_items": None if c is None else c.integer_items,
-            "counter": None if self._counter is None else self._counter.state_header(),
-        }
-        arrays: dict[str, np.ndarray] = {
-            "carry": self._carry, "tick_counts": self._tick_counts, "hh_est": self._hh_est,
-        }
-        arrays.update({f"sketch_{k}": v for k, v in self._counters.state_arrays().items()})
-        if self._counter is not None:
-            arrays.update({f"counter_{k}": v for k, v in self._counter.state_arrays().items()})
-        if c is not None:
-            for prefix, items in (("cand", c.items), ("hh", self._hh_items)):
-                if c.integer_items:
-                    arrays[f"{prefix}_items"] = items.astype(np.int64)
-                else:
-                    arrays.update({f"{prefix}_{k}": v for k, v in encode_items(items).items()})
+        """Versioned binary state (private: exact counts, raw items, secret hash).
+
+        Layout: :mod:`sketches.lazy_hh_state`.
+        """
+        state, arrays = state_of(self)
         return state_to_bytes(self.name, self.spec, state, arrays)
 
     @classmethod
     def from_bytes(cls, data: bytes, noise: NoiseSource) -> LazyHH:
         """Restore a state written by :meth:`to_bytes`; continues exactly."""
         spec, state, arrays = state_from_bytes(cls.name, LazyHHSpec, data)
+        check_seed(spec, noise)
         try:
             obj = cls.__new__(cls)
-            _check_seed(spec, noise)
-            hs = state.get("hash")
-            obj._setup(spec, noise, HashSpec.from_state(hs) if hs is not None
-                       else HashSpec(int(state["hash_seed"]), _depth(spec), spec.k_tilde))
-            obj._counters.restore(state["sketch"], {
-                k: arrays[f"sketch_{k}"] for k in ("prefix", "node_noise")})
-            if arrays["carry"].shape != obj._carry.shape:
-                raise SerializationError(f"arrays.carry: expected shape {obj._carry.shape}")
-            obj._carry = arrays["carry"].astype(np.int64)
-            obj._events, obj._boundary = int(state["events"]), int(state["boundary"])
-            obj._open = int(state["open"])
-            obj._outputs, obj._last = int(state["outputs"]), dict(state["last"])
-            obj._tick_counts = arrays["tick_counts"].astype(np.int64)
-            obj._hh_est = arrays["hh_est"]
-            if obj._counter is not None:
-                obj._counter.restore(state["counter"], {
-                    k: arrays[f"counter_{k}"] for k in ("prefix", "node_noise")})
-            if state["integer_items"] is not None:
-                obj._restore_items(bool(state["integer_items"]), arrays)
+            obj._setup(spec, noise, hash_from_state(state, _depth(spec), spec.k_tilde))
+            restore_state(obj, state, arrays)
         except (KeyError, TypeError, ValueError, SpecError) as exc:
             raise SerializationError(f"state: incomplete LazyHH state ({exc!r})") from None
         return obj
 
-    def _restore_items(self, integer: bool, arrays: dict[str, np.ndarray]) -> None:
-        def items(prefix: str) -> np.ndarray:
-            if integer:
-                return arrays[f"{prefix}_items"]
-            return decode_items({k: arrays[f"{prefix}_{k}"]
-                                 for k in ("blob", "lengths", "is_bytes")})
-        h = self.hash
-        self._cands = CandidateSet(self.sketch_spec.depth, integer)
-        cand = items("cand")
-        keys = h.item_keys(cand) if cand.size else np.zeros(0, dtype=np.uint64)
-        self._cands.restore(keys, cand, self.hash.cells(keys))
-        self._hh_items = items("hh")
-        self._hh_keys = h.item_keys(self._hh_items) if self._hh_items.size else self._hh_keys
-
 
 def _depth(spec: LazyHHSpec) -> int:
     return derive_params(spec, None, None).depth
-
-
-def _check_seed(spec: LazyHHSpec, noise: NoiseSource) -> None:
-    """Refuse a fixed ``hash_seed`` with private noise (review A3; paper 002 Lemma 6).
-
-    Theorem 3's suppression of rare items needs a hash unknown to the adversary;
-    with a known seed an item colliding with a heavy one can be forged.
-    """
-    if spec.hash_seed is not None and getattr(noise, "kind", "secure") not in _INSECURE:
-        raise PrivacyError(
-            "hash_seed: a fixed hash seed makes LazyHH's hash public, which breaks its privacy"
-            " proof (paper 002 Lemma 6); leave hash_seed=None (secret hash drawn from the"
-            " noise source), or use kind='fast'/'zero' noise with allow_insecure for tests")
-
-
-def _make_hash(spec: LazyHHSpec, noise: NoiseSource) -> HashSpec:
-    """The sketch hash: secret random parameters from ``noise`` (:meth:`HashSpec.random`).
-
-    ``hash_seed`` (tests/benchmarks with insecure noise only) gives a seeded hash;
-    zero noise without a seed gives the seed-0 hash (its random bytes are zeros,
-    which would make every parameter 0).
-    """
-    _check_seed(spec, noise)
-    depth = _depth(spec)
-    if spec.hash_seed is not None:
-        return HashSpec(int(spec.hash_seed), depth, spec.k_tilde)
-    if getattr(noise, "kind", "") == "zero":
-        return HashSpec(0, depth, spec.k_tilde)
-    return HashSpec.random(depth, spec.k_tilde, noise)
 
 
 def _build_spec(params: Mapping[str, Any]) -> LazyHHSpec:

@@ -23,6 +23,7 @@ import pytest
 import sketches.candidates
 import sketches.lazy_hh
 import sketches.lazy_hh_spec
+import sketches.lazy_hh_state
 from sketches.base import lookup
 from sketches.errors import HorizonExceededError, PrivacyError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
@@ -431,7 +432,8 @@ def test_registry_builds_from_worker_params() -> None:
         lookup("lazy_hh").build_spec({**params, "kk": 1})
 
 
-@pytest.mark.parametrize("module", [sketches.lazy_hh, sketches.lazy_hh_spec, sketches.candidates])
+@pytest.mark.parametrize("module", [sketches.lazy_hh, sketches.lazy_hh_spec, sketches.lazy_hh_state,
+                                    sketches.candidates])
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.failed == 0 and result.attempted > 0

@@ -41,6 +41,12 @@ Atomicity: a call that opens rounds draws all its noise into temporaries
 before changing any state, so a failing noise source leaves the counters
 exactly as before the call (never exact counts behind stale noise).
 
+Query cache: ``noise_sum(rounds)`` is kept per counter and updated when a
+round opens (integer noise: incrementally, ``O(ctz(r) + 1)`` vector
+operations, exact; float noise: recomputed in the same order as
+:meth:`ContinualCounters.noise_sum`, bit-identical), so :meth:`ContinualCounters.query`
+is one vector addition. It is derived state: recomputed on restore, not serialized.
+
 Rounds and horizon: the horizon ``T`` (max rounds) is fixed at construction;
 the tree has ``levels = ceil(log2(T + 1))`` levels (paper: ``h``). Opening a
 round past ``T`` raises :class:`~sketches.errors.HorizonExceededError`.
@@ -181,6 +187,7 @@ class ContinualCounters:
         self._prefix = np.zeros(self.n, dtype=np.int64)
         dtype = np.int64 if self.integer_noise else np.float64
         self._node_noise = np.zeros((self.levels, self.n), dtype=dtype)
+        self._noise_now = np.zeros(self.n, dtype=dtype)  # cache: noise_sum(rounds)
 
     # ------------------------------------------------------------ updates
     def _draw(self) -> np.ndarray:
@@ -251,11 +258,35 @@ class ContinualCounters:
         """
         drawn = [(level, self._draw())
                  for level in completed_levels(self.rounds, self.rounds + k)]
+        now = self._next_noise_sum(drawn, k)  # a temporary too: computed before committing
         if total is not None:
             self._prefix += total
         for level, value in drawn:
             self._node_noise[level] = value
+        self._noise_now = now
         self.rounds += k
+
+    def _next_noise_sum(self, drawn: list[tuple[int, np.ndarray]], k: int) -> np.ndarray:
+        """``noise_sum(rounds + k)`` once ``drawn`` is committed (the query cache).
+
+        Integer noise, one round (the hot path): round ``r + 1`` with
+        ``l = ctz(r + 1)`` drops levels ``0..l-1`` (all set in ``r``) and adds the
+        new level-``l`` node: ``O(l + 1)`` vector operations, exact in int64.
+        Otherwise the partition sum is recomputed in :meth:`noise_sum`'s order,
+        so float results are bit-identical to a fresh computation (and to a
+        restored checkpoint).
+        """
+        if self.integer_noise and k == 1 and len(drawn) == 1:
+            level, value = drawn[0]
+            out = self._noise_now - self._node_noise[:level].sum(axis=0) if level else \
+                self._noise_now.copy()
+            out += value
+            return out
+        new = dict(drawn)
+        out = np.zeros(self.n, dtype=self._node_noise.dtype)
+        for b in _bits(self.rounds + k):
+            out += new[b] if b in new else self._node_noise[b]
+        return out
 
     def add_to_current(self, increments: np.ndarray) -> None:
         """Add ``increments`` (shape ``(n,)``) to the current, already opened round."""
@@ -288,7 +319,7 @@ class ContinualCounters:
         numpy.ndarray
             int64 (integer noise) or float64, shape (n,). Noisy values only.
         """
-        now = self.noise_sum(self.rounds)
+        now = self._noise_now
         if behind is not None and self.rounds > 0 and bool(np.any(behind)):
             prev = self.noise_sum(self.rounds - 1)
             now = np.where(behind, prev, now)
@@ -341,3 +372,4 @@ class ContinualCounters:
         self.rounds = rounds
         self._prefix = prefix.astype(np.int64, copy=True)
         self._node_noise = node_noise.copy()
+        self._noise_now = self.noise_sum(rounds)

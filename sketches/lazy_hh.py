@@ -194,7 +194,7 @@ class LazyHH:
             done = (s0 + m) // w - base  # rounds completed by this chunk
             for r in range(done):
                 a, b = max(0, (base + r) * w - s0), (base + r + 1) * w - s0
-                self._counters.advance(acc[r:r + 1])
+                self._counters.push(acc[r], 1)  # one round (same noise rule as advance)
                 self._absorb(seg[a:b], keys[a:b], cells[:, a:b])
                 self._events = s0 + b
                 self._output()

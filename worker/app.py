@@ -64,15 +64,27 @@ class KafkaSink:
 
 
 class _Listener(ConsumerRebalanceListener):
+    """Rebalance callbacks; a failing callback fails the worker.
+
+    aiokafka only logs an exception raised by a listener and carries on
+    consuming, which would leave partitions assigned but never restored.
+    """
+
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        self.worker.generation += 1
-        await self.worker.engine.revoke([(tp.topic, tp.partition) for tp in revoked])
+        self.worker.rebalancing = True
+        try:
+            await self.worker.engine.revoke([(tp.topic, tp.partition) for tp in revoked])
+        except Exception as exc:
+            self.worker.fail(exc)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
-        await self.worker.restore_and_seek(list(assigned))
+        try:
+            await self.worker.restore_and_seek(list(assigned))
+        except Exception as exc:
+            self.worker.fail(exc)
 
 
 class Worker:
@@ -90,8 +102,16 @@ class Worker:
         self._stopping = asyncio.Event()
         self.engine: Engine
         self.failed: BaseException | None = None
-        self.generation = 0
-        """Bumped by every rebalance callback: a fetch that spans one is dropped."""
+        self.rebalancing = settings.assignment != "static"
+        """True from a revocation until the assigned partitions are restored and seeked.
+
+        Records that ``getmany`` hands over while it is true come from positions
+        the restore has not set yet (committed offset or ``auto_offset_reset``);
+        they are dropped and fetched again from the checkpointed offsets. Any
+        other records are applied, even if a rebalance ran while ``getmany``
+        waited: aiokafka only returns records that start at the partition's
+        current position and advances it, so dropping them would lose them.
+        """
 
     def _common(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.settings.broker,
@@ -177,33 +197,45 @@ class Worker:
                  s.group_id, s.assignment)
 
     def _on_task_done(self, task: asyncio.Task[Any]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            self.failed = task.exception()
-            log.error("worker task %s failed: %r", task.get_name(), self.failed)
-            self._stopping.set()
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
+            self.fail(exc, task.get_name())
+
+    def fail(self, exc: BaseException, where: str = "rebalance callback") -> None:
+        """Record ``exc`` as the worker's failure and stop it (first failure wins)."""
+        log.error("worker %s failed: %r", where, exc)
+        if self.failed is None:
+            self.failed = exc
+        self._stopping.set()
 
     async def restore_and_seek(self, tps: Sequence[TopicPartition]) -> None:
         """Restore assigned partitions from checkpoints and seek to the covered offsets."""
-        self.generation += 1
+        self.rebalancing = True
         offsets = await self.engine.assign([(tp.topic, tp.partition) for tp in tps])
         for (topic, p), off in offsets.items():
             tp = TopicPartition(topic, p)
             # No checkpoint: offset 0; if retention removed it, auto_offset_reset=earliest
             # moves to the first available record (seek_to_beginning would block here).
             self.consumer.seek(tp, 0 if off is None else off)
+        self.rebalancing = False  # no await since the seeks: every later record is valid
         log.info("assigned %s", sorted(f"{t}/{p}@{o}" for (t, p), o in offsets.items()))
 
     async def _consume(self) -> None:
         s = self.settings
         while not self._stopping.is_set():
-            generation = self.generation
             batches = await self.consumer.getmany(timeout_ms=100, max_records=s.max_batch)
-            if generation != self.generation:
-                # A rebalance ran during this fetch: the records may come from the
-                # position before the restore's seek. Drop them; the next fetch starts
-                # at the checkpointed offsets (re-applying would only be skipped work).
+            if self.rebalancing:
+                # Drained before the restore's seeks (no await between the drain and
+                # this check): the seeks will move the positions back to the
+                # checkpointed offsets, these records are fetched again from there.
+                if batches:
+                    log.info("dropped %d records fetched before the restore's seek: %s",
+                             sum(map(len, batches.values())),
+                             sorted(f"{tp.topic}/{tp.partition}" for tp in batches))
                 continue
             for tp, msgs in batches.items():
+                if self.rebalancing:
+                    break  # revoked meanwhile: the restore seeks every partition again
                 records = [(m.offset, m.key, m.value, m.timestamp) for m in msgs]
                 await self.engine.process_batch(tp.topic, tp.partition, records)
 
@@ -282,8 +314,10 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
     it. Ingestion does **not** go through per-record Faust agents: Faust's
     consumer creates several asyncio tasks per record and reached about 2% of
     raw aiokafka throughput here (docs/INGESTION.md); the hosted worker
-    consumes with batched ``getmany`` instead. The Faust app's own consumer
-    group is ``<group_id>-faust`` so it never joins the worker's group.
+    consumes with batched ``getmany`` instead. The app itself starts no
+    Kafka client (its boot strategy disables Faust's consumer, producer,
+    topic conductor and tables): it never joins a consumer group, so only the
+    worker's group rebalances.
 
     ``extras`` are coroutines started (with the worker) once it runs, e.g.
     the demo's producer; a worker failure crashes the app (non-zero exit).
@@ -295,6 +329,7 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
     >>> faust.Worker(app).execute_from_commandline()          # doctest: +SKIP
     """
     import faust
+    from faust.app.base import BootStrategy
     from mode import Service
 
     worker = create_worker(settings, topology_paths)
@@ -331,6 +366,10 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
     )
+    # No Faust consumer, producer, topic conductor or tables: the app consumes no
+    # Faust topic, and its consumer would join a second group ("<group>-faust")
+    # whose rebalances suspend/resume Faust's flow for nothing (docs/OPERATIONS.md).
+    app.boot_strategy = BootStrategy(app, enable_kafka=False, enable_web=False)
     app.add_dependency(WorkerService())
     app.dpstream_worker = worker  # type: ignore[attr-defined]
     return app

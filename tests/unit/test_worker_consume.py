@@ -1,0 +1,140 @@
+"""The worker's consume loop across rebalances (pure: fake consumer and engine, no broker).
+
+aiokafka's ``getmany`` waits for a running rebalance to finish and only hands
+over records that start at a partition's *current* position, advancing it.
+So records drained after the restore's seek are valid even if the rebalance
+began while ``getmany`` was waiting, and dropping them loses them for good;
+records drained before the seek are stale and must be dropped (the seek puts
+the position back). These tests script both orders deterministically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from worker.app import Worker, _Listener
+from worker.settings import Settings
+
+TP = TopicPartition("in", 0)
+
+
+class FakeEngine:
+    """Records batches; ``assign`` returns the checkpointed offset ``restored_at``."""
+
+    def __init__(self, restored_at: int, fail: bool = False) -> None:
+        self.restored_at, self.fail = restored_at, fail
+        self.batches: list[list[int]] = []
+
+    async def assign(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+        if self.fail:
+            raise RuntimeError("checkpoint store unavailable")
+        return {tp: self.restored_at for tp in tps}
+
+    async def revoke(self, tps: Sequence[tuple[str, int]]) -> None:
+        return None
+
+    async def process_batch(self, topic: str, partition: int, records: Sequence[Any]) -> int:
+        self.batches.append([r[0] for r in records])
+        return len(records)
+
+
+class FakeConsumer:
+    """Each ``getmany`` runs the next scripted step (which may call the listener)."""
+
+    def __init__(self, worker: Worker,
+                 steps: list[Callable[[], Awaitable[dict[TopicPartition, list[Any]]]]]) -> None:
+        self.worker, self.steps = worker, steps
+        self.seeks: list[tuple[TopicPartition, int]] = []
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+    async def getmany(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[Any]]:
+        if not self.steps:
+            self.worker.request_stop()
+            return {}
+        return await self.steps.pop(0)()
+
+
+def _records(start: int, n: int) -> list[Any]:
+    return [SimpleNamespace(offset=o, key=b"k", value=b"v", timestamp=0)
+            for o in range(start, start + n)]
+
+
+def _worker(engine: FakeEngine) -> Worker:
+    w = Worker(Settings(broker="127.0.0.1:1"), [])
+    w.engine = engine  # type: ignore[assignment]
+    return w
+
+
+def test_records_drained_after_the_seek_are_applied() -> None:
+    """A rebalance completes inside one ``getmany``; its records (from the seek) count.
+
+    The old loop compared a generation taken before ``getmany`` and dropped
+    these records although aiokafka had already advanced the position past them.
+    """
+    engine = FakeEngine(restored_at=1000)
+    w = _worker(engine)
+    listener = _Listener(w)
+
+    async def rebalance_then_records() -> dict[TopicPartition, list[Any]]:
+        await listener.on_partitions_revoked({TP})
+        await listener.on_partitions_assigned({TP})
+        return {TP: _records(1000, 10)}  # aiokafka: records start at the seeked position
+
+    w.rebalancing = False
+    w.consumer = FakeConsumer(w, [rebalance_then_records])
+    asyncio.run(w._consume())
+    assert w.consumer.seeks == [(TP, 1000)]
+    assert engine.batches == [list(range(1000, 1010))]
+
+
+def test_records_drained_before_the_seek_are_dropped() -> None:
+    """Records handed over between revocation and the restore's seek are stale: dropped."""
+    engine = FakeEngine(restored_at=1000)
+    w = _worker(engine)
+    listener = _Listener(w)
+
+    async def revoke_then_stale() -> dict[TopicPartition, list[Any]]:
+        await listener.on_partitions_revoked({TP})
+        return {TP: _records(0, 10)}  # from auto_offset_reset, before the restore
+
+    async def assign_then_valid() -> dict[TopicPartition, list[Any]]:
+        await listener.on_partitions_assigned({TP})
+        return {TP: _records(1000, 5)}
+
+    w.consumer = FakeConsumer(w, [revoke_then_stale, assign_then_valid])
+    asyncio.run(w._consume())
+    assert engine.batches == [list(range(1000, 1005))]
+
+
+def test_first_assignment_drops_records_fetched_before_the_restore() -> None:
+    """In group mode the worker starts 'rebalancing': nothing is applied before the restore."""
+    engine = FakeEngine(restored_at=7)
+    w = _worker(engine)
+    assert w.rebalancing  # assignment=group is the default
+
+    async def early() -> dict[TopicPartition, list[Any]]:
+        return {TP: _records(0, 3)}
+
+    async def assigned() -> dict[TopicPartition, list[Any]]:
+        await _Listener(w).on_partitions_assigned({TP})
+        return {TP: _records(7, 2)}
+
+    w.consumer = FakeConsumer(w, [early, assigned])
+    asyncio.run(w._consume())
+    assert engine.batches == [[7, 8]]
+
+
+def test_failing_restore_fails_the_worker() -> None:
+    """aiokafka only logs listener exceptions; the worker must stop with the error instead."""
+    w = _worker(FakeEngine(restored_at=0, fail=True))
+    w.consumer = FakeConsumer(w, [])
+    asyncio.run(_Listener(w).on_partitions_assigned({TP}))
+    assert isinstance(w.failed, RuntimeError) and w._stopping.is_set()
+    assert w.rebalancing  # no record is applied from unrestored positions

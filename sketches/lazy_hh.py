@@ -184,23 +184,25 @@ class LazyHH:
             base = s0 // w
             keys = self.hash.item_keys(seg)
             buckets = self.hash.buckets(keys)
-            cells = buckets + self._row0
             steps = np.arange(s0, s0 + m)
-            slot = (steps // w - base) + (buckets < steps % w)  # local round of each push
+            # flat (local round, cell) index: round steps // w - base, plus one if the
+            # column was already pushed this round (bucket < steps mod w)
+            idx = buckets + (self._row0 + (steps // w - base) * dw)
+            idx += (buckets < steps % w) * dw
             slots = (s0 + m - 1) // w - base + 3
-            acc = np.bincount((slot * dw + cells).ravel(), minlength=slots * dw)
+            acc = np.bincount(idx.ravel(), minlength=slots * dw)
             acc = acc.reshape(slots, dw)
             acc[:2] += self._carry
             done = (s0 + m) // w - base  # rounds completed by this chunk
             for r in range(done):
                 a, b = max(0, (base + r) * w - s0), (base + r + 1) * w - s0
                 self._counters.push(acc[r], 1)  # one round (same noise rule as advance)
-                self._absorb(seg[a:b], keys[a:b], cells[:, a:b])
+                self._absorb(seg[a:b], keys[a:b], buckets[:, a:b])
                 self._events = s0 + b
                 self._output()
             a = max(0, (base + done) * w - s0)
             if a < m:
-                self._absorb(seg[a:], keys[a:], cells[:, a:])
+                self._absorb(seg[a:], keys[a:], buckets[:, a:])
             self._events = s0 + m
             self._carry[:] = acc[done:done + 2]  # later slots are empty
 
@@ -228,14 +230,15 @@ class LazyHH:
         if not items.size:
             return
         keys = self.hash.item_keys(items)
-        cells = self.hash.cells(keys)
+        buckets = self.hash.buckets(keys)
+        cells = buckets + self._row0
         dw = self._carry.shape[1]
         uniq, first = np.unique(ticks, return_index=True)
         for tick, a, b in zip(uniq.tolist(), first.tolist(), [*first[1:].tolist(), items.size],
                               strict=True):
             self._close_ticks(tick)
             self._carry[0] += np.bincount(cells[:, a:b].ravel(), minlength=dw)
-        self._absorb(items, keys, cells)
+        self._absorb(items, keys, buckets)
         self._events += items.size
         self._tick_counts += np.bincount(ticks - self._boundary, minlength=self.spec.output_every)
 
@@ -266,14 +269,14 @@ class LazyHH:
         self._boundary = boundary
         self._output()
 
-    def _absorb(self, items: np.ndarray, keys: np.ndarray, cells: np.ndarray) -> None:
+    def _absorb(self, items: np.ndarray, keys: np.ndarray, buckets: np.ndarray) -> None:
         """Alg. 6 line 9, vectorised: add the interval's distinct new items to C."""
         assert self._cands is not None
         ukeys, first = np.unique(keys, return_index=True)
         new = self._cands.missing(ukeys)
         if new.any():
             idx = first[new]
-            self._cands.add(ukeys[new], items[idx], cells[:, idx])
+            self._cands.add(ukeys[new], items[idx], buckets[:, idx] + self._row0)
 
     # ------------------------------------------------------------- outputs
     def _length(self) -> tuple[float, float]:

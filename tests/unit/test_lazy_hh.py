@@ -29,7 +29,7 @@ from sketches.errors import HorizonExceededError, PrivacyError, SerializationErr
 from sketches.gauss_bm import ContinualCounters
 from sketches.lazy import LazyCMS
 from sketches.lazy_hh import LazyHH, LazyHHSpec
-from sketches.noise import FastNoise, SecureNoise, ZeroNoise
+from sketches.noise import FastNoise, ZeroNoise
 from sketches.privacy import Clock, alg6_gamma, delta_tilde, lazyhh_gamma
 
 
@@ -368,57 +368,6 @@ def test_state_round_trip_continues_exactly(clock: str) -> None:
     assert lookup("lazy_hh").from_bytes(hh.to_bytes(), noise).to_bytes() == hh.to_bytes()
     with pytest.raises(SerializationError):
         LazyHH.from_bytes(hh.to_bytes()[:-3], noise)
-
-
-def test_str_state_round_trip_and_secret_hash_drawn_from_noise() -> None:
-    spec = LazyHHSpec(k=2, k_tilde=8, horizon=200, eps=40.0, delta=1e-3, calibrator="analytic",  # type: ignore[arg-type]
-                      relation="replace", clock="arrival")  # type: ignore[arg-type]
-    hh = LazyHH(spec, FastNoise(seed=1))
-    assert hh.hash.secret and hh.hash == LazyHH(spec, FastNoise(seed=1)).hash
-    assert hh.hash != LazyHH(spec, FastNoise(seed=2)).hash
-    hh.update_batch(np.array(["a"] * 120 + ["b", b"c"] * 40, dtype=object))
-    back = LazyHH.from_bytes(hh.to_bytes(), FastNoise(seed=3))  # hash from the checkpoint
-    assert back.hash == hh.hash
-    assert back._cands is not None and hh._cands is not None
-    assert back._cands.items.tolist() == hh._cands.items.tolist()
-    assert back.release() == hh.release()
-
-
-def test_fixed_hash_seed_refused_with_private_noise() -> None:
-    """Review A3: a known seed breaks Lemma 6; only insecure (test) noise may carry one."""
-    seeded = LazyHHSpec(k=2, k_tilde=8, horizon=200, eps=1.0, delta=1e-3, hash_seed=5,
-                        relation="replace", clock="arrival")  # type: ignore[arg-type]
-    with pytest.raises(PrivacyError, match="hash_seed"):
-        LazyHH(seeded, SecureNoise())
-    with pytest.raises(PrivacyError, match="hash_seed"):
-        lookup("lazy_hh").build(seeded, SecureNoise())
-    test_hh = LazyHH(seeded, FastNoise(seed=1))
-    assert not test_hh.hash.secret and test_hh.hash.seed == 5
-    with pytest.raises(PrivacyError, match="hash_seed"):  # nor restored under secure noise
-        LazyHH.from_bytes(test_hh.to_bytes(), SecureNoise())
-    secret = LazyHH(LazyHHSpec(k=2, k_tilde=8, horizon=200, eps=1.0, delta=1e-3,
-                               relation="replace", clock="arrival"),  # type: ignore[arg-type]
-                    SecureNoise())
-    assert secret.hash.secret
-    assert LazyHH.from_bytes(secret.to_bytes(), SecureNoise()).hash == secret.hash
-
-
-def test_release_reveals_nothing_about_the_secret_hash() -> None:
-    """Secure noise (sigma ~2.6, margin > 1500: false-failure rate < 1e-100)."""
-    spec = LazyHHSpec(k=2, k_tilde=8, horizon=4000, eps=40.0, delta=1e-3,
-                      relation="replace", clock="arrival")  # type: ignore[arg-type]
-    hh = LazyHH(spec, SecureNoise())
-    hh.update_batch(np.array([7] * 3900 + list(range(100))))
-    rel = hh.release()
-    assert [e["item"] for e in rel["items"]] == [7]  # a real release with content
-    text = json.dumps(rel)
-    assert "hash" not in text and "seed" not in text and "params" not in text
-    words = hh.hash.to_state()["params"]
-    numbers = {str(x) for x in words} | {str(x >> 32) for x in words}
-    numbers |= {str(x & 0xFFFFFFFF) for x in words}
-    assert not any(n in text for n in numbers if len(n) >= 6)
-    with pytest.raises(PrivacyError):
-        hh.hash.to_public()
 
 
 def test_registry_builds_from_worker_params() -> None:

@@ -22,8 +22,8 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 ROUTERS = [f"r{i}" for i in range(8)]
 
 
-def _chunk(exact, start: int, n: int) -> list[tuple[bytes, bytes]]:
-    out = []
+def _chunk(exact: dict[str, Counter[str]], start: int, n: int) -> list[tuple[bytes | None, bytes]]:
+    out: list[tuple[bytes | None, bytes]] = []
     for i in range(start, start + n):
         r, src = ROUTERS[i % len(ROUTERS)], f"192.168.{i % 3}.{i % 11}"
         exact[r][src] += 1
@@ -53,7 +53,8 @@ def test_join_and_leave_move_state(broker, workers, make_topology, unique, tmp_p
     args = () if runner == "faust" else ("--no-faust",)
     topo = make_topology(partitions=4, tick_ms=200, every_ticks=1, epoch_ticks=10_000_000)
     asyncio.run(create_topic(broker.bootstrap, f"{unique}-in", 4))
-    out_topic, exact = f"{unique}-out", {r: Counter() for r in ROUTERS}
+    out_topic = f"{unique}-out"
+    exact: dict[str, Counter[str]] = {r: Counter() for r in ROUTERS}
     a = workers.start(topo, group=unique, args=args)
     asyncio.run(produce(broker.bootstrap, f"{unique}-in", _chunk(exact, 0, 800)))
     msgs = asyncio.run(read_all(broker.bootstrap, out_topic, _done(exact), 60))

@@ -78,12 +78,18 @@ class _Listener(ConsumerRebalanceListener):
         try:
             await self.worker.engine.revoke([(tp.topic, tp.partition) for tp in revoked])
         except Exception as exc:
-            self.worker.fail(exc)
+            self._failed(exc)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         try:
             await self.worker.restore_and_seek(list(assigned))
         except Exception as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        if self.worker._stopping.is_set():  # stopping: stop() checkpoints what is owned
+            log.warning("rebalance callback failed while stopping: %r", exc)
+        else:
             self.worker.fail(exc)
 
 
@@ -249,6 +255,9 @@ class Worker:
 
     async def _update_lag(self) -> None:
         for tp in self.consumer.assignment():
+            # The awaits below let a rebalance run: re-check before aiokafka asserts.
+            if self.rebalancing or tp not in self.consumer.assignment():
+                return
             high = self.consumer.highwater(tp)
             if high is None:
                 continue

@@ -29,6 +29,7 @@ class FakeEngine:
     def __init__(self, restored_at: int, fail: bool = False) -> None:
         self.restored_at, self.fail = restored_at, fail
         self.batches: list[list[int]] = []
+        self.by_topic: dict[str, list[Any]] = {}
 
     async def assign(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
         if self.fail:
@@ -138,3 +139,37 @@ def test_failing_restore_fails_the_worker() -> None:
     asyncio.run(_Listener(w).on_partitions_assigned({TP}))
     assert isinstance(w.failed, RuntimeError) and w._stopping.is_set()
     assert w.rebalancing  # no record is applied from unrestored positions
+
+
+def test_lag_update_survives_a_rebalance_between_partitions() -> None:
+    """A partition revoked while the lag loop awaits is skipped, not asserted on.
+
+    aiokafka's ``highwater`` asserts the partition is assigned; the timer task
+    used to die with 'Partition is not assigned' (and crash the worker).
+    """
+    tp1 = TopicPartition("in", 1)
+    w = _worker(FakeEngine(restored_at=0))
+    w.rebalancing = False
+
+    class LagConsumer:
+        def __init__(self) -> None:
+            self.assigned = {TP, tp1}
+            self.highwater_calls: list[TopicPartition] = []
+
+        def assignment(self) -> set[TopicPartition]:
+            return set(self.assigned)
+
+        def highwater(self, tp: TopicPartition) -> int:
+            assert tp in self.assigned, "Partition is not assigned"
+            self.highwater_calls.append(tp)
+            return 10
+
+        async def position(self, tp: TopicPartition) -> int:
+            self.assigned = set()  # a rebalance revokes everything meanwhile
+            w.rebalancing = True
+            return 5
+
+    c = LagConsumer()
+    w.consumer = c
+    asyncio.run(w._update_lag())
+    assert len(c.highwater_calls) == 1

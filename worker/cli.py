@@ -137,6 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 DEMO_TOPOLOGIES = ["topologies/netmon.yaml", "topologies/netmon_prefixes.yaml"]
+DEMO_PROBE = "93.184.216.0/24"  # the demo producer's heaviest destination prefix
 
 
 Extra = Callable[[Any], Coroutine[Any, Any, None]]
@@ -160,11 +161,13 @@ def _demo_extras(settings: Settings, rate: float) -> list[Extra]:
         prefixes = worker.topologies[1].release.topic
         print(f"dpstream demo: broker {settings.broker}; metrics "
               f"http://{settings.metrics_host}:{worker.metrics_port}/metrics; Ctrl-C stops\n"
-              f"  heavy source IPs per router are printed below as they are released;\n"
-              f"  query the destination-prefix sketch from another shell with\n"
+              f"  heavy source IPs per router and, from the destination-prefix sketch,\n"
+              f"  the noisy count of {DEMO_PROBE} are printed as they are released;\n"
+              f"  query the sketch for any prefix from another shell with\n"
               f"  DPSTREAM_BROKER={settings.broker} dpstream query --topic {prefixes} "
-              f"--shard r1 93.184.216.0/24", flush=True)
-        await _print_releases(settings, worker.topologies[0].release.topic)
+              f"--shard r1 {DEMO_PROBE}", flush=True)
+        await _print_releases(settings, [worker.topologies[0].release.topic, prefixes],
+                              probe=DEMO_PROBE)
 
     return [produce, show]
 
@@ -191,19 +194,19 @@ async def _demo(settings: Settings, rate: float, seconds: float | None) -> None:
                 await t
 
 
-async def _print_releases(settings: Settings, topic: str) -> None:
+async def _print_releases(settings: Settings, topics: Sequence[str], probe: str) -> None:
     from aiokafka import AIOKafkaConsumer
 
     from worker.publish import summarize_release
 
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.broker, group_id=None,
+    consumer = AIOKafkaConsumer(*topics, bootstrap_servers=settings.broker, group_id=None,
                                 auto_offset_reset="earliest",
                                 **settings.kafka_security_kwargs())
     await consumer.start()
     try:
         async for msg in consumer:
             if msg.value:
-                print(summarize_release(msg.value), flush=True)
+                print(summarize_release(msg.value, probe=probe), flush=True)
     finally:
         await consumer.stop()
 

@@ -83,8 +83,11 @@ def _jsonable(obj: Any) -> Any:
                     "the mechanism's release() must return JSON types")
 
 
-def summarize_release(raw: bytes, top: int = 5) -> str:
+def summarize_release(raw: bytes, top: int = 5, probe: str | None = None) -> str:
     """One human-readable line for a published release (demo output).
+
+    For a sketch release, ``probe`` is an item whose noisy estimate is shown
+    (answered from the release alone, like any reader would).
 
     >>> summarize_release(b'{"topology":"t","shard":"r1","epoch":2,"seq":5,"eps":1.0,'
     ...                   b'"payload":{"kind":"heavy_hitters",'
@@ -108,5 +111,11 @@ def summarize_release(raw: bytes, top: int = 5) -> str:
         return f"{head}: heavy hitters {hh}"
     if kind == "sketch":
         matrix = payload.get("matrix") or []
-        return f"{head}: sketch {len(matrix)}x{len(matrix[0]) if matrix else 0}"
+        shape = f"sketch {len(matrix)}x{len(matrix[0]) if matrix else 0}"
+        if probe is None:
+            return f"{head}: {shape}"
+        from sketches.release import query_release
+
+        est = float(query_release(payload, [probe])[0])
+        return f"{head}: {shape}, {probe} ~ {est:.0f}"
     return f"{head}: {kind}"

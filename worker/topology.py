@@ -5,6 +5,9 @@ mechanism, the privacy parameters, the release cadence and the dead-letter
 topic. It is validated once at start-up; every error names the file, the
 field path and the fix. The full format is documented in docs/TOPOLOGY.md.
 
+This module holds the topology's data model and the rules; the typed YAML
+access that words every error is :class:`worker.spec_reader.SpecReader`.
+
 Examples
 --------
 >>> text = '''
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,13 +39,13 @@ from typing import Any
 import yaml
 
 from sketches.errors import SpecError
+from worker.spec_reader import SpecReader
 
 RELATIONS = ("add_remove", "replace")
 CLOCKS = ("tick", "arrival")
 ENCODINGS = ("json", "columnar")
 NOISE_KINDS = ("secure", "fast", "zero")
 ITEM_TYPES = ("str", "int")
-_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
 @dataclass(frozen=True)
@@ -148,83 +150,13 @@ class Topology:
         return params
 
 
-class _Reader:
-    """Typed access to a YAML mapping with error messages naming file and path."""
-
-    def __init__(self, source: str, data: Any, path: str = "") -> None:
-        self.source, self.path = source, path
-        if not isinstance(data, dict):
-            where = path or "top level"
-            raise self.error(where, f"must be a mapping, got {type(data).__name__}",
-                             "write `key: value` lines")
-        self.data: dict[str, Any] = data
-
-    def error(self, field: str, problem: str, fix: str) -> SpecError:
-        return SpecError(f"{self.source}: {field}: {problem}; {fix}")
-
-    def full(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def sub(self, key: str, required: bool = True) -> _Reader:
-        if key not in self.data:
-            if required:
-                raise self.error(self.full(key), "missing section", f"add a `{key}:` section")
-            return _Reader(self.source, {}, self.full(key))
-        return _Reader(self.source, self.data[key], self.full(key))
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...,
-            fix: str = "") -> Any:
-        if key not in self.data or self.data[key] is None:
-            if default is ...:
-                raise self.error(self.full(key), "missing", fix or f"add `{key}:`")
-            return default
-        value = self.data[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if isinstance(value, bool) and bool not in kinds:
-            ok = False
-        else:
-            ok = isinstance(value, kinds)
-        if not ok:
-            names = "/".join(k.__name__ for k in kinds)
-            raise self.error(self.full(key), f"expected {names}, got {value!r}",
-                             fix or f"set `{key}` to a {names}")
-        return value
-
-    def name(self, key: str, default: Any = ...) -> str:
-        value = self.get(key, str, default)
-        if value is not None and not _NAME_RE.match(value):
-            raise self.error(self.full(key), f"invalid name {value!r}",
-                             "use 1-100 characters from A-Z a-z 0-9 . _ -")
-        return str(value)
-
-    def positive_int(self, key: str, default: Any = ...) -> int:
-        value = self.get(key, int, default)
-        if value < 1:
-            raise self.error(self.full(key), f"must be an integer >= 1, got {value}",
-                             "use a positive whole number")
-        return int(value)
-
-    def choice(self, key: str, options: tuple[str, ...], default: str) -> str:
-        value = self.get(key, str, default)
-        if value not in options:
-            raise self.error(self.full(key), f"unknown value {value!r}",
-                             f"use one of: {', '.join(options)}")
-        return str(value)
-
-    def reject_unknown(self, known: Iterable[str]) -> None:
-        extra = sorted(set(self.data) - set(known))
-        if extra:
-            raise self.error(self.full(extra[0]), "unknown key",
-                             f"remove it or use one of: {', '.join(sorted(known))}")
-
-
 def parse_topology(text: str, source: str = "<string>") -> Topology:
     """Parse and validate one topology from YAML ``text`` (``source`` names it in errors)."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise SpecError(f"{source}: not valid YAML ({exc}); fix the syntax") from None
-    top = _Reader(source, data)
+    top = SpecReader(source, data)
     top.reject_unknown(["name", "description", "production", "input", "shards", "mechanism",
                         "privacy", "noise", "release", "dead_letter"])
     name = top.name("name")
@@ -264,7 +196,7 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
                     noise, release, dlq_topic, top.get("description", str, ""))
 
 
-def _check_production(top: _Reader, allowed: frozenset[str] | None,
+def _check_production(top: SpecReader, allowed: frozenset[str] | None,
                       params: Mapping[str, Any]) -> None:
     """Rules only a ``production: true`` topology must obey (docs/TOPOLOGY.md).
 
@@ -289,7 +221,7 @@ def _check_production(top: _Reader, allowed: frozenset[str] | None,
                         "`production: false` to reproduce a paper")
 
 
-def _parse_input(r: _Reader) -> InputSpec:
+def _parse_input(r: SpecReader) -> InputSpec:
     r.reject_unknown(["topic", "partitions", "encoding", "fields", "max_message_bytes",
                       "item_type", "signed_weights"])
     f = r.sub("fields")
@@ -303,7 +235,7 @@ def _parse_input(r: _Reader) -> InputSpec:
                      r.get("signed_weights", bool, False))
 
 
-def _parse_privacy(r: _Reader, fields_: FieldPaths) -> PrivacySpec:
+def _parse_privacy(r: SpecReader, fields_: FieldPaths) -> PrivacySpec:
     r.reject_unknown(["eps", "delta", "relation", "clock", "tick_ms", "epoch_ticks",
                       "epoch_events", "unit_cap"])
     eps = r.get("eps", (int, float), fix="set a positive epsilon such as 1.0")
@@ -337,7 +269,7 @@ def _parse_privacy(r: _Reader, fields_: FieldPaths) -> PrivacySpec:
                        int(epoch_events), fields_.unit, unit_cap)
 
 
-def _parse_noise(r: _Reader, production: bool) -> NoiseSpec:
+def _parse_noise(r: SpecReader, production: bool) -> NoiseSpec:
     r.reject_unknown(["kind", "allow_insecure_noise", "seed"])
     kind = r.choice("kind", NOISE_KINDS, "secure")
     allow = r.get("allow_insecure_noise", bool, False)

@@ -9,26 +9,12 @@ what the analyses of paper 002 assume (Lemma 5 for CMS/CS and Lemma 6, the
 LazyHH privacy argument: rows pairwise independent and mutually independent).
 It is never Python's ``hash()`` (salted per process).
 
-Family: vector multiply-add-shift (Dietzfelbinger, STACS 1996; stated for
-vectors in M. Thorup, *High Speed Hashing for Integers and Strings*,
-arXiv:1504.06804, Section 3.3). Split the key into 32-bit limbs
-``x = (x_lo, x_hi)``; with ``a, a', b`` uniform in ``[2**64]``::
-
-    H(x) = ((a * x_lo + a' * x_hi + b) mod 2**64) >> (64 - l)
-
-is *strongly universal* onto ``[2**l]`` for ``l <= 33`` (Thorup's condition
-``wbar >= w + l - 1`` with limb width ``w = 32``, ``wbar = 64``): for keys
-``x != y`` the pair ``(H(x), H(y))`` is uniform on ``[2**l]**2``. Rows use
-independent ``(a, a', b)``, so rows are mutually independent.
-
-- bucket: ``z = H(x)`` with ``l = 32``; ``bucket = (z * width) >> 32``. For a
-  power-of-two width this is exactly uniform and pairwise independent. For
-  other widths every bucket has ``floor`` or ``ceil`` of ``2**32 / width``
-  preimages, so ``P[bucket = j] <= 1/width + 2**-32`` and, for ``x != y``,
-  ``P[h(x) = j, h(y) = j'] <= (1/width + 2**-32)**2`` (bias bound: add
-  ``2**-32`` to every ``1/width`` of an analysis; Lemma 6 uses ``1/k~``).
-- sign: a second, independent row hash ``H'`` (own ``(c, c', e)``), ``l = 1``:
-  ``sign = +1`` if the top bit of ``c x_lo + c' x_hi + e`` is 0, else ``-1``.
+Family (defined normatively in :mod:`sketches.hash_family`): vector
+multiply-add-shift over the two 32-bit limbs of the key (Dietzfelbinger 1996;
+Thorup, arXiv:1504.06804, Section 3.3), strongly universal onto ``[2**l]`` for
+``l <= 33``; bucket ``(H(x) * width) >> 32`` with ``l = 32`` (bias at most
+``2**-32`` per ``1/width`` for widths that are not powers of two), sign from
+the top bit of a second, independent row hash.
 
 Item keys (the hash family is over keys; distinct items must have distinct
 keys, see below)::
@@ -47,16 +33,15 @@ keys, see below)::
   NULs (numpy strips them when the array is built); pass object arrays or
   lists to hash such items exactly (lists are converted to object arrays).
 
-Parameters. ``2 + 6 d`` uint64 words ``u_0, u_1, ...``: ``int_salt = u_0``,
-``str_salt = u_1``, and for row ``i`` ``(a, a', b, c, c', e) = u_{2+6i} ..
-u_{7+6i}``. They come either
+Parameters. ``2 + 6 d`` uint64 words (layout: :mod:`sketches.hash_family`):
+the two item-key salts, then six words per row. They come either
 
-- from a public integer ``seed`` (seed expansion, recomputable by any
-  reader): ``u = SHAKE-256(b"dpstream-hash-v2" || uint64_le(seed mod 2**64))``
-  read as little-endian uint64 words. The hash is then public and travels in
-  every release (:meth:`HashSpec.to_public`); the rows are then as independent
-  as SHAKE-256 output is from uniform (enough for accuracy; a hash a privacy
-  proof needs to be random and unknown uses the next option); or
+- from a public integer ``seed`` (SHAKE-256 seed expansion, recomputable
+  by any reader, :func:`sketches.hash_family.expand_seed`). The hash is then
+  public and travels in every release (:meth:`HashSpec.to_public`); the rows
+  are then as independent as SHAKE-256 output is from uniform (enough for
+  accuracy; a hash a privacy proof needs to be random and unknown uses the
+  next option); or
 - from secret random bytes (:meth:`HashSpec.random`, ``noise.random_bytes``)
   for mechanisms whose hash must stay secret (LazyHH): ``to_public()`` then
   refuses, and checkpoints use :meth:`HashSpec.to_state`.
@@ -81,7 +66,6 @@ True
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -89,16 +73,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from sketches.errors import PrivacyError, SpecError
+from sketches.hash_family import eval_row, expand_seed, limbs, n_params
 from sketches.hash_keys import fmix64, item_keys
 
-__all__ = ["HASH_ALGORITHM", "HASH_VERSION", "HashSpec", "fmix64"]
+# The row family (expand_seed, limbs, n_params) lives in sketches.hash_family
+# (re-exported here); this module is the spec object around it.
+__all__ = ["HASH_ALGORITHM", "HASH_VERSION", "HashSpec", "expand_seed", "fmix64", "limbs",
+           "n_params"]
 
 HASH_ALGORITHM = "dpstream-msv-v2"
 HASH_VERSION = 2
-_SEED_TAG = b"dpstream-hash-v2"
-_S32 = np.uint64(32)
-_S63 = np.uint64(63)
-_LO32 = np.uint64(0xFFFFFFFF)
 _MASK64 = (1 << 64) - 1
 
 
@@ -106,30 +90,6 @@ class RandomBytes(Protocol):
     """The part of :class:`sketches.noise.NoiseSource` :meth:`HashSpec.random` uses."""
 
     def random_bytes(self, n: int) -> bytes: ...
-
-
-def n_params(depth: int) -> int:
-    """Number of uint64 parameter words of a depth-``d`` spec: ``2 + 6 d``."""
-    return 2 + 6 * int(depth)
-
-
-def expand_seed(seed: int, n: int) -> tuple[int, ...]:
-    """Documented seed expansion: ``n`` uint64 words of SHAKE-256 (see module docstring).
-
-    Examples
-    --------
-    >>> expand_seed(1, 3) == expand_seed(1, 8)[:3]
-    True
-    """
-    msg = _SEED_TAG + (int(seed) & _MASK64).to_bytes(8, "little")
-    raw = hashlib.shake_256(msg).digest(8 * n)
-    return tuple(int(x) for x in np.frombuffer(raw, dtype="<u8"))
-
-
-def limbs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(x_lo, x_hi)``: the 32-bit limbs of uint64 keys, as uint64 arrays."""
-    keys = np.asarray(keys, dtype=np.uint64)
-    return keys & _LO32, keys >> _S32
 
 
 @dataclass(frozen=True)
@@ -243,23 +203,6 @@ class HashSpec:
         return item_keys(items, int(self._p[0]), int(self._p[1]))
 
     # --------------------------------------------------------------- per row
-    def _row(self, row: int) -> tuple[np.uint64, np.uint64, np.uint64]:
-        p = self._p[2 + 6 * row: 5 + 6 * row]
-        return p[0], p[1], p[2]
-
-    def _sign_row(self, row: int) -> tuple[np.uint64, np.uint64, np.uint64]:
-        p = self._p[5 + 6 * row: 8 + 6 * row]
-        return p[0], p[1], p[2]
-
-    @staticmethod
-    def _mas(lo: np.ndarray, hi: np.ndarray, abc: tuple[np.uint64, np.uint64, np.uint64],
-             out: np.ndarray, tmp: np.ndarray) -> None:
-        """``out = a*lo + a'*hi + b`` (mod 2**64), in place."""
-        np.multiply(lo, abc[0], out=out)
-        np.multiply(hi, abc[1], out=tmp)
-        out += tmp
-        out += abc[2]
-
     def row_into(
         self, keys: np.ndarray | tuple[np.ndarray, np.ndarray], row: int, out: np.ndarray,
         signs_out: np.ndarray | None = None, scratch: np.ndarray | None = None,
@@ -267,23 +210,14 @@ class HashSpec:
         """Write row ``row``'s buckets into ``out`` (int64/uint64, shape (n,)), in place.
 
         Allocation-light hot-path variant of :meth:`buckets` (and of
-        :meth:`signs` into ``signs_out``, any numeric dtype) for one row.
-        ``keys`` may be precomputed :func:`limbs` (saves two passes per row);
-        ``scratch`` an optional uint64 work array of shape (n,).
+        :meth:`signs` into ``signs_out``, any numeric dtype) for one row
+        (:func:`sketches.hash_family.eval_row`). ``keys`` may be precomputed
+        :func:`limbs` (saves two passes per row); ``scratch`` an optional
+        uint64 work array of shape (n,).
         """
         lo, hi = limbs(keys) if not isinstance(keys, tuple) else keys
-        y = out.view(np.uint64)
-        tmp = np.empty_like(y) if scratch is None else scratch[: y.shape[0]]
-        if signs_out is not None:
-            self._mas(lo, hi, self._sign_row(row), y, tmp)
-            y >>= _S63
-            signs_out[...] = y
-            signs_out *= -2
-            signs_out += 1
-        self._mas(lo, hi, self._row(row), y, tmp)
-        y >>= _S32
-        y *= np.uint64(self.width)
-        y >>= _S32
+        tmp = np.empty_like(out, dtype=np.uint64) if scratch is None else scratch[: out.shape[0]]
+        eval_row(self._p, self.width, lo, hi, row, out, signs_out, tmp)
 
     def buckets(self, keys: np.ndarray) -> np.ndarray:
         """Bucket of every key in every row, ``int64[depth, n]`` in ``[0, width)``.

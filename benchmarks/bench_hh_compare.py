@@ -39,7 +39,7 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ AGH = "agh2015061019_flow_pktcounts.npz"
 K, EPS, DELTA = 128, 1.0, 1e-6
 BATCH = 1 << 20
 W = 256  # ticks over the stream (LazyHH outputs, TrieHH sub-windows)
+LAZY_KS = ((K, 4 * K), (K, 8 * K), (8 * K, 64 * K))  # LazyHH (k, k~) configurations
 
 
 def caida_counts(data: Path) -> np.ndarray:
@@ -152,7 +153,15 @@ def feed(sk: Any, items: np.ndarray, ticks: np.ndarray | None, close: int | None
 
 
 def run_all(name: str, f: np.ndarray, items: np.ndarray, bits: int, levels: int,
-            cms_width: int, seed: int) -> list[Row]:
+            cms_width: int, seed: int, *,
+            lazy_ks: Sequence[tuple[int, int]] = LAZY_KS,
+            on_release: Callable[[Row, dict[str, Any]], None] | None = None) -> list[Row]:
+    """Run every mechanism configuration on ``items`` (true frequencies ``f``); one row each.
+
+    ``bits``/``levels`` set the public domain of TrieHH and dp_cms_hh, ``cms_width`` the
+    oracle dp_cms_hh row, ``lazy_ks`` the LazyHH ``(k, k~)`` pairs. ``on_release`` sees
+    each row with the mechanism's raw release (tests check the released estimates).
+    """
     n = items.size
     ticks = np.arange(n, dtype=np.int64) * W // n
     rows: list[Row] = []
@@ -166,13 +175,15 @@ def run_all(name: str, f: np.ndarray, items: np.ndarray, bits: int, levels: int,
         rows.append(Row(name, mech, config, float(rel["eps"]), d, mem, rate,
                         *score(rel["items"], f)))
         r = rows[-1]
+        if on_release is not None:
+            on_release(r, rel)
         print(f"  {mech:10s} {config:46s} mem {mem / 1024:9.0f} KiB  {rate / 1e6:6.2f} M/s  "
               f"rel {r.released:5d}  rec {r.recall:.3f} prec {r.precision:.3f} "
               f"hh {r.hh_recall:.3f}/{r.hh_recall_1024:.3f} ARE {r.are:.4f}  delta {d:.2e}",
               flush=True)
         return rel
 
-    for k, kt in ((K, 4 * K), (K, 8 * K), (8 * K, 64 * K)):
+    for k, kt in lazy_ks:
         def spec_for(d: float, k: int = k, kt: int = kt) -> LazyHHSpec:
             return LazyHHSpec(k=k, k_tilde=kt, horizon=W, eps=EPS, delta=d,
                               relation=Relation.ADD_REMOVE, clock=Clock.TICK,

@@ -28,15 +28,11 @@ A round is ``w / c`` steps.
 
 Vectorised update
 -----------------
-For an event at step ``s`` hashed to column ``j`` (slot ``q = j // c``), the
-column is next pushed at step ``s' = s - (s mod R) + q + (R if q < s mod R)``
-(``R = w/c`` steps per round), i.e. in round ``s'//R + 1``. The GaussBM state
-(:mod:`sketches.gauss_bm`) is the exact prefix plus one noise value per level,
-so a batch only needs, per cell, the sum of the events pushed by a closed step
-(added to the prefix) and of those still waiting (kept in ``P``); the rounds
-opened by the batch only decide which noise levels are drawn. One ``bincount``
-over ``2 d w`` bins does it. The test-suite checks state and releases against
-a per-event implementation of Algorithm 5 with explicit trees.
+A batch is turned into this schedule without a per-event loop
+(:mod:`sketches.lazy_schedule`): per cell, the sum of the events pushed by a
+closed step and of those still waiting in ``P``, one ``bincount`` over
+``2 d w`` bins. The test-suite checks state and releases against a per-event
+implementation of Algorithm 5 with explicit trees.
 
 Floating-point noise (Mironov 2012)
 -----------------------------------
@@ -77,6 +73,7 @@ import numpy as np
 
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
+from sketches.lazy_schedule import batch_steps, pushed_columns, split_sums
 from sketches.lazy_spec import LazySketchSpec, error_bound
 from sketches.privacy import Calibration, Clock, calibrate, neighbouring_cells
 from sketches.release import estimate
@@ -139,40 +136,10 @@ class _LazySketch:
             )
         items = np.asarray(items)
         n = int(items.shape[0]) if items.ndim else 1
-        spec = self.spec
-        if spec.clock is Clock.ARRIVAL:
-            if ticks is not None:
-                raise SpecError("ticks: the arrival clock takes no ticks; pass ticks=None")
-            if self._steps + n > spec.horizon:
-                raise HorizonExceededError(
-                    f"horizon: {self._steps + n} events exceed the horizon of {spec.horizon}"
-                    " events; start a new epoch (fresh sketch)"
-                )
-            steps = np.arange(self._steps, self._steps + n, dtype=np.int64)
-            close_to = self._steps + n
-        else:
-            if ticks is None:
-                raise SpecError("ticks: the tick clock needs the tick of every event")
-            steps = np.asarray(ticks, dtype=np.int64).reshape(-1)
-            if steps.shape[0] != n:
-                raise SpecError(f"ticks: length {steps.shape[0]} != number of items {n}")
-            if n == 0:
-                return
-            if np.any(steps[1:] < steps[:-1]):
-                raise SpecError("ticks: must be non-decreasing within a batch; sort the batch")
-            if int(steps[0]) < self._steps:
-                raise SpecError(
-                    f"ticks: tick {int(steps[0])} is already closed (open tick is {self._steps});"
-                    " assign late events to the open tick"
-                )
-            if int(steps[-1]) >= spec.horizon:
-                raise HorizonExceededError(
-                    f"horizon: tick {int(steps[-1])} is past the horizon of {spec.horizon} ticks;"
-                    " start a new epoch (fresh sketch)"
-                )
-            close_to = int(steps[-1])
-        if n == 0:
+        batch = batch_steps(self.spec, self._steps, n, ticks)
+        if batch is None:
             return
+        steps, close_to = batch
         keys = self.hash.item_keys(items.reshape(-1))
         self._ingest(steps, keys, close_to)
 
@@ -203,72 +170,19 @@ class _LazySketch:
         idx, tmp, weights = self._work
         return idx[:, :n], tmp[:n], None if weights is None else weights[:, :n]
 
-    def _split_sums(self, steps: np.ndarray, keys: np.ndarray, close_to: int) -> np.ndarray:
-        """Per-cell sums of the batch, split by whether the cell's push happens
-        in a closed step: returns ``(2, d, w)``: ``[0]`` pushed, ``[1]`` waiting in P.
-
-        An event at step ``s`` (``pos = s mod R``, ``R`` steps per round) in
-        column ``j`` (slot ``j // c``) is pushed at step
-        ``s' = s - pos + slot + R [slot < pos]``, i.e. within ``R - 1`` steps.
-        So every event with ``s <= close_to - R`` is pushed (one add per row);
-        only the tail needs the comparison ``s' >= close_to``, done in column
-        units as ``j + w [j < pos c] >= (close_to - s + pos) c``. Row by row, in
-        place, one integer ``bincount`` over ``2 d w`` bins (``4 d w`` for CS:
-        events with sign -1 go to a second half and are subtracted).
-        """
-        spec = self.spec
-        d, w, spr, cpt = spec.depth, spec.width, spec.steps_per_round, spec.cpt
-        dw = d * w
-        n = keys.shape[0]
-        head = int(np.searchsorted(steps, close_to - spr, side="right"))
-        idx, tmp, weights = self._scratch(n)
-        lo, hi, hscratch = self._limbs[:, :n]
-        np.bitwise_and(keys, np.uint64(0xFFFFFFFF), out=lo)
-        np.right_shift(keys, np.uint64(32), out=hi)
-        if head < n:
-            tail_steps = steps[head:]
-            pos = tail_steps % spr
-            limit = pos * cpt
-            thr = (close_to - tail_steps + pos) * cpt
-            waiting = np.empty(n - head, dtype=bool)
-        for i in range(d):
-            o = idx[i]
-            self.hash.row_into((lo, hi), i, o, None if weights is None else weights[i],
-                               scratch=hscratch)
-            if head < n:
-                col, t = o[head:], tmp[head:]
-                np.subtract(col, limit, out=t)  # < 0  <=>  slot already pushed this round
-                t >>= 63
-                t *= -w
-                t += col
-                np.greater_equal(t, thr, out=waiting)
-                np.multiply(waiting, dw, out=t)
-                col += t
-            o += i * w
-            if weights is not None:  # CS: negative signs counted in bins shifted by 2dw
-                sgn = weights[i]
-                sgn *= -dw
-                o += sgn
-                o += dw
-        flat = idx.ravel() if idx.flags.c_contiguous else idx.copy().ravel()
-        if weights is None:
-            return np.bincount(flat, minlength=2 * dw).reshape(2, d, w)
-        sums = np.bincount(flat, minlength=4 * dw).reshape(2, 2, d, w)
-        return sums[0] - sums[1]
-
     def _ingest(self, steps: np.ndarray, keys: np.ndarray, close_to: int) -> None:
         spec = self.spec
         d, w, spr = spec.depth, spec.width, spec.steps_per_round
         s0 = self._steps
         close_to = max(close_to, s0)
         if steps.size:
-            sums = self._split_sums(steps, keys, close_to)
+            work = self._scratch(keys.shape[0])  # may reallocate self._limbs: call first
+            sums = split_sums(spec, self.hash, steps, keys, close_to, work,
+                              self._limbs[:, : keys.shape[0]])
         else:
             sums = np.zeros((2, d, w), dtype=np.int64)
         # pending P columns are pushed at the next step >= s0 serving their slot
-        pos0 = s0 % spr
-        p_step = s0 - pos0 + self._slot + spr * (self._slot < pos0)
-        p_pushed = p_step < close_to
+        p_pushed = pushed_columns(self._slot, spr, s0, close_to)
         pushed = sums[0] + np.where(p_pushed, self._P, 0)
         new_p = sums[1] + np.where(p_pushed, 0, self._P)
         new_rounds = -(-close_to // spr) - self._counters.rounds

@@ -1,10 +1,13 @@
 """LazyHH: continual-observation DP heavy hitters (paper 002, Algorithm 6).
 
-A ``d x k~`` LazyCMS (Algorithm 5) counts the stream: implemented here on the
-same :class:`~sketches.gauss_bm.ContinualCounters` as :class:`sketches.lazy.LazyCMS`
-with the same schedule and calibration, but pushing whole rounds (LazyHH only
-reads the sketch at round ends), which the tests check against ``LazyCMS``
-event by event. A candidate set (:mod:`sketches.candidates`) holds every item
+A ``d x k~`` LazyCMS (Algorithm 5) counts the stream: implemented here with
+the same schedule and calibration as :class:`sketches.lazy.LazyCMS`, but pushing
+whole rounds (LazyHH only reads the sketch at round ends), which the tests check
+against ``LazyCMS`` event by event (zero and constant noise). The counters are
+:class:`~sketches.gauss_bm_lazy.LazyNoiseCounters`: a node's noise is drawn when
+an output first reads it (the candidates read ~63% of the cells on CAIDA), which
+leaves the release distribution unchanged but consumes a seeded noise source in
+another order than ``LazyCMS``. A candidate set (:mod:`sketches.candidates`) holds every item
 seen since the last output plus the ``k~`` best candidates kept then. At every
 output time the candidates with a noisy estimate ``> max(tau1, tau2) + c`` are
 published, then the set is trimmed to the top ``k~`` estimates (thresholds:
@@ -52,6 +55,7 @@ from sketches.base import MechanismEntry, register
 from sketches.candidates import CandidateSet, public_item, top_order
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
+from sketches.gauss_bm_lazy import LazyNoiseCounters
 from sketches.hashing import HashSpec
 from sketches.lazy import LazySketchSpec
 from sketches.lazy_hh_spec import LazyHHSpec, derive_params, guarantee
@@ -106,7 +110,7 @@ class LazyHH:
             eps_s, delta_s, m=neighbouring_cells(spec.relation, depth),
             rounds=self.sketch_spec.rounds, calibrator=spec.calibrator, unit_cap=spec.unit_cap)
         dw = depth * spec.k_tilde
-        self._counters = ContinualCounters(dw, self.sketch_spec.rounds, self.calibration.sigma,
+        self._counters = LazyNoiseCounters(dw, self.sketch_spec.rounds, self.calibration.sigma,
                                            self.calibration.integer_noise, noise)
         # exact increments not pushed yet: [0] current round, [1] the next (arrival clock)
         self._carry = np.zeros((2, dw), dtype=np.int64)
@@ -272,11 +276,11 @@ class LazyHH:
     def _absorb(self, items: np.ndarray, keys: np.ndarray, buckets: np.ndarray) -> None:
         """Alg. 6 line 9, vectorised: add the interval's distinct new items to C."""
         assert self._cands is not None
-        ukeys, first = np.unique(keys, return_index=True)
-        new = self._cands.missing(ukeys)
-        if new.any():
-            idx = first[new]
-            self._cands.add(ukeys[new], items[idx], buckets[:, idx] + self._row0)
+        pos = np.flatnonzero(self._cands.missing(keys))  # most items are candidates already
+        if pos.size:
+            ukeys, first = np.unique(keys[pos], return_index=True)
+            idx = pos[first]
+            self._cands.add(ukeys, items[idx], buckets[:, idx] + self._row0)
 
     # ------------------------------------------------------------- outputs
     def _length(self) -> tuple[float, float]:
@@ -284,7 +288,11 @@ class LazyHH:
         if self._counter is None:
             return float(self._events), float(self._events)
         t_hat = float(self._counter.query()[0])
-        return t_hat, t_hat + self.params.count_error + self.spec.unit_cap
+        # Running maximum over output times: Lemma 10 bounds an evicted item with
+        # lambda2 at its eviction time, which needs lambda2 non-decreasing in time;
+        # t_hat is noisy, so t_hat + E + c alone is not (post-processing, free).
+        t_up = t_hat + self.params.count_error + self.spec.unit_cap
+        return t_hat, max(t_up, float(self._last.get("t_up", -np.inf)))
 
     def _output(self) -> None:
         """Alg. 6 ``output`` (lines 1-11) then the top-k~ trim (line 12)."""
@@ -298,7 +306,7 @@ class LazyHH:
         c = self._cands
         if c is None or c.size == 0:
             return
-        est = self._counters.query()[c.cells].min(axis=0)  # Alg. 4 (min), all pushed
+        est = self._counters.query_at(c.cells).min(axis=0)  # Alg. 4 (min), all pushed
         hot = np.flatnonzero(est > tau)
         order = hot[top_order(est[hot], c.keys[hot])]
         self._hh_keys, self._hh_items, self._hh_est = c.keys[order], c.items[order], est[order]

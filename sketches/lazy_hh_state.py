@@ -19,7 +19,10 @@ Checkpoint layout
 ``events``, ``boundary``, ``open``, ``outputs``, ``last``, ``sketch`` and
 ``counter`` (:meth:`~sketches.gauss_bm.ContinualCounters.state_header`),
 ``integer_items``; arrays ``carry``, ``tick_counts``, ``hh_est``,
-``sketch_*``/``counter_*`` (counter arrays), and the candidate and last
+``sketch_*``/``counter_*`` (counter arrays; the sketch's are
+``prefix``, ``lazy_node_noise`` and ``drawn`` of
+:class:`~sketches.gauss_bm_lazy.LazyNoiseCounters`, older states carry an eager
+``node_noise``; an older reader refuses the new key instead of misreading it), and the candidate and last
 heavy-hitter items as ``cand_items``/``hh_items`` (int64) or
 ``cand_blob``/``cand_lengths``/``cand_is_bytes`` (and ``hh_*``) from
 :func:`sketches.candidates.encode_items`. Never pickle.
@@ -124,8 +127,8 @@ def state_of(hh: LazyHH) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 def restore_state(hh: LazyHH, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     """Fill a freshly set-up LazyHH (same spec and hash) from :func:`state_of` output."""
-    hh._counters.restore(state["sketch"], {
-        k: arrays[f"sketch_{k}"] for k in ("prefix", "node_noise")})
+    hh._counters.restore(state["sketch"], {  # lazy (or older eager) node noise
+        k[len("sketch_"):]: v for k, v in arrays.items() if k.startswith("sketch_")})
     if arrays["carry"].shape != hh._carry.shape:
         raise SerializationError(f"arrays.carry: expected shape {hh._carry.shape}")
     hh._carry = arrays["carry"].astype(np.int64)

@@ -6,11 +6,13 @@ length-counter calibration. Formulas live in :mod:`sketches.privacy`
 (``lazyhh_depth``, ``lazyhh_gamma``, ``alg6_gamma``, ``lazyhh_thresholds``,
 ``length_counter_calibration``); this module only decides which apply:
 
-- depth ``d = ceil(log2(2 N / beta))``, ``N`` = bound on (candidate, output)
-  pairs: ``2T`` on the arrival clock (Lemma 6 proof: ``d = ceil(log2(4T/beta))``;
-  the paper's text says ``ln``, but the Markov halving per row needs ``log2``),
-  ``|I| k~ + event_horizon`` on the tick clock (each event adds at most one
-  candidate between outputs, at most ``k~`` survive an output);
+- depth ``d = ceil(log2(2 N / beta))`` (the paper's text says ``ln``, but the
+  Markov halving per row needs ``log2``), ``N`` = :func:`item_output_pairs`, a
+  bound on the (item, output) pairs fixed by the stream: ``~T^2 / (2 k~)`` on
+  the arrival clock, ``|I| * event_horizon`` on the tick clock. The paper's
+  ``N = 2T`` (``d = ceil(log2(4T/beta))``) counts candidate pairs, a set chosen
+  by the noisy estimates, so its union bound does not hold; it is kept only
+  with ``calibrator="paper"`` on the arrival clock, to reproduce Fig. 4;
 - ``gamma``: exact-sigma noise bound over ``d k~`` counters at ``|I|`` outputs
   with failure ``beta/2``; with ``calibrator="paper"`` on the arrival clock the
   printed Alg. 6 line 4 value when larger (reproduction);
@@ -62,7 +64,7 @@ from sketches.privacy import (
     split_budget,
 )
 
-__all__ = ["HHParams", "LazyHHSpec", "derive_params", "guarantee"]
+__all__ = ["HHParams", "LazyHHSpec", "derive_params", "guarantee", "item_output_pairs"]
 
 
 @dataclass(frozen=True)
@@ -192,14 +194,38 @@ class HHParams:
     count_error: float
 
 
+def item_output_pairs(spec: LazyHHSpec) -> int:
+    """``N``: a data- and hash-independent bound on the (item, output) pairs of Lemma 6.
+
+    The candidate set ``C_t`` keeps the top ``k~`` *noisy estimates*, which favours
+    items with a large collision error, so a union bound over the pairs
+    ``(a, t), a in C_t`` (the paper's ``sum |C_t| <= 2T``) is over a set chosen by
+    the bad events themselves and is not valid. Every candidate at output ``t`` has
+    arrived by ``t``, so we bound over ``{(a, t) : a arrived by t}``, a set fixed by
+    the stream: ``sum_{t in I} #distinct items by t``. Arrival clock, outputs at
+    ``t = j k~``: ``N = k~ J (J + 1) / 2`` with ``J = T // k~``; tick clock:
+    ``N = |I| * event_horizon``. [D] (privacy review 2, F2; PRIVACY.md 10.2.)
+
+    Examples
+    --------
+    >>> spec = LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3,
+    ...                   relation="replace", clock="arrival")
+    >>> item_output_pairs(spec)  # outputs at 4, 8, ..., 64
+    544
+    """
+    if spec.clock is Clock.ARRIVAL:
+        outputs = spec.horizon // spec.k_tilde
+        return spec.k_tilde * outputs * (outputs + 1) // 2
+    return max(spec.outputs, 1) * spec.event_horizon
+
+
 def derive_params(spec: LazyHHSpec, sketch_cal: Calibration | None, depth: int | None) -> HHParams:
     """Depth (first call) or gamma/thresholds (second call, once the sketch is calibrated)."""
     beta, kt = spec.beta_value, spec.k_tilde
-    if spec.clock is Clock.ARRIVAL:
-        d = lazyhh_depth(spec.horizon, beta)  # N = 2T (candidate, output) pairs
+    if spec.calibrator is Calibrator.PAPER and spec.clock is Clock.ARRIVAL:
+        d = lazyhh_depth(spec.horizon, beta)  # the paper's N = 2T (reproduction only)
     else:
-        pairs = spec.outputs * kt + spec.event_horizon
-        d = lazyhh_depth(-(-pairs // 2), beta)  # ceil(log2(2N / beta))
+        d = lazyhh_depth(-(-item_output_pairs(spec) // 2), beta)  # ceil(log2(2N / beta))
     if sketch_cal is None:
         return HHParams(d, 0.0, lazyhh_thresholds(0.0, k=spec.k, k_tilde=kt), None, 0.0)
     d = int(depth or d)

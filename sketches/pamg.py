@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sketches.base import MechanismEntry, register
+from sketches.candidates import decode_items, encode_items
 from sketches.errors import IncompatibleSpecError, PrivacyError, SerializationError, SpecError
 from sketches.gshm import gshm_calibrate, gshm_delta, gshm_release
 from sketches.mg_state import ItemCodec, worker_params
@@ -168,6 +169,7 @@ def merge_mg(sketches: Sequence[PMG], noise: Any, release: str = "geometric") ->
 # PAMG (Algorithm 4)
 # ---------------------------------------------------------------------------
 _MASK = (1 << 64) - 1
+_HASHED, _ANON, _NAMED = 0, 1, 2  # unit kinds in the serialized state
 
 
 @dataclass(frozen=True)
@@ -226,14 +228,18 @@ class PAMG:
     """Privacy-aware Misra-Gries (Algorithm 4) with GSHM release (Theorem 12)."""
 
     name: ClassVar[str] = "pamg"
-    FORMAT_VERSION: ClassVar[int] = 1
+    FORMAT_VERSION: ClassVar[int] = 2  # 2: exact unit names; 1 (readable): hashed units
 
     def __init__(self, spec: PAMGSpec, noise: Any) -> None:
         self.spec = spec
         self._noise = noise
         self._codec = ItemCodec(spec.item_kind, spec.hash_seed)
-        self._units = ItemCodec("str", spec.hash_seed ^ 0x5A5A)
-        self._pending: dict[int, list[int]] = {}
+        # unit -> its distinct item keys, in order of first appearance. Units are keyed
+        # by their exact name (str): hashing them with the public seed would let two
+        # colliding units share one cap of m, doubling a unit's sensitivity. Anonymous
+        # (event-level) units get ints > _MASK; ints <= _MASK are hashed units restored
+        # from a format-1 checkpoint.
+        self._pending: dict[str | int, list[int]] = {}
         self._released = False
         self.dropped = 0  # items over the cap (private, operator metric)
 
@@ -256,8 +262,7 @@ class PAMG:
             return
         if len(units) != len(keys):
             raise SpecError("units: need one unit per item")
-        ukeys = self._units.keys(np.asarray(units).astype(str)).tolist()
-        self._units.names.clear()  # unit names are never needed again
+        ukeys = np.asarray(units).astype(str).tolist()
         pending, m = self._pending, self.spec.m
         for u, x in zip(ukeys, keys, strict=True):
             s = pending.get(u)
@@ -319,13 +324,17 @@ class PAMG:
         ids = list(self._pending)
         lens = np.array([len(self._pending[u]) for u in ids], dtype=np.int64)
         flat = np.array([x for u in ids for x in self._pending[u]], dtype=np.uint64)
+        kinds = np.array([_NAMED if isinstance(u, str) else _ANON if u > _MASK else _HASHED
+                          for u in ids], dtype=np.uint8)
+        names = np.array([u for u in ids if isinstance(u, str)], dtype=object)
         state = {"format": self.FORMAT_VERSION, "released": self._released,
                  "dropped": self.dropped,
                  "labels": {str(k): v for k, v in self._codec.names.items()}}
-        return pack(self.name, asdict(self.spec), state,
-                    {"units": np.array([u & _MASK for u in ids], np.uint64),
-                     "anon": np.array([u > _MASK for u in ids], bool),
-                     "lens": lens, "items": flat})
+        units = np.array([0 if isinstance(u, str) else u & _MASK for u in ids], np.uint64)
+        arrays: dict[str, np.ndarray] = {"units": units, "unit_kind": kinds, "lens": lens,
+                                         "items": flat}
+        arrays.update({f"unit_name_{k}": v for k, v in encode_items(names).items()})
+        return pack(self.name, asdict(self.spec), state, arrays)
 
     @classmethod
     def from_bytes(cls, data: bytes, noise: Any) -> PAMG:
@@ -333,7 +342,7 @@ class PAMG:
         head, arr = unpack(data)
         check_header(head, cls.name, None)
         st = head["state"]
-        if st.get("format") != cls.FORMAT_VERSION:
+        if st.get("format") not in (1, cls.FORMAT_VERSION):
             raise SerializationError(f"pamg: state format {st.get('format')} unsupported")
         obj = cls(PAMGSpec(**head["spec"]), noise)
         obj._released, obj.dropped = bool(st["released"]), int(st["dropped"])
@@ -341,10 +350,19 @@ class PAMG:
         if int(arr["lens"].sum()) != arr["items"].size:
             raise SerializationError("pamg: lens do not add up to the item count")
         items = arr["items"].tolist()
+        if st["format"] == 1:
+            kinds = np.where(arr["anon"], _ANON, _HASHED).tolist()
+            names: list[str] = []
+        else:
+            kinds = arr["unit_kind"].tolist()
+            names = decode_items({k: arr[f"unit_name_{k}"]
+                                  for k in ("blob", "lengths", "is_bytes")}).tolist()
+        named = iter(names)
         pos = 0
-        for u, a, n in zip(arr["units"].tolist(), arr["anon"].tolist(), arr["lens"].tolist(),
-                           strict=True):
-            obj._pending[u + _MASK + 1 if a else u] = items[pos:pos + n]
+        for u, kind, n in zip(arr["units"].tolist(), kinds, arr["lens"].tolist(), strict=True):
+            key: str | int = next(named) if kind == _NAMED else u + _MASK + 1 if kind == _ANON \
+                else u
+            obj._pending[key] = items[pos:pos + n]
             pos += n
         return obj
 

@@ -237,3 +237,52 @@ def test_gshm_module_reexported_and_release_thresholds() -> None:
     keys, est = gshm.gshm_release(np.array([1, 2, 3], np.uint64), np.array([9, 10, 11]),
                                   1.0, 10.0, ZERO)
     assert keys.tolist() == [2, 3] and est.tolist() == [10.0, 11.0]
+
+
+def test_units_are_matched_exactly_not_by_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review 2 F3: with units hashed under a public seed, two colliding units shared
+    # one cap of m (a unit's removal could then change 2m counts). Make every str
+    # hash collide: PAMG must still cap each unit on its own.
+    import sketches.mg_state as mg_state
+
+    orig = mg_state.ItemCodec.keys
+
+    def colliding(self: mg_state.ItemCodec, items: object) -> np.ndarray:
+        out = orig(self, items)
+        return np.zeros_like(out) if self.kind == "str" else out
+
+    monkeypatch.setattr(mg_state.ItemCodec, "keys", colliding)
+    spec = PAMGSpec(k=8, m=1, eps=1.0, delta=1e-6, item_kind="int", hash_seed=1)
+    p = PAMG(spec, ZERO)
+    p.update_batch(np.array([1, 2, 1, 3]), units=np.array(["ua", "ub", "uc", "ua"]))
+    assert p.counts() == {1: 2, 2: 1}
+    assert p.dropped == 1  # ua's second distinct item (3) is over its cap of 1
+
+
+def test_state_round_trip_keeps_named_and_anonymous_units() -> None:
+    spec = PAMGSpec(k=8, m=2, eps=1.0, delta=1e-6, item_kind="int", hash_seed=1)
+    noise = make_noise("zero", allow_insecure=True)
+    p = PAMG(spec, noise)
+    p.update_batch(np.array([5, 6]), units=np.array(["alice", "bob"]))
+    p.update_batch(np.array([7]))
+    back = PAMG.from_bytes(p.to_bytes(), noise)
+    back.update_batch(np.array([8, 9]), units=np.array(["alice", "alice"]))
+    p.update_batch(np.array([8, 9]), units=np.array(["alice", "alice"]))
+    assert back.counts() == p.counts()
+    assert back.dropped == p.dropped == 1
+
+
+def test_format_1_state_with_hashed_units_still_restores() -> None:
+    from dataclasses import asdict
+
+    from sketches.serialization import pack
+
+    spec = PAMGSpec(k=8, m=2, eps=1.0, delta=1e-6, item_kind="int", hash_seed=1)
+    mask = (1 << 64) - 1
+    # as written by format 1: unit 77 (a hashed name) with items 5, 6; anonymous unit 0
+    v1 = pack("pamg", asdict(spec), {"format": 1, "released": False, "dropped": 0, "labels": {}},
+              {"units": np.array([77, 0], np.uint64), "anon": np.array([False, True]),
+               "lens": np.array([2, 1], np.int64), "items": np.array([5, 6, 7], np.uint64)})
+    p = PAMG.from_bytes(v1, ZERO)
+    assert p._pending == {77: [5, 6], mask + 1: [7]}
+    assert p.counts() == {5: 1, 6: 1, 7: 1}

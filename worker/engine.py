@@ -359,8 +359,13 @@ class Engine:
         labels = {"topology": topo.name, "shard": st.shard}
         m = self.metrics
         m.memory.labels(**labels).set(st.mechanism.memory_bytes())
-        m.eps.labels(**labels).set(topo.privacy.eps)
-        m.delta.labels(**labels).set(topo.privacy.delta)
+        eps, delta = topo.privacy.eps, topo.privacy.delta
+        stated = getattr(st.mechanism, "privacy", None)
+        if stated is not None:  # LazyHH: the guarantee is (eps, delta_tilde), delta_tilde > delta
+            guarantee = stated()
+            eps, delta = guarantee["eps"], guarantee.get("delta_tilde", guarantee["delta"])
+        m.eps.labels(**labels).set(eps)
+        m.delta.labels(**labels).set(delta)
         m.epoch.labels(**labels).set(st.epoch)
         m.epoch_progress.labels(**labels).set(st.rounds)
         m.epoch_length.labels(**labels).set(topo.horizon)

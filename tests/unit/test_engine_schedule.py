@@ -231,3 +231,30 @@ def test_other_windowed_mechanisms_release_once(mech: str, params: str, unit: bo
 
     assert asyncio.run(run()) == (150 if unit else 300)  # unit cap 3 x 50 units
     assert [(r["seq"], r["final"], r["mechanism"]) for r in out(eng.sink)] == [(0, True, mech)]
+
+
+def test_privacy_gauges_report_the_mechanism_guarantee() -> None:
+    # review 2 F4: LazyHH guarantees (eps, delta_tilde), delta_tilde > the topology's delta;
+    # the per-epoch gauge must not understate it. Other mechanisms report the topology's.
+    params = "{k: 2, k_tilde: 4, event_horizon: 10, hash_seed: 1}"
+    hh, cms = make("lazy_hh", params), make()
+    for topo in (hh, cms):
+        clock = Clock(T0)
+        eng = Engine([topo], MemStore(), MemSink(), clock=clock)
+
+        async def run(eng: Engine = eng, clock: Clock = clock) -> None:
+            await eng.assign([("in", 0)])
+            await eng.process_batch("in", 0, [ev(0, "r1", "a")])
+            clock.t += 0.55
+            await eng.on_timer()
+
+        asyncio.run(run())
+        delta = eng.metrics.value("dpstream_privacy_delta_per_epoch", topology="t", shard="r1")
+        eps = eng.metrics.value("dpstream_privacy_epsilon_per_epoch", topology="t", shard="r1")
+        st = eng.parts[("t", 0)].shards["r1"]
+        if topo is hh:
+            stated = st.mechanism.privacy()
+            assert delta == stated["delta_tilde"] > topo.privacy.delta
+            assert eps == stated["eps"] == topo.privacy.eps
+        else:
+            assert (eps, delta) == (topo.privacy.eps, topo.privacy.delta)

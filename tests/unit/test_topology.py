@@ -168,6 +168,17 @@ def test_production_refuses_float_laplace_noise() -> None:
     assert parse_topology(yaml.safe_dump(doc)).production
 
 
+def test_production_refuses_pamg_float_gaussian_release() -> None:
+    # review 2 F3: PAMG's GSHM release draws float Gaussian noise
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc.update(production=True, shards={"allowed": ["r1"]})
+    doc["mechanism"] = {"name": "pamg", "params": {"k": 8}}
+    with pytest.raises(SpecError, match=r"p\.yaml: mechanism\.name: PAMG .*production: false"):
+        parse_topology(yaml.safe_dump(doc), "p.yaml")
+    doc["production"] = False
+    assert parse_topology(yaml.safe_dump(doc)).mechanism == "pamg"
+
+
 def test_windowed_mechanism_releases_once_per_epoch(tmp_path: Path) -> None:
     load_mechanisms()
     doc = yaml.safe_load(yaml.safe_dump(BASE))

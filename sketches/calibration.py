@@ -13,7 +13,9 @@ vector of all node counts. Let one privacy unit (an event, or a user with at
 most ``c = unit_cap`` events per shard and epoch) change the inputs.
 
 *Per tree level.* The nodes of one level partition time, so a level's node
-changes ``Δ_node`` satisfy ``sum |Δ_node| <= |total change of the counter|``.
+changes ``Δ_node`` satisfy ``sum |Δ_node| <= sum over rounds of |that round's
+change of the counter|`` (the per-round changes, not their possibly cancelling
+total).
 
 *Add/remove, CMS (unsigned).* The unit adds (or removes) ``c`` events; in row
 ``i`` they add ``a_j >= 0`` to cell ``j`` with ``sum_j a_j = c``. Per (row,

@@ -188,14 +188,8 @@ class LazyHH:
             base = s0 // w
             keys = self.hash.item_keys(seg)
             buckets = self.hash.buckets(keys)
-            steps = np.arange(s0, s0 + m)
-            # flat (local round, cell) index: round steps // w - base, plus one if the
-            # column was already pushed this round (bucket < steps mod w)
-            idx = buckets + (self._row0 + (steps // w - base) * dw)
-            idx += (buckets < steps % w) * dw
             slots = (s0 + m - 1) // w - base + 3
-            acc = np.bincount(idx.ravel(), minlength=slots * dw)
-            acc = acc.reshape(slots, dw)
+            acc = self._round_sums(buckets, s0, slots).reshape(slots, dw)
             acc[:2] += self._carry
             done = (s0 + m) // w - base  # rounds completed by this chunk
             for r in range(done):
@@ -209,6 +203,32 @@ class LazyHH:
                 self._absorb(seg[a:], keys[a:], buckets[:, a:])
             self._events = s0 + m
             self._carry[:] = acc[done:done + 2]  # later slots are empty
+
+    def _round_sums(self, buckets: np.ndarray, s0: int, slots: int) -> np.ndarray:
+        """``int64[slots, d, w]``: increments of every (local round, row, column).
+
+        Event ``s`` with bucket ``j`` is pushed at step ``P = s + ((j - s) mod w)``
+        (the next push of column ``j``), so it lands in round ``P // w`` at column
+        ``P mod w = j``: ``P - base * w`` is its (local round, column) index. One
+        ``bincount`` per row keeps the work arrays cache-sized (a loop over rows,
+        not events).
+        """
+        w = self.spec.k_tilde
+        depth, m = buckets.shape
+        steps = np.arange(s0, s0 + m)
+        lag = (-steps) % w  # (j - s) mod w = (j + lag) mod w
+        local = steps - (s0 // w) * w
+        acc = np.empty((slots, depth, w), dtype=np.int64)
+        idx = np.empty(m, dtype=np.int64)
+        for i in range(depth):
+            np.add(buckets[i], lag, out=idx)
+            if w & (w - 1) == 0:
+                np.bitwise_and(idx, w - 1, out=idx)
+            else:
+                np.remainder(idx, w, out=idx)
+            idx += local
+            acc[:, i, :] = np.bincount(idx, minlength=slots * w).reshape(slots, w)
+        return acc
 
     def _update_tick(self, items: np.ndarray, ticks: np.ndarray) -> None:
         if not items.size:

@@ -141,16 +141,17 @@ def _split(n: int, seed: int) -> list[int]:
 ARRIVAL = {"relation": "replace", "clock": "arrival", "hash_seed": 11}
 
 
-@pytest.mark.parametrize(("noise_kind", "calibrator", "chunk"), [
-    ("zero", "analytic", 1 << 15), ("constant", "discrete", 37), ("constant", "analytic", 100)])
+@pytest.mark.parametrize(("noise_kind", "calibrator", "chunk", "kt"), [
+    ("zero", "analytic", 1 << 15, 16), ("constant", "discrete", 37, 16),
+    ("constant", "analytic", 100, 16), ("zero", "analytic", 100, 12)])
 def test_arrival_batch_equals_per_event_reference(
-    noise_kind: str, calibrator: str, chunk: int, monkeypatch: pytest.MonkeyPatch
+    noise_kind: str, calibrator: str, chunk: int, kt: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Random, non-aligned batch (and internal chunk) boundaries give exactly the
-    per-event Alg. 6 run."""
+    per-event Alg. 6 run (k~ = 12: the non-power-of-two column arithmetic)."""
     monkeypatch.setattr(sketches.lazy_hh, "_CHUNK", chunk)
     n = 1600
-    spec = LazyHHSpec(k=2, k_tilde=16, horizon=n, eps=40.0, delta=1e-3,
+    spec = LazyHHSpec(k=2, k_tilde=kt, horizon=n, eps=40.0, delta=1e-3,
                       calibrator=calibrator, **ARRIVAL)  # type: ignore[arg-type]
 
     def noise() -> object:
@@ -164,7 +165,7 @@ def test_arrival_batch_equals_per_event_reference(
         for x in stream[a:b].tolist():
             ref.arrival(x)
         _assert_same(hh, ref)
-    assert hh.release()["outputs"] == n // 16
+    assert hh.release()["outputs"] == n // kt
     assert len(ref.hh) >= 1  # the comparison covered a non-empty heavy-hitter set
 
 

@@ -37,17 +37,15 @@ Examples
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from sketches.base import MechanismEntry, register
-from sketches.dp_linear import CALIBRATORS, RELATIONS, clip_weights, gaussian_sigma
-from sketches.dyadic_levels import DyadicLevels, check_domain
-from sketches.errors import PrivacyError, SerializationError, SpecError
-from sketches.serialization import check_header, pack, unpack
+from sketches.dyadic_levels import DyadicLevels
+from sketches.dyadic_window import DyadicWindow, check_window_budget, check_window_fields
+from sketches.errors import SpecError
 
 __all__ = ["DPCMSHeavyHitters", "DPCMSHeavyHittersSpec", "hierarchical_search"]
 
@@ -101,20 +99,13 @@ class DPCMSHeavyHittersSpec:
             raise SpecError(f"bits: must be in [1, 62], got {self.bits!r}")
         if not 1 <= self.branch_bits <= min(self.bits, 16):
             raise SpecError(f"branch_bits: must be in [1, min(bits, 16)], got {self.branch_bits}")
-        object.__setattr__(self, "relation", str(self.relation))
-        object.__setattr__(self, "calibrator", str(self.calibrator))
-        for f in ("depth", "width", "weight_clip", "unit_cap", "max_frontier"):
-            if int(getattr(self, f)) != getattr(self, f) or getattr(self, f) < 1:
-                raise SpecError(f"{f}: must be an integer >= 1, got {getattr(self, f)!r}")
+        check_window_fields(self, ("depth", "width", "weight_clip", "unit_cap", "max_frontier"))
         if self.max_frontier << self.branch_bits > 1 << 24:
             raise SpecError("max_frontier: max_frontier * 2**branch_bits must be <= 2**24 "
                             "(children examined per level); lower one of them")
         if self.threshold is None and not 0 < self.phi <= 1:
             raise SpecError(f"phi: must be in (0, 1], got {self.phi}; or set 'threshold'")
-        if not self.eps > 0 or not 0 < self.delta < 1 or not 0 < self.beta < 1:
-            raise SpecError("eps/delta/beta: need eps > 0, delta in (0, 1), beta in (0, 1)")
-        if self.relation not in RELATIONS or self.calibrator not in CALIBRATORS:
-            raise SpecError(f"relation/calibrator: use one of {RELATIONS} / {CALIBRATORS}")
+        check_window_budget(self)
 
     @property
     def shifts(self) -> tuple[int, ...]:
@@ -147,8 +138,11 @@ def hierarchical_search(levels: DyadicLevels, tau: float,
     return frontier[order], est[order]
 
 
-class DPCMSHeavyHitters:
+class DPCMSHeavyHitters(DyadicWindow):
     """DP Count-Min heavy hitters with a private hierarchical candidate search.
+
+    Construction, updates, the single-release guard and checkpoints are those of
+    :class:`~sketches.dyadic_window.DyadicWindow` (Count-Min hashed levels).
 
     Parameters
     ----------
@@ -158,44 +152,21 @@ class DPCMSHeavyHitters:
     """
 
     name: ClassVar[str] = "dp_cms_hh"
-
-    def __init__(self, spec: DPCMSHeavyHittersSpec, noise: Any, *,
-                 _restore: bool = False) -> None:
-        self.spec = spec
-        self.levels = DyadicLevels(spec.bits, spec.shifts, "cms", spec.depth, spec.width,
-                                   spec.hash_seed)
-        self.sensitivity = self.levels.l2_sensitivity(spec.relation, spec.weight_clip,
-                                                      spec.turnstile, spec.unit_cap)
-        self.sigma = gaussian_sigma(spec.eps, spec.delta, self.sensitivity, spec.calibrator)
-        self._released = False
-        if not _restore:
-            self.levels.draw_noise(noise, self.sigma, spec.calibrator == "discrete")
-
-    def update_batch(self, items: np.ndarray, ticks: np.ndarray | None = None,
-                     weights: np.ndarray | None = None) -> None:
-        """Add integer items (vectorised per level); ``ticks`` ignored (one window)."""
-        if self._released:
-            raise PrivacyError("update_batch: this window was already released; start a fresh "
-                               "instance (fresh noise) for the next window")
-        x = check_domain(items, self.spec.bits)
-        w = clip_weights(weights, x.shape[0], self.spec.weight_clip, self.spec.turnstile)
-        if x.shape[0]:
-            self.levels.update(x, w)
+    level_kind: ClassVar[str] = "cms"
+    spec_type: ClassVar[Any] = DPCMSHeavyHittersSpec
+    spec: DPCMSHeavyHittersSpec
 
     def release(self) -> dict[str, Any]:
         """The ``heavy_hitters`` payload (module docstring); once per instance."""
-        if self._released:
-            raise PrivacyError("release: already released; a second release after more "
-                               "updates reveals the exact increments")
-        self._released = True
+        self._begin_release("release: already released")
         s = self.spec
-        n_hat = max(float(self.levels.estimate(len(s.shifts) - 1, np.zeros(1, int))[0]), 0.0)
+        n_hat = self._root_estimate()
         tau = float(s.threshold) if s.threshold is not None else s.phi * n_hat
         tau = max(tau, 1.0)
         items, est = hierarchical_search(self.levels, tau, s.max_frontier)
         if s.top_k is not None:
             items, est = items[: s.top_k], est[: s.top_k]
-        e = self.sigma * math.sqrt(2 * math.log(4 * self.levels.cells() / s.beta))
+        e = self._noise_abs_max()
         return {
             "kind": "heavy_hitters",
             "items": [{"item": int(i), "estimate": float(v)} for i, v in zip(items, est,
@@ -206,28 +177,6 @@ class DPCMSHeavyHitters:
             "error_bound": {"beta": s.beta, "noise_abs_max": e,
                             "collision_per_row": "L1 mass / width in expectation"},
         }
-
-    def memory_bytes(self) -> int:
-        """Bytes of counters and noise over all levels."""
-        return self.levels.memory_bytes()
-
-    def to_bytes(self) -> bytes:
-        """Private checkpoint (exact counts and drawn noise)."""
-        return pack(self.name, asdict(self.spec), {"released": self._released},
-                    self.levels.arrays())
-
-    @classmethod
-    def from_bytes(cls, data: bytes, noise: Any) -> DPCMSHeavyHitters:
-        """Restore a checkpoint; noise already drawn is reused, never redrawn."""
-        header, arrays = unpack(data)
-        check_header(header, cls.name, None)
-        try:
-            out = cls(DPCMSHeavyHittersSpec.from_params(header["spec"]), noise, _restore=True)
-            out.levels.load(arrays)
-            out._released = bool(header["state"]["released"])
-        except (KeyError, TypeError, SpecError) as exc:
-            raise SerializationError(f"dp_cms_hh state: {exc}") from None
-        return out
 
 
 register(MechanismEntry(name=DPCMSHeavyHitters.name, build_spec=DPCMSHeavyHittersSpec.from_params,

@@ -46,17 +46,15 @@ Examples
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from sketches.base import MechanismEntry, register
-from sketches.dp_linear import CALIBRATORS, RELATIONS, clip_weights, gaussian_sigma
-from sketches.dyadic_levels import DyadicLevels, check_domain
-from sketches.errors import PrivacyError, SerializationError, SpecError
-from sketches.serialization import check_header, pack, unpack
+from sketches.dyadic_levels import DyadicLevels
+from sketches.dyadic_window import DyadicWindow, check_window_budget, check_window_fields
+from sketches.errors import SpecError
 
 __all__ = ["DEFAULT_PHIS", "DyadicQuantiles", "DyadicQuantilesSpec", "descend_quantiles"]
 
@@ -105,17 +103,10 @@ class DyadicQuantilesSpec:
             raise SpecError(f"bits: must be in [1, 62], got {self.bits!r}")
         if not 0 <= self.resolution_bits < self.bits:
             raise SpecError(f"resolution_bits: must be in [0, bits), got {self.resolution_bits}")
-        object.__setattr__(self, "relation", str(self.relation))
-        object.__setattr__(self, "calibrator", str(self.calibrator))
-        for f in ("depth", "width", "weight_clip", "unit_cap"):
-            if int(getattr(self, f)) != getattr(self, f) or getattr(self, f) < 1:
-                raise SpecError(f"{f}: must be an integer >= 1, got {getattr(self, f)!r}")
+        check_window_fields(self, ("depth", "width", "weight_clip", "unit_cap"))
         if not self.phis or not all(0 < p <= 1 for p in self.phis):
             raise SpecError(f"phis: need at least one quantile, each in (0, 1]; got {self.phis}")
-        if not self.eps > 0 or not 0 < self.delta < 1 or not 0 < self.beta < 1:
-            raise SpecError("eps/delta/beta: need eps > 0, delta in (0, 1), beta in (0, 1)")
-        if self.relation not in RELATIONS or self.calibrator not in CALIBRATORS:
-            raise SpecError(f"relation/calibrator: use one of {RELATIONS} / {CALIBRATORS}")
+        check_window_budget(self)
 
     @property
     def shifts(self) -> tuple[int, ...]:
@@ -148,8 +139,12 @@ def descend_quantiles(levels: DyadicLevels, targets: np.ndarray) -> np.ndarray:
     return node
 
 
-class DyadicQuantiles:
+class DyadicQuantiles(DyadicWindow):
     """Private dyadic Count Sketch quantiles (paper 003), single release.
+
+    Construction, updates (weight +1 adds, -1 deletes), the single-release guard and
+    checkpoints are those of :class:`~sketches.dyadic_window.DyadicWindow` (Count Sketch
+    hashed levels).
 
     Parameters
     ----------
@@ -159,45 +154,22 @@ class DyadicQuantiles:
     """
 
     name: ClassVar[str] = "dyadic_quantiles"
-
-    def __init__(self, spec: DyadicQuantilesSpec, noise: Any, *, _restore: bool = False) -> None:
-        self.spec = spec
-        self.levels = DyadicLevels(spec.bits, spec.shifts, "cs", spec.depth, spec.width,
-                                   spec.hash_seed)
-        self.sensitivity = self.levels.l2_sensitivity(spec.relation, spec.weight_clip,
-                                                      spec.turnstile, spec.unit_cap)
-        self.sigma = gaussian_sigma(spec.eps, spec.delta, self.sensitivity, spec.calibrator)
-        self._released = False
-        if not _restore:
-            self.levels.draw_noise(noise, self.sigma, spec.calibrator == "discrete")
-
-    def update_batch(self, items: np.ndarray, ticks: np.ndarray | None = None,
-                     weights: np.ndarray | None = None) -> None:
-        """Add (weight +1) or delete (weight -1) integer items; vectorised per level."""
-        if self._released:
-            raise PrivacyError("update_batch: this window was already released; start a fresh "
-                               "instance (fresh noise) for the next window")
-        x = check_domain(items, self.spec.bits)
-        w = clip_weights(weights, x.shape[0], self.spec.weight_clip, self.spec.turnstile)
-        if x.shape[0]:
-            self.levels.update(x, w)
+    level_kind: ClassVar[str] = "cs"
+    spec_type: ClassVar[Any] = DyadicQuantilesSpec
+    spec: DyadicQuantilesSpec
 
     def _answer(self) -> tuple[float, np.ndarray]:
-        n_hat = max(float(self.levels.estimate(len(self.spec.shifts) - 1, np.zeros(1, int))[0]),
-                    0.0)
+        n_hat = self._root_estimate()
         targets = np.array(self.spec.phis) * n_hat
         leaves = descend_quantiles(self.levels, targets)
         return n_hat, leaves << self.spec.resolution_bits
 
     def release(self) -> dict[str, Any]:
         """The ``quantiles`` payload (module docstring); once per instance."""
-        if self._released:
-            raise PrivacyError("release: this quantile sketch was already released; a second "
-                               "release after more updates reveals the exact increments")
-        self._released = True
+        self._begin_release("release: this quantile sketch was already released")
         s = self.spec
         n_hat, values = self._answer()
-        e = self.sigma * math.sqrt(2 * math.log(4 * self.levels.cells() / s.beta))
+        e = self._noise_abs_max()
         hashed = sum(not self.levels.is_exact(i) for i in range(len(s.shifts)))
         return {
             "kind": "quantiles", "bits": s.bits, "resolution_bits": s.resolution_bits,
@@ -209,29 +181,6 @@ class DyadicQuantiles:
             "error_bound": {"beta": s.beta, "rank_noise_abs_max": len(s.shifts) * e,
                             "hashed_levels": hashed},
         }
-
-    def memory_bytes(self) -> int:
-        """Bytes of counters and noise over all levels."""
-        return self.levels.memory_bytes()
-
-    def to_bytes(self) -> bytes:
-        """Private checkpoint (exact counts and drawn noise of every level)."""
-        spec = asdict(self.spec)
-        spec["phis"] = list(self.spec.phis)
-        return pack(self.name, spec, {"released": self._released}, self.levels.arrays())
-
-    @classmethod
-    def from_bytes(cls, data: bytes, noise: Any) -> DyadicQuantiles:
-        """Restore a checkpoint; noise already drawn is reused, never redrawn."""
-        header, arrays = unpack(data)
-        check_header(header, cls.name, None)
-        try:
-            out = cls(DyadicQuantilesSpec.from_params(header["spec"]), noise, _restore=True)
-            out.levels.load(arrays)
-            out._released = bool(header["state"]["released"])
-        except (KeyError, TypeError, SpecError) as exc:
-            raise SerializationError(f"dyadic_quantiles state: {exc}") from None
-        return out
 
 
 register(MechanismEntry(name=DyadicQuantiles.name, build_spec=DyadicQuantilesSpec.from_params,

@@ -62,10 +62,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sketches.base import MechanismEntry, register
-from sketches.errors import PrivacyError, SerializationError, SpecError
+from sketches.errors import SerializationError, SpecError
 from sketches.hashing import HashSpec
 from sketches.privacy import analytic_gaussian_sigma, discrete_gaussian_sigma
 from sketches.serialization import check_header, pack, unpack
+from sketches.single_release import SingleRelease
 
 __all__ = ["DPCountMin", "DPCountSketch", "DPLinearSketch", "DPLinearSpec",
            "accumulate", "cms_offset", "gaussian_sigma", "linear_l2_sensitivity",
@@ -252,7 +253,7 @@ def clip_weights(weights: np.ndarray | None, n: int, clip: int, turnstile: bool)
     return np.clip(w, -clip if turnstile else 0, clip)
 
 
-class DPLinearSketch:
+class DPLinearSketch(SingleRelease):
     """Single-release DP Count-Min / Count Sketch (paper 003, Algorithms 1-3).
 
     Parameters
@@ -292,9 +293,7 @@ class DPLinearSketch:
     def update_batch(self, items: np.ndarray, ticks: np.ndarray | None = None,
                      weights: np.ndarray | None = None) -> None:
         """Add a batch (vectorised); ``ticks`` are accepted and ignored (one window)."""
-        if self._released:
-            raise PrivacyError("update_batch: this window was already released; start a fresh "
-                               "instance (fresh noise) for the next window")
+        self._check_open()
         items = np.asarray(items)
         w = clip_weights(weights, items.shape[0], self.spec.weight_clip, self.spec.turnstile)
         accumulate(self._counts, self.hash, self.hash.item_keys(items), w,
@@ -317,10 +316,7 @@ class DPLinearSketch:
 
     def release(self) -> dict[str, Any]:
         """The ``"kind": "sketch"`` payload; callable once per instance."""
-        if self._released:
-            raise PrivacyError("release: this DP sketch was already released; a second release "
-                               "after more updates reveals the exact increments")
-        self._released = True
+        self._begin_release("release: this DP sketch was already released")
         s = self.spec
         return {
             "kind": "sketch", "estimator": self.estimator, "hash": self.hash.to_public(),

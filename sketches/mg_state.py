@@ -138,9 +138,20 @@ class MGState:
             if ordk[s] == o and raw[s] == base:
                 return s
 
+    def _replace_zero(self, x: int, count: int) -> None:
+        """Branch 3: the smallest zero counter (total order) now holds ``x`` with ``count``."""
+        s = self._pop_zero()
+        old = self.ordk[s]
+        if old >= 0:
+            del self.slot_of[old]
+        self.ordk[s] = x
+        self.slot_of[x] = s
+        self.raw[s] = self.base + count
+        self.nzero -= 1
+
     def update(self, keys: np.ndarray) -> None:
         """Process ``keys`` one by one, exactly as Algorithm 1."""
-        slot_of, raw, ordk = self.slot_of, self.raw, self.ordk
+        slot_of, raw = self.slot_of, self.raw
         get = slot_of.get
         for x in keys.tolist():
             s = get(x)
@@ -153,19 +164,12 @@ class MGState:
                 self.base += 1
                 self._scan_zeros()
             else:  # Branch 3: replace the smallest zero key
-                s = self._pop_zero()
-                old = ordk[s]
-                if old >= 0:
-                    del slot_of[old]
-                ordk[s] = x
-                slot_of[x] = s
-                raw[s] = self.base + 1
-                self.nzero -= 1
+                self._replace_zero(x, 1)
         self.n += keys.size
 
     def update_weighted(self, keys: np.ndarray, weights: np.ndarray) -> None:
         """Same as ``update(np.repeat(keys, weights))``, O(k) per decrementing item."""
-        slot_of, raw, ordk = self.slot_of, self.raw, self.ordk
+        slot_of, raw = self.slot_of, self.raw
         for x, w in zip(keys.tolist(), weights.tolist(), strict=True):
             self.n += w
             while w > 0:
@@ -181,14 +185,7 @@ class MGState:
                     w -= j
                     self._scan_zeros()
                     continue
-                s = self._pop_zero()
-                old = ordk[s]
-                if old >= 0:
-                    del slot_of[old]
-                ordk[s] = x
-                slot_of[x] = s
-                raw[s] = self.base + w
-                self.nzero -= 1
+                self._replace_zero(x, w)
                 break
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

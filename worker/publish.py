@@ -7,19 +7,23 @@ bytes and published; after a crash the same bytes are re-published, so a
 
 Examples
 --------
+A user-level topology: the envelope names the privacy unit and its cap.
+
 >>> from worker.topology import parse_topology
 >>> topo = parse_topology('''
-... name: demo
-... input: {topic: in, partitions: 1, fields: {shard: r, item: i}}
+... name: views
+... input: {topic: pageviews, partitions: 4, fields: {shard: tenant, item: page, unit: user}}
 ... mechanism: {name: lazy_cms}
-... privacy: {eps: 1.0, delta: 1.0e-6, tick_ms: 500, epoch_ticks: 100}
-... release: {every_ticks: 10, topic: out}
-... dead_letter: {topic: dlq}''')
->>> raw = envelope_bytes(topo, "r1", epoch=7, seq=0, rounds=10, final=False,
+... privacy: {eps: 0.5, delta: 1.0e-7, unit_cap: 20}
+... release: {every_ticks: 60, topic: views-releases}
+... dead_letter: {topic: views-dlq}''')
+>>> raw = envelope_bytes(topo, "acme", epoch=7, seq=0, rounds=60, final=False,
 ...                      payload={"kind": "sketch", "lag_bound": 1}, published_at_ms=1)
 >>> doc = json.loads(raw)
->>> doc["schema_version"], doc["topology"], doc["epoch"], doc["unit"], doc["lag_bound"]
-(1, 'demo', 7, 'event', 1)
+>>> doc["schema_version"], doc["topology"], doc["epoch"], doc["lag_bound"], doc["tick_ms"]
+(1, 'views', 7, 1, 1000)
+>>> doc["unit"], doc["unit_cap"], doc["eps"]
+('user', 20, 0.5)
 """
 
 from __future__ import annotations

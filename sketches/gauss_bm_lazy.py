@@ -30,6 +30,12 @@ and round of the last query are remembered: a node that already existed then
 was drawn for every counter of that read set, so only counters outside it are
 checked (the common case reads almost the same set at consecutive rounds).
 
+Reads: the noise of a counter at round ``r`` is the sum of its current
+nodes (one per set bit of ``r``), kept as suffix sums ``S[b] = node[b] +
+S[next set bit above b]`` (levels x n, derived, not checkpointed: about the size
+of the node noise again). Always formed in that order, so float values are
+bit-identical however they were reached; a round usually needs one vector add.
+
 Checkpoint: arrays ``prefix``, ``lazy_node_noise`` and ``drawn`` (the key
 differs from the eager ``node_noise`` so an eager reader refuses the state
 instead of reusing undrawn slots, which hold superseded values). An eager
@@ -174,8 +180,9 @@ class LazyNoiseCounters(ContinualCounters):
 
     # --------------------------------------------------------------- state
     def memory_bytes(self) -> int:
-        """Bytes of numpy state (prefix, node noise, drawn mask, last read set)."""
-        return int(super().memory_bytes() + self._drawn.nbytes + self._read_mask.nbytes)
+        """Bytes of numpy state (prefix, node noise, drawn mask, last read set, suffix sums)."""
+        return int(super().memory_bytes() + self._drawn.nbytes + self._read_mask.nbytes
+                   + self._suffix.nbytes)
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         """Arrays for serialization (private: exact counts and node noise)."""

@@ -79,6 +79,7 @@ class CandidateSet:
         self._keys = np.empty(0, dtype=np.uint64)
         self._items: np.ndarray = np.empty(0, dtype=np.int64 if integer_items else object)
         self._cells = np.empty((self._depth, 0), dtype=np.int64)
+        self._table: np.ndarray | None = None  # membership cache of missing(), rebuilt lazily
 
     @property
     def keys(self) -> np.ndarray:
@@ -106,13 +107,27 @@ class CandidateSet:
         return self._integer
 
     def missing(self, keys: np.ndarray) -> np.ndarray:
-        """Boolean mask of ``keys`` that are not candidates yet."""
+        """Boolean mask of ``keys`` that are not candidates yet.
+
+        A direct-mapped table (slot = low key bits) confirms most members in
+        O(1) each; the rest (new keys, and members that lost their slot to
+        another) are checked exactly by binary search.
+        """
         keys = np.asarray(keys, dtype=np.uint64)
         if self._keys.size == 0:
             return np.ones(keys.shape, dtype=bool)
-        pos = np.searchsorted(self._keys, keys)
-        pos[pos == self._keys.size] = 0
-        return self._keys[pos] != keys
+        if self._table is None:
+            size = 1 << max(8, (4 * self._keys.size - 1).bit_length())
+            # empty slot s holds s ^ 1: never a key of slot s (its low bits differ)
+            self._table = np.arange(size, dtype=np.uint64) ^ np.uint64(1)
+            self._table[self._keys & np.uint64(size - 1)] = self._keys
+        out = self._table[keys & np.uint64(self._table.size - 1)] != keys
+        check = np.flatnonzero(out)
+        if check.size:
+            sub = keys[check]
+            pos = np.minimum(np.searchsorted(self._keys, sub), self._keys.size - 1)
+            out[check] = self._keys[pos] != sub
+        return out
 
     def add(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray) -> None:
         """Add items that are not candidates yet (``keys`` unique and all missing).
@@ -128,6 +143,7 @@ class CandidateSet:
         new_items = np.asarray(items).astype(self._items.dtype, copy=False)
         self._items = np.concatenate([self._items, new_items])[order]
         self._cells = np.concatenate([self._cells, np.asarray(cells, np.int64)], axis=1)[:, order]
+        self._table = None
         return None
 
     def trim(self, estimates: np.ndarray, keep: int) -> None:
@@ -143,10 +159,12 @@ class CandidateSet:
         self._keys = self._keys[top]
         self._items = self._items[top]
         self._cells = self._cells[:, top]
+        self._table = None
         return None
 
     def restore(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray) -> None:
         """Replace the whole set (deserialisation); sorts by key."""
+        self._table = None
         self._keys = np.empty(0, dtype=np.uint64)
         self._items = self._items[:0]
         self._cells = np.empty((self._depth, 0), dtype=np.int64)
@@ -155,7 +173,8 @@ class CandidateSet:
 
     def memory_bytes(self) -> int:
         """Bytes of numpy state (object items count their pointer only)."""
-        return int(self._keys.nbytes + self._items.nbytes + self._cells.nbytes)
+        table = 0 if self._table is None else self._table.nbytes
+        return int(self._keys.nbytes + self._items.nbytes + self._cells.nbytes + table)
 
 
 def public_item(item: Any) -> Any:

@@ -151,7 +151,7 @@ class CandidateSet:
         if self._keys.size <= keep:
             return None
         est = np.asarray(estimates, dtype=np.float64)
-        v = -np.partition(-est, keep - 1)[keep - 1]  # the keep-th largest estimate
+        v = np.partition(est, est.size - keep)[est.size - keep]  # the keep-th largest
         chosen = est > v
         ties = np.flatnonzero(est == v)  # in key order: keys are sorted
         chosen[ties[: keep - int(np.count_nonzero(chosen))]] = True

@@ -97,6 +97,16 @@ class LazyNoiseCounters(ContinualCounters):
             self._drawn[level] = False
         self.rounds = r0 + k
 
+    def push(self, total: np.ndarray, new_rounds: int) -> None:
+        """:meth:`ContinualCounters.push` (fast path for one round of int64 totals)."""
+        if (new_rounds == 1 and self.rounds < self.horizon and isinstance(total, np.ndarray)
+                and total.dtype == np.int64 and total.shape == self._prefix.shape):
+            self._prefix += total  # no noise is drawn: nothing can fail after this
+            self.rounds += 1
+            self._drawn[trailing_zeros(self.rounds)] = False
+            return
+        super().push(total, new_rounds)
+
     def _draw_values(self, m: int) -> np.ndarray:
         if self.integer_noise:
             return np.asarray(self._noise_src.discrete_gaussian(self.sigma, m), dtype=np.int64)

@@ -22,8 +22,8 @@ Checkpoint layout
 ``sketch_*``/``counter_*`` (counter arrays; the sketch's are
 ``prefix``, ``lazy_node_noise`` and ``drawn`` of
 :class:`~sketches.gauss_bm_lazy.LazyNoiseCounters`, older states carry an eager
-``node_noise``; an older reader refuses the new key instead of misreading it), and the candidate and last
-heavy-hitter items as ``cand_items``/``hh_items`` (int64) or
+``node_noise``; an older reader refuses the new key instead of misreading it),
+and the candidate and last heavy-hitter items as ``cand_items``/``hh_items`` (int64) or
 ``cand_blob``/``cand_lengths``/``cand_is_bytes`` (and ``hh_*``) from
 :func:`sketches.candidates.encode_items`. Never pickle.
 

@@ -326,9 +326,11 @@ NOTES = """## Why the numbers differ
 - **ARE.** Reported prefixes carry 180k-2.9M packets each, so the noise (gamma ~ 8k at
   eps = 0.5) and collisions are small relative errors; the paper's source IPs are lighter.
 - **Update time.** numpy on a 2-core machine shared with other jobs, versus the paper's
-  C++ on a laptop; the largest single cost per event is the d = 38 GaussBM noise draws
-  (one node per counter per round), then the d hashed rows, so it scales with d, not k~
-  (except at small k~, where the per-output Python work dominates).
+  C++ on a laptop; the largest single cost per event is the GaussBM noise (one node per
+  counter per round, drawn lazily when an output first reads the counter: the
+  candidates read ~63% of the d*k~ counters), then the per-output candidate work and
+  the d hashed rows, so it scales with d, not k~ (except at small k~, where the
+  per-output Python work dominates).
 - **Calibrators.** `analytic`/`discrete` rows use the exact Gaussian calibrations the
   project uses in production (smaller sigma than the paper's classic bound); the
   `tick, add/remove` row privatizes the stream length (10% of eps and delta) and reports

@@ -331,11 +331,11 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
     ``extras`` are coroutines started (with the worker) once it runs, e.g.
     the demo's producer; a worker failure crashes the app (non-zero exit).
 
-    Examples
-    --------
-    >>> app = create_faust_app(Settings(broker="127.0.0.1:9092"),
-    ...                        ["topologies/netmon.yaml"])   # doctest: +SKIP
-    >>> faust.Worker(app).execute_from_commandline()          # doctest: +SKIP
+    Example (needs a running broker, so it is not run as a doctest)::
+
+        app = create_faust_app(Settings(broker="127.0.0.1:9092"),
+                               ["topologies/netmon.yaml"])
+        faust.Worker(app).execute_from_commandline()
     """
     import faust
     from faust.app.base import BootStrategy

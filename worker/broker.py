@@ -6,11 +6,11 @@ memory and is started on loopback only. Production points the worker at a
 real Kafka cluster through configuration; nothing in dpstream depends on
 Tansu's quirks.
 
-Examples
---------
->>> with EmbeddedBroker() as broker:            # doctest: +SKIP
-...     print(broker.bootstrap)
-127.0.0.1:40123
+Example (needs a running broker, so it is not run as a doctest)::
+
+    with EmbeddedBroker() as broker:
+        print(broker.bootstrap)
+    # -> 127.0.0.1:40123
 """
 
 from __future__ import annotations

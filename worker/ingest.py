@@ -26,16 +26,16 @@ Guarantees
 - ``on_revoked`` is also called with the current assignment on a graceful
   :meth:`BatchIngestor.stop`, so the worker checkpoints before leaving.
 
-Examples
---------
->>> async def main(bootstrap):                                  # doctest: +SKIP
-...     async def on_batch(batch):
-...         print(batch.partition, batch.first_offset, len(batch))
-...     ing = BatchIngestor(IngestSettings(bootstrap, "dpstream"), ["events"],
-...                         on_batch=on_batch)
-...     await ing.start()
-...     ...
-...     await ing.stop()
+Example (needs a running broker, so it is not run as a doctest)::
+
+    async def main(bootstrap):
+        async def on_batch(batch):
+            print(batch.partition, batch.first_offset, len(batch))
+        ing = BatchIngestor(IngestSettings(bootstrap, "dpstream"), ["events"],
+                            on_batch=on_batch)
+        await ing.start()
+        ...
+        await ing.stop()
 """
 
 from __future__ import annotations

@@ -154,12 +154,12 @@ class ReleaseIndex:
 class ReleaseReader(ReleaseIndex):
     """Tail the release ``topic`` (all partitions, no consumer group) into an index.
 
-    Examples
-    --------
-    >>> async def main():                                        # doctest: +SKIP
-    ...     async with ReleaseReader("127.0.0.1:9092", "netmon-dst-prefixes") as rd:
-    ...         await rd.catch_up()
-    ...         print(rd.estimate("r7", "93.184.216.0/24"))
+    Example (needs a running broker, so it is not run as a doctest)::
+
+        async def main():
+            async with ReleaseReader("127.0.0.1:9092", "netmon-dst-prefixes") as rd:
+                await rd.catch_up()
+                print(rd.estimate("r7", "93.184.216.0/24"))
     """
 
     def __init__(self, bootstrap: str, topic: str, *,

@@ -47,6 +47,11 @@ operations, exact; float noise: recomputed in the same order as
 :meth:`ContinualCounters.noise_sum`, bit-identical), so :meth:`ContinualCounters.query`
 is one vector addition. It is derived state: recomputed on restore, not serialized.
 
+Catch-up: :meth:`ContinualCounters.advance_empty` opens many empty rounds in
+given calls and returns the query after each, vectorised, drawing the nodes the
+canonical rule draws, in its order, in one noise call
+(:mod:`sketches.gauss_bm_catchup`).
+
 Rounds and horizon: the horizon ``T`` (max rounds) is fixed at construction;
 the tree has ``levels = ceil(log2(T + 1))`` levels (paper: ``h``). Opening a
 round past ``T`` raises :class:`~sketches.errors.HorizonExceededError`.
@@ -87,6 +92,7 @@ from sketches.errors import (
     SerializationError,
     SpecError,
 )
+from sketches.gauss_bm_catchup import empty_rounds_noise
 from sketches.noise_tables import validate_discrete_sigma
 
 
@@ -191,10 +197,12 @@ class ContinualCounters:
 
     # ------------------------------------------------------------ updates
     def _draw(self) -> np.ndarray:
+        return self._draw_values(self.n)
+
+    def _draw_values(self, m: int) -> np.ndarray:
         if self.integer_noise:
-            out = self._noise_src.discrete_gaussian(self.sigma, self.n)
-            return np.asarray(out, dtype=np.int64)
-        return np.asarray(self._noise_src.gaussian(self.sigma, self.n), dtype=np.float64)
+            return np.asarray(self._noise_src.discrete_gaussian(self.sigma, m), dtype=np.int64)
+        return np.asarray(self._noise_src.gaussian(self.sigma, m), dtype=np.float64)
 
     def advance(self, increments: np.ndarray, empty_rounds: int = 0) -> None:
         """Open ``k + empty_rounds`` new rounds.
@@ -286,6 +294,29 @@ class ContinualCounters:
         out = np.zeros(self.n, dtype=self._node_noise.dtype)
         for b in _bits(self.rounds + k):
             out += new[b] if b in new else self._node_noise[b]
+        return out
+
+    def advance_empty(self, ends: np.ndarray) -> np.ndarray:
+        """``advance`` empty rounds in calls ending at ``ends``; the query after each call.
+
+        Same state, releases and noise law as ``for e in ends: advance(zeros
+        (e - rounds, n)); query()``, vectorised with one noise call
+        (:mod:`sketches.gauss_bm_catchup`). ``ends``: strictly increasing, all
+        ``> rounds``. Returns shape ``(len(ends), n)``. Atomic (state unchanged
+        on error); HorizonExceededError past the horizon.
+        """
+        e = np.asarray(ends, dtype=np.int64).reshape(-1)
+        if not e.size:
+            return np.zeros((0, self.n), dtype=self._node_noise.dtype)
+        if int(e[0]) <= self.rounds or np.any(np.diff(e) <= 0):
+            raise SpecError(f"ends: must be strictly increasing and > rounds={self.rounds}")
+        if int(e[-1]) > self.horizon:
+            raise HorizonExceededError(f"horizon: {int(e[-1])} rounds requested but the horizon"
+                                       f" is {self.horizon}; start a new epoch")
+        sums, nodes = empty_rounds_noise(self.rounds, e, self._node_noise, self._draw_values)
+        out = self._prefix + sums
+        self._node_noise, self._noise_now = nodes, sums[-1].copy()
+        self.rounds = int(e[-1])
         return out
 
     def add_to_current(self, increments: np.ndarray) -> None:

@@ -107,10 +107,9 @@ class LazyNoiseCounters(ContinualCounters):
             return
         super().push(total, new_rounds)
 
-    def _draw_values(self, m: int) -> np.ndarray:
-        if self.integer_noise:
-            return np.asarray(self._noise_src.discrete_gaussian(self.sigma, m), dtype=np.int64)
-        return np.asarray(self._noise_src.gaussian(self.sigma, m), dtype=np.float64)
+    def advance_empty(self, ends: np.ndarray) -> np.ndarray:
+        """Not supported: lazy counters draw at reads (open rounds with :meth:`push`)."""
+        raise SpecError("advance_empty: LazyNoiseCounters draws noise at reads; use push()")
 
     def _materialize(self, mask: np.ndarray) -> int:
         """Draw every undrawn current node of the counters in ``mask`` (module order)

@@ -58,6 +58,7 @@ from sketches.gauss_bm import ContinualCounters
 from sketches.gauss_bm_lazy import LazyNoiseCounters
 from sketches.hashing import HashSpec
 from sketches.lazy import LazySketchSpec
+from sketches.lazy_hh_catchup import catch_up, quiet
 from sketches.lazy_hh_spec import LazyHHSpec, derive_params, guarantee
 from sketches.lazy_hh_state import check_seed, hash_from_state, make_hash, restore_state, state_of
 from sketches.privacy import Clock, calibrate, neighbouring_cells
@@ -128,6 +129,7 @@ class LazyHH:
         self._hh_items: np.ndarray = np.zeros(0, dtype=np.int64)
         self._hh_est: np.ndarray = np.zeros(0, dtype=np.float64)
         self._last: dict[str, float] = {}
+        self._fast_catch_up = True  # tests set False to force the sequential path
 
     # ------------------------------------------------------------ updates
     def update_batch(
@@ -238,6 +240,8 @@ class LazyHH:
         if int(ticks[0]) < self._open or int(ticks[-1]) >= self.spec.horizon:
             raise SpecError(f"ticks: must lie in [{self._open}, {self.spec.horizon}) (open tick,"
                             f" horizon); got {int(ticks[0])}..{int(ticks[-1])}")
+        if self._fast_catch_up and quiet(self):  # first events of the epoch: catch up first
+            self.advance_to(int(ticks[0]))
         every = self.spec.output_every
         bounds = np.arange(self._boundary + every, int(ticks[-1]) + 1, every)
         cuts = np.searchsorted(ticks, bounds, side="left")
@@ -281,8 +285,12 @@ class LazyHH:
         if tick > self.spec.horizon:
             raise HorizonExceededError(f"horizon: cannot close ticks up to {tick}, the horizon is"
                                        f" {self.spec.horizon} ticks; start a new epoch")
-        for b in range(self._boundary + self.spec.output_every, tick + 1, self.spec.output_every):
-            self._close(b)
+        bounds = range(self._boundary + self.spec.output_every, tick + 1, self.spec.output_every)
+        if len(bounds) > 1 and self._fast_catch_up and quiet(self):
+            catch_up(self, bounds)  # same releases, vectorised (sketches.lazy_hh_catchup)
+        else:
+            for b in bounds:
+                self._close(b)
         self._close_ticks(tick)
 
     def _close(self, boundary: int) -> None:
@@ -314,10 +322,13 @@ class LazyHH:
         t_up = t_hat + self.params.count_error + self.spec.unit_cap
         return t_hat, max(t_up, float(self._last.get("t_up", -np.inf)))
 
-    def _output(self) -> None:
-        """Alg. 6 ``output`` (lines 1-11) then the top-k~ trim (line 12)."""
+    def _output(self, length: tuple[float, float] | None = None) -> None:
+        """Alg. 6 ``output`` (lines 1-11) then the top-k~ trim (line 12).
+
+        ``length``: ``(t_hat, t_up)`` already computed (catch-up), else :meth:`_length`.
+        """
         th = self.params.thresholds
-        t_hat, t_up = self._length()
+        t_hat, t_up = self._length() if length is None else length
         tau = th.threshold(max(t_hat, 0.0), t_up)
         self._last = {"t_hat": t_hat, "t_up": t_up, "threshold": tau,
                       "tau1": th.tau1(max(t_hat, 0.0)), "tau2": th.tau2(t_up),

@@ -52,13 +52,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from sketches.base import MechanismEntry, register
-from sketches.candidates import CandidateSet, public_item, top_order
+from sketches.candidates import CandidateSet, top_order
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
 from sketches.gauss_bm_lazy import LazyNoiseCounters
 from sketches.hashing import HashSpec
 from sketches.lazy import LazySketchSpec
 from sketches.lazy_hh_catchup import catch_up, quiet
+from sketches.lazy_hh_release import release_payload
 from sketches.lazy_hh_spec import LazyHHSpec, derive_params, guarantee
 from sketches.lazy_hh_state import check_seed, hash_from_state, make_hash, restore_state, state_of
 from sketches.privacy import Clock, calibrate, neighbouring_cells
@@ -354,35 +355,7 @@ class LazyHH:
 
     def release(self) -> dict[str, Any]:
         """Public ``heavy_hitters`` payload of the last output (ARCHITECTURE.md)."""
-        spec, th, last = self.spec, self.params.thresholds, self._last
-        # counts are integers: float (continuous-noise) estimates are published rounded,
-        # which also drops the low-order float bits (Mironov 2012; sketches.noise)
-        est = np.rint(self._hh_est).astype(np.int64).tolist()
-        items = [{"item": public_item(x), "estimate": v}
-                 | ({"item_encoding": "base64"} if isinstance(x, bytes) else {})
-                 for x, v in zip(self._hh_items.tolist(), est, strict=True)]
-        bound = None
-        if last:
-            bound = {"lower": -th.lambda1, "upper": last["lambda2"],
-                     "coverage": last["threshold"] + th.lambda1, "gamma": self.params.gamma,
-                     "failure_probability": spec.beta_value * (1 if self._counter is None else 2),
-                     "statement": "at every output time, w.p. >= 1 - failure_probability: "
-                     "lower <= estimate - f <= upper for reported items, and every item with "
-                     "f > coverage is reported (paper 002 Lemma 6, Theorem 4)"}
-        priv = self.privacy()
-        arrival = spec.clock is Clock.ARRIVAL
-        return {
-            "kind": "heavy_hitters", "mechanism": self.name, "items": items,
-            "threshold": last.get("threshold"), "tau1": last.get("tau1"),
-            "tau2": last.get("tau2"), "t_estimate": last.get("t_hat"),
-            "length_public": self._counter is None, "error_bound": bound,
-            "outputs": self._outputs, "k": spec.k, "k_tilde": spec.k_tilde,
-            "depth": self.sketch_spec.depth, "clock": spec.clock.value,
-            "lag_bound": spec.k_tilde if arrival else spec.output_every,
-            "lag_unit": "events" if arrival else "ticks",
-            "eps": priv["eps"], "delta": priv["delta"], "delta_tilde": priv["delta_tilde"],
-            "budget": priv["budget"], "relation": priv["relation"],
-        }
+        return release_payload(self)
 
     # --------------------------------------------------------------- state
     def memory_bytes(self) -> int:

@@ -31,10 +31,15 @@ was drawn for every counter of that read set, so only counters outside it are
 checked (the common case reads almost the same set at consecutive rounds).
 
 Reads: the noise of a counter at round ``r`` is the sum of its current
-nodes (one per set bit of ``r``), kept as suffix sums ``S[b] = node[b] +
-S[next set bit above b]`` (levels x n, derived, not checkpointed: about the size
-of the node noise again). Always formed in that order, so float values are
-bit-identical however they were reached; a round usually needs one vector add.
+nodes (one per set bit of ``r``), always formed in a fixed order (top set bit
+first, then each lower set bit added), so float values are bit-identical
+however they were reached (also after a restore). One n-vector caches it on the
+last read set (the base class's ``_noise_now``; derived, not checkpointed): a
+round whose bits extend the last query's takes one vector add per new bit;
+integer noise also subtracts the levels that completed (exact); float noise
+after a carry recomputes the sum at full width (one add per set bit). Memory:
+the algorithm's ``(levels + 1) * n`` 8-byte values, the ``levels * n`` byte
+mask and ``9 * n`` bytes (cache, last read set).
 
 Checkpoint: arrays ``prefix``, ``lazy_node_noise`` and ``drawn`` (the key
 differs from the eager ``node_noise`` so an eager reader refuses the state
@@ -85,7 +90,6 @@ class LazyNoiseCounters(ContinualCounters):
         self._read_mask = np.zeros(self.n, dtype=bool)  # counters read by the last query
         self._read_round = -1  # its round (-1: none, e.g. after a restore)
         self._restoring = False
-        self._suffix = np.zeros_like(self._node_noise)  # suffix sums of the current nodes
 
     def _commit(self, total: np.ndarray | None, k: int) -> None:
         """Open ``k`` rounds: completed levels become undrawn; no noise is drawn here."""
@@ -111,27 +115,37 @@ class LazyNoiseCounters(ContinualCounters):
         """Not supported: lazy counters draw at reads (open rounds with :meth:`push`)."""
         raise SpecError("advance_empty: LazyNoiseCounters draws noise at reads; use push()")
 
-    def _materialize(self, mask: np.ndarray) -> int:
+    def _materialize(self, mask: np.ndarray) -> None:
         """Draw every undrawn current node of the counters in ``mask`` (module order)
-        and bring the suffix sums up to date there; returns the lowest set bit of ``rounds``.
+        and bring the noise-sum cache up to date there.
 
-        Suffix sums ``S[b] = node[b] + S[next set bit above b]`` (the top bit: its node)
-        are always formed in this order, so float results are bit-identical however
-        they were reached (also after a restore). Old bits (nodes that existed at the
-        last query) are valid on the last read set and recomputed only outside it;
-        fresh bits (the low ones, completed since) take one vector add each.
+        Cache ``self._noise_now``: valid on the last read set, where it holds the
+        fixed-order sum (top set bit first, then each lower set bit added). Extended
+        by the fresh (low) bits when the last round's bits are all still current;
+        with integer noise, the dropped levels are subtracted first (exact);
+        otherwise (float noise after a carry, or a mostly new read set) the sum
+        is recomputed at full width. Counters new to the read set: gathered in
+        the same fixed order. Every valid entry is the fixed-order sum, however
+        it was reached, so float reads are bit-identical after a restore.
         """
-        r = self.rounds
+        r, last = self.rounds, self._read_round
         bits = _set_bits(r)
-        n_old = sum(1 for b in bits if (r >> b) << b <= self._read_round or self._read_round < 0)
+        n_old = sum(1 for b in bits if (r >> b) << b <= last or last < 0)
         fresh, old = bits[:len(bits) - n_old], np.array(bits[len(bits) - n_old:], dtype=np.int64)
         every = np.flatnonzero(mask) if fresh else None  # fresh nodes: undrawn everywhere
         outside = np.flatnonzero(mask & ~self._read_mask)  # not read by the last query
         lin = (old[:, None] * self.n + outside).ravel()  # (old bit, counter), bit-major
         need = lin[~self._drawn.reshape(-1)[lin]]
         m = need.size + (every.size * len(fresh) if every is not None else 0)
-        if m:
-            values = self._draw_values(m)  # a temporary: state changes only after the draw
+        values = self._draw_values(m) if m else None  # a temporary: state changes after it
+        acc = self._noise_now
+        dropped = [b for b in _set_bits(last) if not (r >> b) & 1 or (r >> b) << b > last]
+        extend = last >= 0 and (not dropped or self.integer_noise)
+        if not extend or 4 * outside.size > self.n:
+            extend, outside = False, np.zeros(0, dtype=np.int64)
+        for b in dropped if extend else ():
+            acc -= self._node_noise[b]  # integer only: exact (values of the last round)
+        if values is not None:
             start = 0
             for b in fresh:
                 assert every is not None
@@ -140,18 +154,20 @@ class LazyNoiseCounters(ContinualCounters):
                 start += every.size
             self._node_noise.reshape(-1)[need] = values[start:]
             self._drawn.reshape(-1)[need] = True
-        if lin.size:
-            vals = self._node_noise.reshape(-1)[lin].reshape(old.size, -1)
-            self._suffix.reshape(-1)[lin] = np.cumsum(vals[::-1], axis=0)[::-1].ravel()
-        for i in range(len(fresh) - 1, -1, -1):
-            b = fresh[i]
-            if b == bits[-1]:
-                np.copyto(self._suffix[b], self._node_noise[b])
-            else:
-                np.add(self._node_noise[b], self._suffix[bits[i + 1]], out=self._suffix[b])
+        if extend:
+            for b in reversed(fresh):
+                acc += self._node_noise[b]
+        else:
+            np.copyto(acc, self._node_noise[bits[-1]])
+            for b in bits[-2::-1]:
+                acc += self._node_noise[b]
+        if outside.size:
+            part = self._node_noise[bits[-1]][outside]
+            for b in bits[-2::-1]:
+                part += self._node_noise[b][outside]
+            acc[outside] = part
         self._read_mask = mask
         self._read_round = r
-        return bits[0]
 
     def query_at(self, cells: np.ndarray) -> np.ndarray:
         """Noisy prefix sums of the counters ``cells`` (any shape; repeats allowed).
@@ -164,8 +180,8 @@ class LazyNoiseCounters(ContinualCounters):
             return self._prefix[idx].astype(self._node_noise.dtype)
         mask = np.zeros(self.n, dtype=bool)
         mask[idx] = True
-        low = self._materialize(mask)
-        return (self._prefix + self._suffix[low])[idx]
+        self._materialize(mask)
+        return (self._prefix + self._noise_now)[idx]
 
     def query(self, behind: np.ndarray | None = None) -> np.ndarray:
         """Noisy prefix sums of every counter (draws every undrawn current node)."""
@@ -181,7 +197,8 @@ class LazyNoiseCounters(ContinualCounters):
             raise SpecError(f"r: only the current round {self.rounds} can be read, got {r}")
         if r == 0:
             return np.zeros(self.n, dtype=self._node_noise.dtype)
-        return self._suffix[self._materialize(np.ones(self.n, dtype=bool))].copy()
+        self._materialize(np.ones(self.n, dtype=bool))
+        return self._noise_now.copy()
 
     def drawn_count(self) -> int:
         """Number of (level, counter) node values drawn and live."""
@@ -189,9 +206,13 @@ class LazyNoiseCounters(ContinualCounters):
 
     # --------------------------------------------------------------- state
     def memory_bytes(self) -> int:
-        """Bytes of numpy state (prefix, node noise, drawn mask, last read set, suffix sums)."""
+        """Bytes of numpy state (prefix, node noise, drawn mask, last read set, noise-sum cache).
+
+        ``(levels + 1) * n * 8`` for the algorithm's state, plus ``levels * n`` (mask)
+        and ``9 * n`` (read set, cache): within 1.2x for ``levels >= 5``.
+        """
         return int(super().memory_bytes() + self._drawn.nbytes + self._read_mask.nbytes
-                   + self._suffix.nbytes)
+                   + self._noise_now.nbytes)
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         """Arrays for serialization (private: exact counts and node noise)."""

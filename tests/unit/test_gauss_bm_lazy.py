@@ -117,3 +117,37 @@ def test_noise_has_the_binary_mechanism_variance() -> None:
     full = c.query()  # the first half keeps its values, the second half is drawn now
     assert np.array_equal(full[:20_000], half) and c.drawn_count() == 3 * 40_000
     assert abs(np.corrcoef(full[:20_000], full[20_000:])[0, 1]) < 0.03
+
+
+@pytest.mark.parametrize(("n", "horizon"), [(1, 64), (100, 4_000), (19_456, 3_906), (500, 1 << 20)])
+def test_memory_is_the_algorithms_state_plus_mask_and_one_vector(n: int, horizon: int) -> None:
+    c = LazyNoiseCounters(n, horizon, 1.0, False, FastNoise(0))
+    c.push(np.ones(n, dtype=np.int64), 5)
+    c.query_at(np.arange(0, n, 2))
+    base, mask = (c.levels + 1) * n * 8, c.levels * n
+    arrays = sum(v.nbytes for v in vars(c).values() if isinstance(v, np.ndarray))
+    assert c.memory_bytes() == arrays == base + mask + 9 * n  # no other per-counter state
+    assert c.memory_bytes() <= 1.2 * base + mask  # no levels x n derived arrays
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_every_read_is_the_fixed_order_sum(integer: bool) -> None:
+    """Cache extended, decremented or recomputed: always bitwise the fixed-order sum."""
+    n = 64
+    rng = np.random.default_rng(7)
+    c = LazyNoiseCounters(n, 1 << 12, 1.7, integer, FastNoise(3))
+    prefix = np.zeros(n, dtype=np.int64)
+    while c.rounds < 3_000:
+        k = int(rng.choice([1, 1, 1, 2, 5]))
+        inc = rng.integers(0, 4, n)
+        c.push(inc, k)
+        prefix += inc
+        width = int(rng.choice([3, 40, n]))  # mostly the same cells, sometimes nearly all
+        cells = np.unique(np.concatenate([np.arange(width // 2), rng.integers(0, n, width)]))
+        got = c.query_at(cells)
+        bits = _bits(c.rounds)
+        want = c._node_noise[bits[-1], cells].copy()
+        for b in bits[-2::-1]:
+            want += c._node_noise[b, cells]
+        assert np.array_equal(got, prefix[cells] + want)
+        assert c._drawn[bits][:, cells].all()

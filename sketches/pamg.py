@@ -240,6 +240,9 @@ class PAMG:
         # (event-level) units get ints > _MASK; ints <= _MASK are hashed units restored
         # from a format-1 checkpoint.
         self._pending: dict[str | int, list[int]] = {}
+        # a window restored from a format-1 state keeps that format's hashed unit keys
+        # until it is released, so a unit's earlier and later events share one set
+        self._legacy_units: ItemCodec | None = None
         self._released = False
         self.dropped = 0  # items over the cap (private, operator metric)
 
@@ -262,7 +265,12 @@ class PAMG:
             return
         if len(units) != len(keys):
             raise SpecError("units: need one unit per item")
-        ukeys = np.asarray(units).astype(str).tolist()
+        names = np.asarray(units).astype(str)
+        if self._legacy_units is None:
+            ukeys: list[Any] = names.tolist()
+        else:
+            ukeys = self._legacy_units.keys(names).tolist()
+            self._legacy_units.names.clear()  # unit names are never needed again
         pending, m = self._pending, self.spec.m
         for u, x in zip(ukeys, keys, strict=True):
             s = pending.get(u)
@@ -328,6 +336,7 @@ class PAMG:
                           for u in ids], dtype=np.uint8)
         names = np.array([u for u in ids if isinstance(u, str)], dtype=object)
         state = {"format": self.FORMAT_VERSION, "released": self._released,
+                 "legacy_hashed_units": self._legacy_units is not None,
                  "dropped": self.dropped,
                  "labels": {str(k): v for k, v in self._codec.names.items()}}
         units = np.array([0 if isinstance(u, str) else u & _MASK for u in ids], np.uint64)
@@ -346,6 +355,8 @@ class PAMG:
             raise SerializationError(f"pamg: state format {st.get('format')} unsupported")
         obj = cls(PAMGSpec(**head["spec"]), noise)
         obj._released, obj.dropped = bool(st["released"]), int(st["dropped"])
+        if st["format"] == 1 or st.get("legacy_hashed_units"):
+            obj._legacy_units = ItemCodec("str", obj.spec.hash_seed ^ 0x5A5A)
         obj._codec.names = {int(k): v for k, v in st["labels"].items()}
         if int(arr["lens"].sum()) != arr["items"].size:
             raise SerializationError("pamg: lens do not add up to the item count")

@@ -286,3 +286,24 @@ def test_format_1_state_with_hashed_units_still_restores() -> None:
     p = PAMG.from_bytes(v1, ZERO)
     assert p._pending == {77: [5, 6], mask + 1: [7]}
     assert p.counts() == {5: 1, 6: 1, 7: 1}
+
+
+def test_unreleased_format_1_window_keeps_hashed_units_for_its_cap() -> None:
+    # review of this change: a format-1 window keyed units by hash; after the upgrade
+    # the same unit must still hit the same set (else it gets 2 caps: sensitivity 2m)
+    from dataclasses import asdict
+
+    from sketches.mg_state import ItemCodec
+    from sketches.serialization import pack
+
+    spec = PAMGSpec(k=8, m=2, eps=1.0, delta=1e-6, item_kind="int", hash_seed=1)
+    alice = int(ItemCodec("str", spec.hash_seed ^ 0x5A5A).keys(np.array(["alice"]))[0])
+    v1 = pack("pamg", asdict(spec), {"format": 1, "released": False, "dropped": 0, "labels": {}},
+              {"units": np.array([alice], np.uint64), "anon": np.array([False]),
+               "lens": np.array([2], np.int64), "items": np.array([1, 2], np.uint64)})
+    p = PAMG.from_bytes(v1, ZERO)
+    p.update_batch(np.array([3, 4]), units=np.array(["alice", "alice"]))
+    assert p.dropped == 2 and p.counts() == {1: 1, 2: 1}
+    again = PAMG.from_bytes(p.to_bytes(), ZERO)  # the legacy keying survives a checkpoint
+    again.update_batch(np.array([5]), units=np.array(["alice"]))
+    assert again.dropped == 3 and again.counts() == {1: 1, 2: 1}

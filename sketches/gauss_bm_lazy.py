@@ -235,7 +235,7 @@ class LazyNoiseCounters(ContinualCounters):
             super().restore(header, eager)
         finally:
             self._restoring = False
-        self._drawn = drawn.astype(bool, copy=True)
+        self._drawn = np.array(drawn, dtype=bool, order="C")  # reshape(-1) writes must hit it
         self._read_mask = np.zeros(self.n, dtype=bool)
         self._read_round = -1
 

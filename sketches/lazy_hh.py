@@ -331,14 +331,18 @@ class LazyHH:
         th = self.params.thresholds
         t_hat, t_up = self._length() if length is None else length
         tau = th.threshold(max(t_hat, 0.0), t_up)
+        c = self._cands
+        # the read may draw lazy node noise: do it before any output state changes, so a
+        # failing draw never pairs new thresholds with the previous output's items
+        est = None
+        if c is not None and c.size > 0:
+            est = self._counters.query_at(c.cells).min(axis=0)  # Alg. 4 (min), all pushed
         self._last = {"t_hat": t_hat, "t_up": t_up, "threshold": tau,
                       "tau1": th.tau1(max(t_hat, 0.0)), "tau2": th.tau2(t_up),
                       "lambda2": th.lambda2(t_up)}
         self._outputs += 1
-        c = self._cands
-        if c is None or c.size == 0:
+        if c is None or est is None:
             return
-        est = self._counters.query_at(c.cells).min(axis=0)  # Alg. 4 (min), all pushed
         hot = np.flatnonzero(est > tau)
         order = hot[top_order(est[hot], c.keys[hot])]
         self._hh_keys, self._hh_items, self._hh_est = c.keys[order], c.items[order], est[order]

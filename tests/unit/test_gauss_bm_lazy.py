@@ -151,3 +151,19 @@ def test_every_read_is_the_fixed_order_sum(integer: bool) -> None:
             want += c._node_noise[b, cells]
         assert np.array_equal(got, prefix[cells] + want)
         assert c._drawn[bits][:, cells].all()
+
+
+def test_restore_from_fortran_ordered_arrays_never_redraws() -> None:
+    # a non-C-ordered drawn mask made reshape(-1) writes land in a copy: nodes redrawn
+    src = FastNoise(3)
+    c = LazyNoiseCounters(6, 64, 1.0, False, src)
+    c.push(np.arange(6), 5)
+    first = c.query_at(np.arange(6))
+    header, arrays = c.state_header(), c.state_arrays()
+    back = LazyNoiseCounters(6, 64, 1.0, False, src)
+    back.restore(header, {k: np.asfortranarray(v) for k, v in arrays.items()})
+    back.push(np.zeros(6, np.int64), 1)
+    again = back.query_at(np.array([0]))
+    back.query_at(np.array([1]))  # another read set: counter 0 is read afresh next
+    assert np.array_equal(back.query_at(np.array([0])), again)  # its node is not redrawn
+    assert first.shape == (6,)

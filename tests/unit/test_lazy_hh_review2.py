@@ -81,3 +81,39 @@ def test_netmon_depth_covers_the_event_horizon() -> None:
     spec = LazyHHSpec(k=10, k_tilde=64, horizon=3600, eps=1.0, delta=1e-6,
                       relation="add_remove", clock="tick", event_horizon=50_000_000)
     assert derive_params(spec, None, None).depth == 60
+
+
+class _FailingNoise:
+    """Fast noise that raises on demand (a failing secure source)."""
+
+    def __init__(self) -> None:
+        self.inner = make_noise("fast", seed=4, allow_insecure=True)
+        self.kind = "fast"
+        self.fail = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def gaussian(self, sigma: float, size: object) -> np.ndarray:
+        if self.fail:
+            raise OSError("entropy source failed")
+        return self.inner.gaussian(sigma, size)
+
+
+def test_failed_lazy_draw_in_an_output_leaves_the_last_output_intact() -> None:
+    noise = _FailingNoise()
+    hh = LazyHH(_tick_spec(relation="replace", event_horizon=10_000), noise)
+    rng = np.random.default_rng(1)
+    for tick in range(6):
+        hh.update_batch(rng.integers(0, 30, 40), ticks=np.full(40, tick))
+    hh.advance_to(6)
+    before = (hh.release(), dict(hh._last), hh._outputs)
+    hh.update_batch(rng.integers(100, 130, 40), ticks=np.full(40, 6))  # new cells to read
+    noise.fail = True
+    try:
+        hh.advance_to(7)
+    except OSError:
+        pass
+    else:  # every node it reads was drawn before: nothing to fail on
+        raise AssertionError("the output should have needed a fresh draw")
+    assert (hh.release(), hh._last, hh._outputs) == before

@@ -307,11 +307,15 @@ NOTES = """## Why the numbers differ
   we use CAIDA 2016 *destination /16 prefixes* (23.0M packets, 1,843 prefixes, top 128
   carry 93%). With k = 128 only ~19 prefixes exceed t/k, and several sit just above it,
   so recall is decided by a handful of items close to the threshold.
-- **Depth and memory.** Algorithm 6 needs d = log2(4T/beta) rows for Lemma 6 (38 here;
-  the paper's text says ln, which would break the per-row Markov halving the proof
-  uses), so our memory is d * k~ * (tree levels + 1) * 8 bytes: megabytes, not the
+- **Depth and memory.** The `paper` rows use the paper's Lemma 6 depth
+  d = ceil(log2(4T/beta)) (38 here; the paper's text says ln, which would break the
+  per-row Markov halving the proof uses). That count union-bounds over the candidates,
+  which are chosen by the noisy estimates; the corrected bound over every (arrived
+  item, output) pair (docs/PRIVACY.md §10.2) gives d = 51 on this stream, used by the
+  `analytic`/`discrete` rows (54 for the tick-clock row). Memory is about
+  d * k~ * (tree levels + 1) * 8 bytes plus the lazy-draw mask: megabytes, not the
   paper's 20-160 KB. The paper's memory axis (about 160 B per unit of k~) fits a small
-  fixed depth such as the d = 3 of its Sec. 6.1 (our d = 3 row: 248 KB at k~ = 4k with
+  fixed depth such as the d = 3 of its Sec. 6.1 (our d = 3 row: 286 KB at k~ = 4k with
   8-byte values), not Alg. 6's depth; with d = 3 the privacy proof (Lemma 11 via
   Lemma 6) does not hold. The row `paper, d=3 (UNSAFE)`
   runs that setting for comparison only (memory and speed; its threshold is the same).

@@ -103,7 +103,8 @@ class GaussianNoise(Protocol):
 
     def discrete_gaussian(self, sigma: float, size: Any) -> np.ndarray: ...
 
-__all__ = ["ContinualCounters", "completed_levels", "levels_for_horizon", "trailing_zeros"]
+__all__ = ["ContinualCounters", "completed_levels", "levels_for_horizon", "set_bits",
+           "trailing_zeros"]
 
 
 def levels_for_horizon(horizon: int) -> int:
@@ -152,7 +153,8 @@ def completed_levels(r0: int, r1: int) -> list[int]:
     return out
 
 
-def _bits(r: int) -> list[int]:
+def set_bits(r: int) -> list[int]:
+    """Set bits of ``r`` ascending: the levels of the nodes partitioning ``[1, r]``."""
     return [k for k in range(max(r, 0).bit_length()) if (r >> k) & 1]
 
 
@@ -292,7 +294,7 @@ class ContinualCounters:
             return out
         new = dict(drawn)
         out = np.zeros(self.n, dtype=self._node_noise.dtype)
-        for b in _bits(self.rounds + k):
+        for b in set_bits(self.rounds + k):
             out += new[b] if b in new else self._node_noise[b]
         return out
 
@@ -332,7 +334,7 @@ class ContinualCounters:
     def noise_sum(self, r: int) -> np.ndarray:
         """Sum of the noise of the nodes partitioning ``[1, r]`` (``r <= rounds``)."""
         out = np.zeros(self.n, dtype=self._node_noise.dtype)
-        for k in _bits(r):
+        for k in set_bits(r):
             out += self._node_noise[k]
         return out
 
@@ -403,4 +405,8 @@ class ContinualCounters:
         self.rounds = rounds
         self._prefix = prefix.astype(np.int64, copy=True)
         self._node_noise = node_noise.copy()
-        self._noise_now = self.noise_sum(rounds)
+        self._reset_query_cache()
+
+    def _reset_query_cache(self) -> None:
+        """Rebuild the derived ``noise_sum(rounds)`` cache after a restore."""
+        self._noise_now = self.noise_sum(self.rounds)

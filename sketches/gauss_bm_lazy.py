@@ -65,13 +65,15 @@ from typing import Any
 import numpy as np
 
 from sketches.errors import SerializationError, SpecError
-from sketches.gauss_bm import ContinualCounters, GaussianNoise, completed_levels, trailing_zeros
+from sketches.gauss_bm import (
+    ContinualCounters,
+    GaussianNoise,
+    completed_levels,
+    set_bits,
+    trailing_zeros,
+)
 
 __all__ = ["LazyNoiseCounters"]
-
-
-def _set_bits(r: int) -> list[int]:
-    return [k for k in range(max(r, 0).bit_length()) if (r >> k) & 1]
 
 
 class LazyNoiseCounters(ContinualCounters):
@@ -89,7 +91,6 @@ class LazyNoiseCounters(ContinualCounters):
         self._drawn = np.zeros((self.levels, self.n), dtype=bool)
         self._read_mask = np.zeros(self.n, dtype=bool)  # counters read by the last query
         self._read_round = -1  # its round (-1: none, e.g. after a restore)
-        self._restoring = False
 
     def _commit(self, total: np.ndarray | None, k: int) -> None:
         """Open ``k`` rounds: completed levels become undrawn; no noise is drawn here."""
@@ -129,7 +130,7 @@ class LazyNoiseCounters(ContinualCounters):
         it was reached, so float reads are bit-identical after a restore.
         """
         r, last = self.rounds, self._read_round
-        bits = _set_bits(r)
+        bits = set_bits(r)
         n_old = sum(1 for b in bits if (r >> b) << b <= last or last < 0)
         fresh, old = bits[:len(bits) - n_old], np.array(bits[len(bits) - n_old:], dtype=np.int64)
         every = np.flatnonzero(mask) if fresh else None  # fresh nodes: undrawn everywhere
@@ -139,7 +140,7 @@ class LazyNoiseCounters(ContinualCounters):
         m = need.size + (every.size * len(fresh) if every is not None else 0)
         values = self._draw_values(m) if m else None  # a temporary: state changes after it
         acc = self._noise_now
-        dropped = [b for b in _set_bits(last) if not (r >> b) & 1 or (r >> b) << b > last]
+        dropped = [b for b in set_bits(last) if not (r >> b) & 1 or (r >> b) << b > last]
         extend = last >= 0 and (not dropped or self.integer_noise)
         if not extend or 4 * outside.size > self.n:
             extend, outside = False, np.zeros(0, dtype=np.int64)
@@ -191,8 +192,6 @@ class LazyNoiseCounters(ContinualCounters):
 
     def noise_sum(self, r: int) -> np.ndarray:
         """Noise of the current nodes (``r == rounds`` only; draws the undrawn ones)."""
-        if self._restoring:  # called by the base restore for its (unused) cache
-            return np.zeros(self.n, dtype=self._node_noise.dtype)
         if r != self.rounds:
             raise SpecError(f"r: only the current round {self.rounds} can be read, got {r}")
         if r == 0:
@@ -230,12 +229,12 @@ class LazyNoiseCounters(ContinualCounters):
             eager["node_noise"] = arrays["lazy_node_noise"]
         else:
             drawn, eager = np.ones_like(self._drawn), dict(arrays)
-        self._restoring = True  # the base restore checks sigma, shapes and dtypes
-        try:
-            super().restore(header, eager)
-        finally:
-            self._restoring = False
+        super().restore(header, eager)  # checks sigma, shapes and dtypes
         self._drawn = np.array(drawn, dtype=bool, order="C")  # reshape(-1) writes must hit it
+
+    def _reset_query_cache(self) -> None:
+        """No valid read set after a restore: the next read rebuilds the cache."""
+        self._noise_now = np.zeros(self.n, dtype=self._node_noise.dtype)
         self._read_mask = np.zeros(self.n, dtype=bool)
         self._read_round = -1
 

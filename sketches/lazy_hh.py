@@ -217,6 +217,7 @@ class LazyHH:
         not events).
         """
         w = self.spec.k_tilde
+        pow2 = w & (w - 1) == 0
         depth, m = buckets.shape
         steps = np.arange(s0, s0 + m)
         lag = (-steps) % w  # (j - s) mod w = (j + lag) mod w
@@ -225,7 +226,7 @@ class LazyHH:
         idx = np.empty(m, dtype=np.int64)
         for i in range(depth):
             np.add(buckets[i], lag, out=idx)
-            if w & (w - 1) == 0:
+            if pow2:
                 np.bitwise_and(idx, w - 1, out=idx)
             else:
                 np.remainder(idx, w, out=idx)
@@ -317,11 +318,17 @@ class LazyHH:
         if self._counter is None:
             return float(self._events), float(self._events)
         t_hat = float(self._counter.query()[0])
-        # Running maximum over output times: Lemma 10 bounds an evicted item with
-        # lambda2 at its eviction time, which needs lambda2 non-decreasing in time;
-        # t_hat is noisy, so t_hat + E + c alone is not (post-processing, free).
-        t_up = t_hat + self.params.count_error + self.spec.unit_cap
-        return t_hat, max(t_up, float(self._last.get("t_up", -np.inf)))
+        return t_hat, self._running_upper(np.array([t_hat]))
+
+    def _running_upper(self, t_hats: np.ndarray) -> float:
+        """``t_up``: the maximum of ``t_hat + E + c`` over every output time so far.
+
+        Lemma 10 bounds an evicted item with lambda2 at its eviction time, which
+        needs lambda2 non-decreasing in time; ``t_hat`` is noisy, so ``t_hat + E + c``
+        alone is not (the maximum is post-processing, free). ``t_hats``: the new outputs'.
+        """
+        ups = float(t_hats.max()) + self.params.count_error + self.spec.unit_cap
+        return max(ups, float(self._last.get("t_up", -np.inf)))
 
     def _output(self, length: tuple[float, float] | None = None) -> None:
         """Alg. 6 ``output`` (lines 1-11) then the top-k~ trim (line 12).

@@ -59,9 +59,7 @@ def catch_up(hh: LazyHH, bounds: range) -> None:
     length = None
     if hh._counter is not None:
         t_hats = hh._counter.advance_empty(ends)[:, 0].astype(np.float64)
-        ups = t_hats + hh.params.count_error + hh.spec.unit_cap
-        prior = float(hh._last.get("t_up", -np.inf))
-        length = (float(t_hats[-1]), max(float(ups[-1]), max(float(ups.max()), prior)))
+        length = (float(t_hats[-1]), hh._running_upper(t_hats))  # every skipped output
     hh._close_ticks(int(ends[-1]))  # lazy sketch: empty rounds, no draw
     hh._boundary = int(ends[-1])
     hh._outputs += ends.size - 1  # _output counts the last one

@@ -63,6 +63,9 @@ class MechanismEntry:
     build: Callable[[Any, Any], Any]
     from_bytes: Callable[[bytes, Any], Any]
     continual: bool
+    #: the release always draws float noise (open to the floating-point attack,
+    #: Mironov 2012): ``production: true`` topologies refuse the mechanism
+    float_noise_only: bool = False
 
 
 _REGISTRY: dict[str, MechanismEntry] = {}

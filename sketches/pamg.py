@@ -413,4 +413,5 @@ def _build_spec(params: Any) -> PAMGSpec:
 
 
 register(MechanismEntry(name=PAMG.name, build_spec=_build_spec, build=PAMG,
-                        from_bytes=PAMG.from_bytes, continual=False))
+                        from_bytes=PAMG.from_bytes, continual=False,
+                        float_noise_only=True))  # GSHM: float Gaussian noise

@@ -191,27 +191,22 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
         raise top.error("release.topic", "input, release and dead-letter topics must differ",
                         "give each its own topic name")
     if production:
-        _check_production(top, allowed, mech_name, params)
+        _check_production(top, allowed, params)
     return Topology(name, source, production, inp, allowed, mech_name, params, privacy,
                     noise, release, dlq_topic, top.get("description", str, ""))
 
 
-def _check_production(top: SpecReader, allowed: frozenset[str] | None, mech_name: str,
+def _check_production(top: SpecReader, allowed: frozenset[str] | None,
                       params: Mapping[str, Any]) -> None:
     """Rules only a ``production: true`` topology must obey (docs/TOPOLOGY.md).
 
     - a closed shard set: with an open set, which shards exist and the tick of
       each shard's first event are public (its state starts with that event);
     - integer noise: float noise (``calibrator: analytic`` or ``paper``, PMG's
-      ``laplace``, PAMG's Gaussian sparse histogram release) is open to the
-      floating-point attack (Mironov 2012).
+      ``laplace``) is open to the floating-point attack (Mironov 2012);
+      mechanisms registered ``float_noise_only`` (PAMG) are refused by
+      :func:`validate_mechanism_params`.
     """
-    if mech_name == "pamg":
-        raise top.error("mechanism.name", "PAMG releases with the Gaussian sparse histogram "
-                        "mechanism, which draws float noise (floating-point attack); refused in a "
-                        "production topology",
-                        "use `pmg` (geometric noise) or `lazy_hh` with `privacy.unit_cap` for "
-                        "user-level heavy hitters, or set `production: false`")
     if allowed is None:
         raise top.error("shards.allowed", "a production topology needs a closed shard set "
                         "(with an open set, a shard's first-event time is public)",
@@ -317,6 +312,12 @@ def validate_mechanism_params(topo: Topology) -> None:
         raise SpecError(f"{topo.source}: mechanism.name: unknown mechanism {topo.mechanism!r}; "
                         f"use one of: {known}{broken}")
     entry = lookup(topo.mechanism)
+    if topo.production and entry.float_noise_only:
+        raise SpecError(
+            f"{topo.source}: mechanism.name: {topo.mechanism!r} releases with float noise only "
+            "(floating-point attack); refused in a production topology; use `pmg` (geometric "
+            "noise) or `lazy_hh` with `privacy.unit_cap` for user-level heavy hitters, or set "
+            "`production: false`")
     if not entry.continual and topo.release.every_ticks != topo.privacy.epoch_ticks:
         raise SpecError(
             f"{topo.source}: release.every_ticks: {topo.mechanism!r} is a windowed mechanism "

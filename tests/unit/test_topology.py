@@ -9,7 +9,12 @@ import yaml
 
 from sketches.errors import SpecError
 from worker.mechanisms import load_mechanisms
-from worker.topology import load_topologies, load_topology, parse_topology
+from worker.topology import (
+    load_topologies,
+    load_topology,
+    parse_topology,
+    validate_mechanism_params,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -169,14 +174,17 @@ def test_production_refuses_float_laplace_noise() -> None:
 
 
 def test_production_refuses_pamg_float_gaussian_release() -> None:
-    # review 2 F3: PAMG's GSHM release draws float Gaussian noise
+    # review 2 F3: PAMG's GSHM release draws float Gaussian noise (registered
+    # float_noise_only); the refusal names the field and the fix
+    load_mechanisms()
     doc = yaml.safe_load(yaml.safe_dump(BASE))
     doc.update(production=True, shards={"allowed": ["r1"]})
-    doc["mechanism"] = {"name": "pamg", "params": {"k": 8}}
-    with pytest.raises(SpecError, match=r"p\.yaml: mechanism\.name: PAMG .*production: false"):
-        parse_topology(yaml.safe_dump(doc), "p.yaml")
+    doc["mechanism"] = {"name": "pamg", "params": {"k": 8, "item_kind": "str"}}
+    doc["release"]["every_ticks"] = doc["privacy"]["epoch_ticks"]
+    with pytest.raises(SpecError, match=r"p\.yaml: mechanism\.name: 'pamg' .*production: false"):
+        validate_mechanism_params(parse_topology(yaml.safe_dump(doc), "p.yaml"))
     doc["production"] = False
-    assert parse_topology(yaml.safe_dump(doc)).mechanism == "pamg"
+    validate_mechanism_params(parse_topology(yaml.safe_dump(doc), "p.yaml"))
 
 
 def test_windowed_mechanism_releases_once_per_epoch(tmp_path: Path) -> None:

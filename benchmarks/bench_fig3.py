@@ -27,8 +27,7 @@ PunctualCMS 33 columns is :func:`cell_bytes`. ARE values are deterministic
 The code lives in the package ``benchmarks/fig3/``: ``model`` (memory model),
 ``streams`` (Zipf streams, top items, ARE), ``runs`` (sketches, one ARE or
 throughput run), ``panels`` (configuration and the panels), ``plot`` and
-``report`` (PNG, markdown). This script is the command line; the names below
-are re-exported so ``bench_fig3.<name>`` keeps working.
+``report`` (PNG, markdown). This script is only the command line.
 
 Usage::
 
@@ -50,21 +49,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.fig3.model import (  # noqa: E402
-    KINDS,
-    LEVEL_OFFSET,
-    NODE_BYTES,
-    PAPER_WIDTHS_24KB,
-    PLAIN_COUNTER_BYTES,
-    cell_bytes,
-    matched_width,
-    model_memory,
-    tree_levels,
-)
 from benchmarks.fig3.panels import (  # noqa: E402
     QUICK,
     TITLES,
-    XLABEL,
     Config,
     Row,
     panel_a,
@@ -75,26 +62,7 @@ from benchmarks.fig3.panels import (  # noqa: E402
     punctual_crosscheck,
 )
 from benchmarks.fig3.plot import plot  # noqa: E402
-from benchmarks.fig3.report import NOTES, claims, speedups, write_markdown  # noqa: E402
-from benchmarks.fig3.runs import (  # noqa: E402
-    Setup,
-    batch_size,
-    feed,
-    make_sketch,
-    punctual_final_query,
-    run_are,
-    run_throughput,
-)
-from benchmarks.fig3.streams import are, top_items, zipf_stream  # noqa: E402
-
-__all__ = [
-    "KINDS", "LEVEL_OFFSET", "NODE_BYTES", "NOTES", "PAPER_WIDTHS_24KB", "PLAIN_COUNTER_BYTES",
-    "QUICK", "TITLES", "XLABEL", "Config", "Row", "Setup", "are", "batch_size", "cell_bytes",
-    "claims", "feed", "main", "make_sketch", "matched_width", "model_memory", "panel_a",
-    "panel_b", "panel_c", "panel_d", "panel_eps", "parse_panels", "plot",
-    "punctual_crosscheck", "punctual_final_query", "run_are", "run_throughput", "speedups",
-    "top_items", "tree_levels", "write_markdown", "zipf_stream",
-]
+from benchmarks.fig3.report import write_markdown  # noqa: E402
 
 PANELS = "abcdefx"
 
@@ -131,13 +99,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "results", help="output directory")
     args = ap.parse_args(argv)
     try:
-        parse_panels(args.panels)
+        panels = parse_panels(args.panels)
     except ValueError as exc:
         ap.error(str(exc))
     cfg = QUICK if args.quick else Config()
     if args.trials:
         cfg = replace(cfg, trials=args.trials)
-    panels = parse_panels(args.panels)
     t0 = time.perf_counter()
     rows: list[Row] = []
     runners: dict[str, Callable[[], list[Row]]] = {

@@ -9,30 +9,17 @@ T=2**20) and the ARE metric. All tests are deterministic.
 from __future__ import annotations
 
 import doctest
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+import benchmarks.bench_fig3 as bench_fig3
+from benchmarks.fig3.model import cell_bytes, matched_width, model_memory, tree_levels
+from benchmarks.fig3.runs import Setup, punctual_final_query
+from benchmarks.fig3.streams import are, top_items, zipf_stream
 
-
-def _load() -> ModuleType:
-    path = ROOT / "benchmarks" / "bench_fig3.py"
-    spec = importlib.util.spec_from_file_location("bench_fig3", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_fig3"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-B = _load()
 T = 2**20
 
 
@@ -43,7 +30,7 @@ T = 2**20
 )
 def test_paper_widths_at_24kb(kind: str, width: int) -> None:
     """The memory model reproduces the widths stated in paper 002, Sec. 6.4."""
-    assert B.matched_width(kind, 24_000, 3, T) == width
+    assert matched_width(kind, 24_000, 3, T) == width
 
 
 @pytest.mark.parametrize("kind", ["CMS", "LazyCMS", "PunctualCS"])
@@ -51,36 +38,36 @@ def test_paper_widths_at_24kb(kind: str, width: int) -> None:
 @pytest.mark.parametrize("depth", [1, 3, 5])
 def test_matched_width_is_the_widest_that_fits(kind: str, memory: int, depth: int) -> None:
     """Width w fits the budget and w+1 does not (memory is monotone in width)."""
-    w = B.matched_width(kind, memory, depth, T)
-    assert B.model_memory(kind, depth, w, T) <= memory
-    assert B.model_memory(kind, depth, w + 1, T) > memory
+    w = matched_width(kind, memory, depth, T)
+    assert model_memory(kind, depth, w, T) <= memory
+    assert model_memory(kind, depth, w + 1, T) > memory
 
 
 def test_lazy_cells_shrink_with_width_punctual_cells_do_not() -> None:
     """Lazy counters see ceil(T/w) rounds, Punctual counters all T rounds (Alg. 3 vs Alg. 5)."""
-    assert B.cell_bytes("LazyCMS", 1024, T) < B.cell_bytes("LazyCMS", 16, T)
-    assert B.cell_bytes("PunctualCMS", 1024, T) == B.cell_bytes("PunctualCMS", 16, T)
-    assert B.tree_levels(T) == math.ceil(math.log2(T + 1)) == 21
+    assert cell_bytes("LazyCMS", 1024, T) < cell_bytes("LazyCMS", 16, T)
+    assert cell_bytes("PunctualCMS", 1024, T) == cell_bytes("PunctualCMS", 16, T)
+    assert tree_levels(T) == math.ceil(math.log2(T + 1)) == 21
 
 
 def test_top_items_and_are() -> None:
     """Exact top-k with ties broken by item id, and ARE as defined in Sec. 6.2."""
     stream = np.array([5, 5, 5, 9, 9, 2, 2, 7], dtype=np.int64)
-    items, counts = B.top_items(stream, 3)
+    items, counts = top_items(stream, 3)
     assert items.tolist() == [5, 2, 9] and counts.tolist() == [3, 2, 2]
-    assert B.are(counts, counts.astype(float)) == 0.0
-    assert B.are(np.array([4, 10]), np.array([2.0, 15.0])) == pytest.approx(0.5)
+    assert are(counts, counts.astype(float)) == 0.0
+    assert are(np.array([4, 10]), np.array([2.0, 15.0])) == pytest.approx(0.5)
 
 
 def test_zipf_stream_is_seeded() -> None:
     """Same seed, same stream; another seed, another stream."""
-    a, b, c = (B.zipf_stream(1.3, 5000, s) for s in (3, 3, 4))
+    a, b, c = (zipf_stream(1.3, 5000, s) for s in (3, 3, 4))
     assert np.array_equal(a, b) and not np.array_equal(a, c)
 
 
 def test_docstring_examples() -> None:
     """The module's doctest examples run."""
-    result = doctest.testmod(B, verbose=False)
+    result = doctest.testmod(bench_fig3, verbose=False)
     assert result.attempted > 0 and result.failed == 0
 
 
@@ -103,12 +90,12 @@ def test_punctual_shortcut_exact_with_zero_noise(kind: str) -> None:
     from sketches.noise import make_noise
 
     zero = make_noise("zero", allow_insecure=True)
-    stream = B.zipf_stream(1.3, 700, seed=2)
+    stream = zipf_stream(1.3, 700, seed=2)
     items = np.unique(stream)
     real = _punctual(kind, 1000, 16, zero)
     real.update_batch(stream)
-    setup = B.Setup(kind, 3, 16, 1000, hash_seed=5)
-    short = B.punctual_final_query(setup, stream, items, noise=zero)
+    setup = Setup(kind, 3, 16, 1000, hash_seed=5)
+    short = punctual_final_query(setup, stream, items, noise=zero)
     assert np.array_equal(np.asarray(real.query(items), dtype=float), short)
 
 
@@ -127,7 +114,7 @@ def test_real_punctual_noise_matches_the_shortcut_model(kind: str) -> None:
     from sketches.plain import CMS, CS, PlainSketchSpec
 
     n, width, seeds = 1023, 16, 8
-    stream = B.zipf_stream(1.3, n, seed=3)
+    stream = zipf_stream(1.3, n, seed=3)
     exact = (CMS if kind == "PunctualCMS" else CS)(PlainSketchSpec(3, width, 5))
     exact.update_batch(stream)
     resid = []

@@ -13,30 +13,14 @@ Seeded: deterministic. Runs in a few seconds (LazyHH's k = 1024 row is left out)
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+import benchmarks.bench_hh_compare as H
 
-
-def _load() -> ModuleType:
-    path = ROOT / "benchmarks" / "bench_hh_compare.py"
-    spec = importlib.util.spec_from_file_location("bench_hh_compare", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_hh_compare"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-H = _load()
 HEAVY = np.array([3, 777, 4242, 65000])
 HEAVY_COUNT = 20_000
 

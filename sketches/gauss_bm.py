@@ -198,6 +198,13 @@ class ContinualCounters:
         self._noise_now = np.zeros(self.n, dtype=dtype)  # cache: noise_sum(rounds)
 
     # ------------------------------------------------------------ updates
+    def _check_horizon(self, rounds: int) -> None:
+        """HorizonExceededError (state unchanged) if ``rounds`` would pass the horizon."""
+        if rounds > self.horizon:
+            raise HorizonExceededError(
+                f"horizon: {rounds} rounds requested but the horizon is {self.horizon};"
+                " start a new epoch (fresh sketch) or raise the horizon")
+
     def _draw(self) -> np.ndarray:
         return self._draw_values(self.n)
 
@@ -224,11 +231,7 @@ class ContinualCounters:
                 f"increments: expected shape (k, {self.n}), got {inc.shape}; pass one row per round"
             )
         k = inc.shape[0] + int(empty_rounds)
-        if self.rounds + k > self.horizon:
-            raise HorizonExceededError(
-                f"horizon: {self.rounds + k} rounds requested but the horizon is {self.horizon};"
-                " start a new epoch (fresh sketch) or raise the horizon"
-            )
+        self._check_horizon(self.rounds + k)
         if k <= 0:
             return
         total = inc.sum(axis=0, dtype=np.int64) if inc.shape[0] else None
@@ -246,11 +249,9 @@ class ContinualCounters:
         if inc.shape != (self.n,):
             raise SpecError(f"total: expected shape ({self.n},), got {inc.shape}")
         k = int(new_rounds)
-        if k < 0 or self.rounds + k > self.horizon:
-            raise HorizonExceededError(
-                f"horizon: {self.rounds + k} rounds requested but the horizon is {self.horizon};"
-                " start a new epoch (fresh sketch) or raise the horizon"
-            )
+        if k < 0:
+            raise HorizonExceededError(f"new_rounds: must be >= 0, got {k}")
+        self._check_horizon(self.rounds + k)
         if self.rounds + k == 0:
             if np.any(inc):
                 raise SpecError("total: no round is open yet; open at least one round")
@@ -312,9 +313,7 @@ class ContinualCounters:
             return np.zeros((0, self.n), dtype=self._node_noise.dtype)
         if int(e[0]) <= self.rounds or np.any(np.diff(e) <= 0):
             raise SpecError(f"ends: must be strictly increasing and > rounds={self.rounds}")
-        if int(e[-1]) > self.horizon:
-            raise HorizonExceededError(f"horizon: {int(e[-1])} rounds requested but the horizon"
-                                       f" is {self.horizon}; start a new epoch")
+        self._check_horizon(int(e[-1]))
         sums, nodes = empty_rounds_noise(self.rounds, e, self._node_noise, self._draw_values)
         out = self._prefix + sums
         self._node_noise, self._noise_now = nodes, sums[-1].copy()

@@ -54,8 +54,10 @@ class KafkaSink:
         self.producer = producer
         self._futures: list[asyncio.Future[Any]] = []
 
-    async def publish(self, topic: str, key: bytes, value: bytes) -> None:
-        self._futures.append(await self.producer.send(topic, key=key, value=value))
+    async def publish(self, topic: str, key: bytes, value: bytes,
+                      timestamp_ms: int | None = None) -> None:
+        self._futures.append(await self.producer.send(topic, key=key, value=value,
+                                                      timestamp_ms=timestamp_ms))
 
     async def flush(self) -> None:
         futures, self._futures = self._futures, []

@@ -53,9 +53,11 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from sketches.base import lookup
+from sketches.errors import SpecError
 from worker.checkpoint import PartitionCheckpoint
 from worker.decode import Record, decode_batch
 from worker.metrics import Metrics
+from worker.epoch_params import check_hard, epoch_params, soft_changes
 from worker.partition import (
     NoiseFactory,
     PartitionState,
@@ -124,6 +126,7 @@ class Engine:
             st.released_slot = self._arrival_slot(topo, now)
         st.mechanism = self.entries[topo.name].build(self.specs[topo.name],
                                                      self._noise_for(topo, shard, st.epoch))
+        st.params = epoch_params(topo)
         return st
 
     def _add_allowed_shards(self, ps: PartitionState) -> None:
@@ -164,10 +167,11 @@ class Engine:
         topo = ps.topology
         payload = st.mechanism.release()
         raw = envelope_bytes(topo, st.shard, epoch=st.epoch, seq=st.seq, rounds=st.rounds,
-                             final=final, payload=payload, published_at_ms=now)
+                             final=final, payload=payload, published_at_ms=now,
+                             params=st.params)
         st.seq += 1
         ps.pending.append((topo.release.topic, release_key(topo.name, st.shard), raw,
-                           st.oldest_unreleased_ms))
+                           st.oldest_unreleased_ms, now))
         st.oldest_unreleased_ms = None
 
     def _roll(self, ps: PartitionState, st: ShardState, epoch: int, now: int) -> None:
@@ -184,6 +188,7 @@ class Engine:
                                                      self._noise_for(topo, st.shard, epoch))
         st.epoch, st.seq, st.rounds, st.events_in_epoch = epoch, 0, 0, 0
         st.unit_counts = {}
+        st.params = epoch_params(topo)  # an edited topology applies from the new epoch
         st.released_slot = 0 if st.is_tick else self._arrival_slot(topo, now)
 
     # ---- driver API --------------------------------------------------------
@@ -224,17 +229,51 @@ class Engine:
             st = ShardState.from_bytes(
                 blob, topo, entry.from_bytes,
                 lambda shard, epoch, t=topo: self._noise_for(t, shard, epoch))
+            self._reconcile(topo, st)
             ps.shards[st.shard] = st
         ps.next_offset = cp.next_offset
         for raw in cp.pending:
-            shard = json.loads(raw)["shard"]
-            await self.sink.publish(topo.release.topic, release_key(topo.name, shard), raw)
+            doc = json.loads(raw)
+            await self.sink.publish(topo.release.topic, release_key(topo.name, doc["shard"]),
+                                    raw, timestamp_ms=int(doc["published_at"]))
         if cp.pending:
             await self.sink.flush()
         log.info("topology %s partition %d: restored %d shards at offset %d, re-published %d "
                  "pending releases", topo.name, p, len(ps.shards), cp.next_offset,
                  len(cp.pending))
         return ps
+
+    def _reconcile(self, topo: Topology, st: ShardState) -> None:
+        """Checkpointed epoch parameters vs. the topology (docs/OPERATIONS.md "Editing").
+
+        Structural changes are refused (SpecError naming field and fix);
+        privacy knobs (eps, delta, relation, unit_cap, mechanism params) keep
+        their checkpointed values until the epoch ends. A version-1 state has
+        no block: it restores only if its mechanism's spec equals the
+        topology's (the spec holds eps, delta and the cap), else it is refused.
+        """
+        current = epoch_params(topo)
+        if st.params is None:
+            spec = getattr(st.mechanism, "spec", None)
+            if spec is None or spec != self.specs[topo.name]:
+                raise SpecError(
+                    f"{topo.source}: shard {st.shard!r}: its checkpoint (shard state version 1) "
+                    "does not record the privacy parameters of its epoch, and its mechanism's "
+                    "spec differs from this topology's (or cannot be compared), so the "
+                    "guarantee of the epoch is unknown; run the topology the checkpoint was "
+                    "written with until the epoch ends, or give the topology a new `name` "
+                    "to start fresh state")
+            st.params = current
+            return
+        check_hard(st.params, current, topo.source, st.shard)
+        changed = soft_changes(st.params, current)
+        if changed:
+            log.warning(
+                "topology %s shard %s: %s changed mid-epoch %d; the epoch finishes on the "
+                "checkpointed values (its noise was drawn with them; releases state them), the "
+                "new values apply from the next epoch", topo.name, st.shard,
+                ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in sorted(changed.items())),
+                st.epoch)
 
     async def revoke(self, tps: Iterable[tuple[str, int]]) -> None:
         """Checkpoint, then drop, every state of the given input partitions."""
@@ -378,7 +417,7 @@ class Engine:
         t0 = time.perf_counter()
         cp = PartitionCheckpoint(topo.name, ps.partition, ps.next_offset,
                                  [st.to_bytes() for st in ps.shards.values()],
-                                 [raw for _, _, raw, _ in ps.pending])
+                                 [raw for _, _, raw, _, _ in ps.pending])
         written = await self.store.write(cp)
         self.metrics.checkpoint_latency.labels(topology=topo.name).observe(
             time.perf_counter() - t0)
@@ -387,12 +426,13 @@ class Engine:
         if not ps.pending:
             return
         self._crash("after_checkpoint")
-        for topic, key, raw, _ in ps.pending:
-            await self.sink.publish(topic, key, raw)
+        for topic, key, raw, _, published_at in ps.pending:
+            # Kafka timestamp = the data-independent published_at (release topics: CreateTime)
+            await self.sink.publish(topic, key, raw, timestamp_ms=published_at)
         self._crash("mid_publish")
         await self.sink.flush()
         now = self.now_ms()
-        for _, key, _, oldest in ps.pending:
+        for _, key, _, oldest, _ in ps.pending:
             shard = key.decode().split("/", 1)[1]
             self.metrics.releases.labels(topology=topo.name, shard=shard).inc()
             if oldest is not None:

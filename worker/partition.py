@@ -46,7 +46,10 @@ class Store(Protocol):
 class Sink(Protocol):
     """Where releases and dead letters go (a Kafka producer in production)."""
 
-    async def publish(self, topic: str, key: bytes, value: bytes) -> None: ...
+    async def publish(self, topic: str, key: bytes, value: bytes,
+                      timestamp_ms: int | None = None) -> None:
+        """Send one record; ``timestamp_ms`` (releases: ``published_at``) sets its
+        Kafka timestamp, None lets the producer stamp the send time."""
     async def flush(self) -> None: ...
 
 
@@ -54,8 +57,8 @@ class Sink(Protocol):
 class PartitionState:
     """All shards of one topology on one input partition, plus what they cover.
 
-    ``pending`` holds ``(topic, key, envelope bytes, oldest event ms)`` of
-    releases made but not yet published (they go into the next checkpoint first).
+    ``pending`` holds ``(topic, key, envelope bytes, oldest event ms, published_at ms)``
+    of releases made but not yet published (they go into the next checkpoint first).
     """
 
     topology: Topology
@@ -63,7 +66,7 @@ class PartitionState:
     gate: ShardGate
     next_offset: int = 0
     shards: dict[str, ShardState] = field(default_factory=dict)
-    pending: list[tuple[str, bytes, bytes, float | None]] = field(default_factory=list)
+    pending: list[tuple[str, bytes, bytes, float | None, int]] = field(default_factory=list)
     dirty: bool = False
     last_commit_ms: float = 0.0
 

@@ -1,4 +1,4 @@
-"""The release envelope (JSON, ``schema_version`` 1), documented in docs/RELEASES.md.
+"""The release envelope (JSON, ``schema_version`` 2), documented in docs/RELEASES.md.
 
 The worker wraps a mechanism's public ``release()`` payload with the metadata
 a reader needs to interpret it. The envelope is encoded once, checkpointed as
@@ -21,9 +21,21 @@ A user-level topology: the envelope names the privacy unit and its cap.
 ...                      payload={"kind": "sketch", "lag_bound": 1}, published_at_ms=1)
 >>> doc = json.loads(raw)
 >>> doc["schema_version"], doc["topology"], doc["epoch"], doc["lag_bound"], doc["tick_ms"]
-(1, 'views', 7, 1, 1000)
->>> doc["unit"], doc["unit_cap"], doc["eps"]
-('user', 20, 0.5)
+(2, 'views', 7, 1, 1000)
+>>> doc["unit"], doc["unit_cap"], doc["eps"], doc["private"], doc["noise"]
+('user', 20, 0.5, True, 'secure')
+>>> doc["covers_shard_presence"]   # open shard set: which shards publish is not covered
+False
+
+The guarantee stated is the one the epoch's noise was drawn with: ``params``
+(the shard state's checkpointed block) wins over the topology.
+
+>>> from worker.epoch_params import epoch_params
+>>> old = dict(epoch_params(topo), eps=4.0, unit_cap=1)
+>>> doc = json.loads(envelope_bytes(topo, "acme", epoch=7, seq=1, rounds=60, final=False,
+...                                 payload={}, published_at_ms=1, params=old))
+>>> doc["eps"], doc["unit_cap"]
+(4.0, 1)
 """
 
 from __future__ import annotations
@@ -31,9 +43,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from worker.epoch_params import epoch_params
 from worker.topology import Topology
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def release_key(topology: str, shard: str) -> bytes:
@@ -42,9 +55,15 @@ def release_key(topology: str, shard: str) -> bytes:
 
 
 def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, final: bool,
-             payload: dict[str, Any], published_at_ms: int) -> dict[str, Any]:
-    """The envelope as a dict (see docs/RELEASES.md for every field)."""
-    p = topo.privacy
+             payload: dict[str, Any], published_at_ms: int,
+             params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The envelope as a dict (see docs/RELEASES.md for every field).
+
+    ``params`` is the epoch's privacy block (:func:`worker.epoch_params.epoch_params`,
+    checkpointed with the shard state); the topology's current block when None.
+    """
+    p = epoch_params(topo) if params is None else params
+    tick = p["clock"] == "tick"
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "topology": topo.name,
@@ -52,17 +71,21 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
         "epoch": epoch,
         "seq": seq,
         "final": final,
-        "mechanism": topo.mechanism,
-        "eps": p.eps,
-        "delta": p.delta,
-        "relation": p.relation,
-        "unit": p.unit_field or "event",
-        "unit_cap": p.unit_cap if p.unit_field else 1,
-        "clock": p.clock,
-        "tick_ms": p.tick_ms if p.clock == "tick" else None,
+        "mechanism": p["mechanism"],
+        "private": bool(p["private"]),
+        "noise": p["noise"],
+        "eps": p["eps"],
+        "delta": p["delta"],
+        "relation": p["relation"],
+        "unit": p["unit"],
+        "unit_cap": p["unit_cap"],
+        "clock": p["clock"],
+        "time": p.get("time", "processing") if tick else None,
+        "tick_ms": p["tick_ms"] if tick else None,
         "rounds": rounds,
-        "horizon": topo.horizon,
-        "item_type": topo.input.item_type,
+        "horizon": p["epoch_ticks"] if tick else p["epoch_events"],
+        "item_type": p["item_type"],
+        "covers_shard_presence": topo.allowed_shards is not None,
         "published_at": published_at_ms,
         "error_bound": payload.get("error_bound"),
         "lag_bound": payload.get("lag_bound"),
@@ -87,6 +110,19 @@ def _jsonable(obj: Any) -> Any:
                     "the mechanism's release() must return JSON types")
 
 
+def privacy_label(doc: dict[str, Any]) -> str:
+    """How a reader should label a release's guarantee (``NOT PRIVATE`` first if so).
+
+    >>> privacy_label({"eps": 1.0, "private": True})
+    'eps 1.0'
+    >>> privacy_label({"eps": 1.0, "private": False, "noise": "zero"})
+    'NOT PRIVATE: zero noise, eps 1.0 not provided'
+    """
+    if doc.get("private") is False:
+        return f"NOT PRIVATE: {doc.get('noise')} noise, eps {doc.get('eps')} not provided"
+    return f"eps {doc.get('eps')}"
+
+
 def summarize_release(raw: bytes, top: int = 5, probe: str | None = None) -> str:
     """One human-readable line for a published release (demo output).
 
@@ -103,7 +139,7 @@ def summarize_release(raw: bytes, top: int = 5, probe: str | None = None) -> str
     except ValueError:
         return f"<unreadable release of {len(raw)} bytes>"
     head = (f"{doc.get('topology')}/{doc.get('shard')} epoch {doc.get('epoch')} "
-            f"seq {doc.get('seq')} (eps {doc.get('eps')})")
+            f"seq {doc.get('seq')} ({privacy_label(doc)})")
     payload = doc.get("payload") or {}
     kind = payload.get("kind")
     if kind == "heavy_hitters":

@@ -1,6 +1,6 @@
 """Read published releases: the latest release per (topology, shard), point queries.
 
-Releases are public (docs/RELEASES.md, envelope schema version 1), so reading
+Releases are public (docs/RELEASES.md, envelope schema versions 1 and 2), so reading
 them is post-processing and costs no privacy budget. :class:`ReleaseIndex` is
 the pure part (parse, validate, keep the latest); :class:`ReleaseReader` tails
 a release topic with aiokafka into an index; :func:`tail_main` and
@@ -38,19 +38,23 @@ import numpy as np
 from sketches.errors import SerializationError, SpecError
 from sketches.release import query_release
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+KNOWN_VERSIONS = (1, 2)
+"""Version 2 adds ``private``/``noise`` (a ``fast``/``zero`` release says it is not
+private), ``time``, ``covers_shard_presence``, and states the epoch's checkpointed
+privacy parameters."""
 
 Envelope = dict[str, Any]
 
 
 def parse_envelope(raw: bytes) -> Envelope:
-    """Decode and validate one release record value (schema version 1).
+    """Decode and validate one release record value (schema versions 1 and 2).
 
     >>> try:
-    ...     parse_envelope(b'{"schema_version": 2}')
+    ...     parse_envelope(b'{"schema_version": 3}')
     ... except SerializationError as exc:
     ...     print(exc)
-    release schema_version 2 is not supported by this reader (knows 1); upgrade dpstream
+    release schema_version 3 is not supported by this reader (knows 1, 2); upgrade dpstream
     """
     try:
         doc = json.loads(raw)
@@ -59,16 +63,30 @@ def parse_envelope(raw: bytes) -> Envelope:
     if not isinstance(doc, dict):
         raise SerializationError("release must be a JSON object (the envelope)")
     version = doc.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in KNOWN_VERSIONS:
         raise SerializationError(
             f"release schema_version {version} is not supported by this reader "
-            f"(knows {SCHEMA_VERSION}); upgrade dpstream")
+            f"(knows {', '.join(map(str, KNOWN_VERSIONS))}); upgrade dpstream")
     for name, kind in (("topology", str), ("shard", str), ("epoch", int), ("seq", int),
                        ("payload", dict)):
         if not isinstance(doc.get(name), kind):
             raise SerializationError(
                 f"release field {name!r} is missing or not a {kind.__name__}")
     return doc
+
+
+def not_private_warning(env: Envelope) -> str | None:
+    """The warning to show before a release made without secure noise, else None.
+
+    >>> not_private_warning({"private": False, "noise": "fast", "eps": 1.0})
+    'NOT PRIVATE: made with fast noise; the stated eps 1.0 does not hold'
+    >>> not_private_warning({"private": True}) is None
+    True
+    """
+    if env.get("private") is False:
+        return (f"NOT PRIVATE: made with {env.get('noise')} noise; the stated eps "
+                f"{env.get('eps')} does not hold")
+    return None
 
 
 class ReleaseIndex:
@@ -306,8 +324,8 @@ def query_main(argv: Sequence[str] | None = None) -> int:
                 await rd.poll(0.5)
             env = rd.latest(args.shard, args.topology)
             head = {k: env.get(k) for k in ("topology", "shard", "epoch", "seq", "mechanism",
-                                            "eps", "delta", "relation", "unit", "rounds",
-                                            "error_bound")}
+                                            "private", "noise", "eps", "delta", "relation",
+                                            "unit", "rounds", "error_bound")}
             if env["payload"].get("kind") == "heavy_hitters" or not args.items:
                 answer: Any = (rd.heavy_hitters(args.shard, args.topology)
                                if env["payload"].get("kind") == "heavy_hitters" else [])
@@ -320,6 +338,9 @@ def query_main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             print(json.dumps({"release": head, "answer": answer}))
         else:
+            warning = not_private_warning(head)
+            if warning:
+                print(f"*** {warning} ***")
             print(f"{head['topology']}/{head['shard']} epoch {head['epoch']} seq {head['seq']} "
                   f"({head['mechanism']}, eps {head['eps']}, delta {head['delta']}, "
                   f"{head['relation']}, unit {head['unit']}; error bound {head['error_bound']})")

@@ -41,7 +41,9 @@ from sketches.errors import SerializationError
 from worker.topology import Topology
 
 STATE_MAGIC = b"DPSS"
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""Version 2 adds ``params`` (the epoch's privacy block, :mod:`worker.epoch_params`);
+version 1 states restore with ``params`` None (the engine checks them)."""
 
 
 def cap_mask(units: np.ndarray, counts: dict[str, int], cap: int) -> np.ndarray:
@@ -89,6 +91,11 @@ class ShardState:
         Index ``local_tick // every_ticks`` of the last scheduled release.
     unit_counts
         Exact contributions per privacy unit in this (shard, epoch): private.
+    params
+        The privacy block the epoch's mechanism was built with
+        (:func:`worker.epoch_params.epoch_params`): the cap applied and the
+        guarantee every release of the epoch states. None only right after
+        restoring a version-1 state (the engine fills it in or refuses).
     """
 
     topology: Topology
@@ -102,6 +109,7 @@ class ShardState:
     events_in_epoch: int = 0
     unit_counts: dict[str, int] = field(default_factory=dict)
     oldest_unreleased_ms: float | None = None
+    params: dict[str, Any] | None = None
 
     # ---- clock -------------------------------------------------------------
     def tick_of(self, now_ms: int) -> tuple[int, int]:
@@ -141,7 +149,8 @@ class ShardState:
         """
         dropped = over = 0
         if units is not None:
-            keep = cap_mask(units, self.unit_counts, self.topology.privacy.unit_cap)
+            cap = int(self.params["unit_cap"]) if self.params else self.topology.privacy.unit_cap
+            keep = cap_mask(units, self.unit_counts, cap)
             dropped = int(keep.shape[0] - np.count_nonzero(keep))
             if dropped:
                 items, units = items[keep], units[keep]
@@ -180,7 +189,8 @@ class ShardState:
     def to_bytes(self) -> bytes:
         """Versioned binary state: ``DPSS`` u16 version, u32+JSON meta, u64+mechanism bytes.
 
-        The JSON meta holds the clock, seq, epoch and the exact unit counts.
+        The JSON meta holds the clock, seq, epoch, the exact unit counts and the
+        epoch's privacy block ``params`` (version 2).
         """
         meta = {
             "topology": self.topology.name, "shard": self.shard, "partition": self.partition,
@@ -188,6 +198,7 @@ class ShardState:
             "released_slot": self.released_slot, "events_in_epoch": self.events_in_epoch,
             "mechanism": self.topology.mechanism,
             "units": list(self.unit_counts.keys()), "unit_counts": list(self.unit_counts.values()),
+            "params": self.params,
         }
         mb = json.dumps(meta, separators=(",", ":")).encode()
         mech = self.mechanism.to_bytes()
@@ -207,9 +218,9 @@ class ShardState:
         if bytes(view[:4]) != STATE_MAGIC:
             raise SerializationError("shard state: bad magic; not a dpstream shard state")
         version, mlen = struct.unpack_from("<HI", view, 4)
-        if version != STATE_VERSION:
+        if version not in (1, STATE_VERSION):
             raise SerializationError(f"shard state: unknown version {version}; "
-                                     f"this worker reads version {STATE_VERSION}")
+                                     f"this worker reads versions 1 and {STATE_VERSION}")
         pos = 10
         meta = json.loads(bytes(view[pos:pos + mlen]))
         pos += mlen
@@ -219,11 +230,14 @@ class ShardState:
             raise SerializationError("shard state: truncated mechanism bytes")
         if meta["topology"] != topology.name or meta["mechanism"] != topology.mechanism:
             raise SerializationError(
-                f"shard state: belongs to topology {meta['topology']!r} / mechanism "
-                f"{meta['mechanism']!r}, not {topology.name!r} / {topology.mechanism!r}")
+                f"{topology.source}: mechanism.name: the checkpointed shard state belongs to "
+                f"topology {meta['topology']!r} / mechanism {meta['mechanism']!r}, not "
+                f"{topology.name!r} / {topology.mechanism!r}; set mechanism.name back, or give "
+                "the topology a new `name` to start fresh state")
         mech = mechanism_from_bytes(bytes(view[pos:]),
                                     noise_for(meta["shard"], int(meta["epoch"])))
         return cls(topology, meta["shard"], int(meta["partition"]), int(meta["epoch"]), mech,
                    int(meta["seq"]), int(meta["rounds"]), int(meta["released_slot"]),
                    int(meta["events_in_epoch"]),
-                   dict(zip(meta["units"], meta["unit_counts"], strict=True)))
+                   dict(zip(meta["units"], meta["unit_counts"], strict=True)),
+                   params=meta.get("params"))

@@ -57,7 +57,7 @@ def test_releases_equal_exact_counts(broker, workers, make_topology, unique, run
                                 give_up=lambda: proc.poll() is not None))
     assert _matches(exact)(msgs), workers.logs()
     doc = json.loads(msgs[-1].value)
-    assert doc["schema_version"] == 1 and doc["topology"] == unique
+    assert doc["schema_version"] == 2 and doc["topology"] == unique
     assert doc["unit"] == "event" and doc["relation"] == "add_remove"
     assert conflicting_ids(msgs) == []
     assert workers.terminate(proc) == 0, workers.logs()

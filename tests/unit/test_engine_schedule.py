@@ -42,7 +42,7 @@ def make(mech: str = "test_exact_counts", params: str = "{}", every: int = 5, pa
 
 
 def out(sink: Any) -> list[dict[str, Any]]:
-    return [json.loads(v) for t, _, v in sink.sent if t == "out"]
+    return [json.loads(v) for t, _, v, *_ in sink.sent if t == "out"]
 
 
 def _scenario(extra_event_before_timer: bool) -> tuple[list[bytes], list[int]]:
@@ -67,7 +67,7 @@ def _scenario(extra_event_before_timer: bool) -> tuple[list[bytes], list[int]]:
         await eng.on_timer()
 
     asyncio.run(run())
-    return [v for t, _, v in sink.sent if t == "out"], sizes
+    return [v for t, _, v, *_ in sink.sent if t == "out"], sizes
 
 
 def test_release_bytes_and_stamps_do_not_depend_on_event_arrivals() -> None:
@@ -195,7 +195,7 @@ def test_shipped_windowed_topologies_release_once_per_window(fname: str) -> None
         await eng.on_timer()
 
     asyncio.run(run())
-    rels = [json.loads(v) for tp, _, v in sink.sent if tp == t.release.topic]
+    rels = [json.loads(v) for tp, _, v, *_ in sink.sent if tp == t.release.topic]
     assert [(r["shard"], r["seq"], r["final"]) for r in rels if r["shard"] == shard] == [
         (shard, 0, True)]
     assert eng.parts[(t.name, 0)].shards[shard].epoch == rels[0]["epoch"] + 1

@@ -61,10 +61,11 @@ class MemStore:
 
 class MemSink:
     def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes, bytes]] = []
+        self.sent: list[tuple[str, bytes, bytes, int | None]] = []
 
-    async def publish(self, topic: str, key: bytes, value: bytes) -> None:
-        self.sent.append((topic, key, value))
+    async def publish(self, topic: str, key: bytes, value: bytes,
+                      timestamp_ms: int | None = None) -> None:
+        self.sent.append((topic, key, value, timestamp_ms))
 
     async def flush(self) -> None:
         return None
@@ -86,7 +87,7 @@ def ev(offset: int, r: str, i: str, u: str | None = None):
 
 
 def releases(sink: MemSink) -> list[dict[str, Any]]:
-    return [json.loads(v) for t, _, v in sink.sent if t == "out"]
+    return [json.loads(v) for t, _, v, _ in sink.sent if t == "out"]
 
 
 def test_cap_mask_exact_per_unit() -> None:
@@ -150,7 +151,7 @@ def test_restore_republishes_pending_bytes_and_skips_covered_records() -> None:
         e1._release(p, p.shards["r1"], e1.now_ms(), final=False)  # pending, then "crash"
         await store.write(PartitionCheckpoint("t", 0, p.next_offset,
                                               [s.to_bytes() for s in p.shards.values()],
-                                              [raw for _, _, raw, _ in p.pending]))
+                                              [raw for _, _, raw, _, _ in p.pending]))
 
     asyncio.run(first())
     pending = store.load("t", 0).pending  # type: ignore[union-attr]
@@ -163,7 +164,7 @@ def test_restore_republishes_pending_bytes_and_skips_covered_records() -> None:
         return offsets
 
     assert asyncio.run(second()) == {("in", 0): 6}
-    assert [v for _, _, v in e2.sink.sent] == pending  # type: ignore[attr-defined]
+    assert [v for _, _, v, _ in e2.sink.sent] == pending  # type: ignore[attr-defined]
     st = e2.parts[("t", 0)].shards["r1"]
     assert st.seq == 1
     assert sum(st.mechanism.counts.values()) == 10

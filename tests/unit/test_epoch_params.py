@@ -1,0 +1,196 @@
+"""A topology edited mid-epoch never changes the guarantee a release states (issue 8 item 2),
+releases say whether they are private (item 5) and whether shard presence is covered
+(item 9), and carry published_at as their Kafka timestamp (item 6)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from typing import Any
+
+import pytest
+
+import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
+from sketches.errors import SpecError
+from tests.unit.test_worker_state import Clock, MemSink, MemStore, ev
+from worker.engine import Engine
+from worker.mechanisms import load_mechanisms
+from worker.shard_state import STATE_MAGIC, ShardState
+from worker.topology import parse_topology
+
+TOPO = """
+name: views
+input: {{topic: in, partitions: 1, fields: {{shard: r, item: i, unit: u}}}}
+{shards}
+mechanism: {{name: {mech}, params: {params}}}
+privacy: {{eps: {eps}, delta: 1.0e-6, tick_ms: {tick_ms}, epoch_ticks: 50, unit_cap: {cap}}}
+noise: {{kind: {noise}, {extra}allow_insecure_noise: true}}
+release: {{every_ticks: 5, topic: out}}
+dead_letter: {{topic: dlq}}
+"""
+
+
+def topo(eps: float = 4.0, cap: int = 1, mech: str = "lazy_cms",
+         params: str = "{depth: 2, width: 16, hash_seed: 1}", tick_ms: int = 100,
+         noise: str = "fast", shards: str = "") -> Any:
+    load_mechanisms()
+    extra = "seed: 5, " if noise == "fast" else ""
+    return parse_topology(TOPO.format(eps=eps, cap=cap, mech=mech, params=params,
+                                      tick_ms=tick_ms, noise=noise, extra=extra,
+                                      shards=shards))
+
+
+def released(sink: MemSink) -> list[dict[str, Any]]:
+    return [json.loads(v) for t, _, v, *_ in sink.sent if t == "out"]
+
+
+def run_epoch_start(t: Any, store: MemStore, clock: Clock, records: list) -> Engine:
+    eng = Engine([t], store, MemSink(), clock=clock)
+
+    async def go() -> None:
+        await eng.assign([("in", 0)])
+        await eng.process_batch("in", 0, records)
+        clock.t += 0.5  # 5 ticks: the release of slot 1 is due
+        await eng.on_timer()
+
+    asyncio.run(go())
+    return eng
+
+
+def test_edited_eps_and_cap_mid_epoch_state_the_checkpointed_guarantee() -> None:
+    """The issue's example: checkpoint at eps=4, cap 1; restart with eps=0.5, cap 20.
+
+    Old code: the release after the restart stated eps 0.5 / cap 20 while its noise was
+    calibrated for eps 4 / cap 1 (the guarantee stated needs a far larger sigma).
+    """
+    store, clock = MemStore(), Clock(1_000_000.0)
+    old = topo(eps=4.0, cap=1)
+    e1 = run_epoch_start(old, store, clock, [ev(0, "r1", "a", "u1")])
+    (first,) = released(e1.sink)  # type: ignore[arg-type]
+    assert (first["eps"], first["unit_cap"]) == (4.0, 1)
+
+    new = topo(eps=0.5, cap=20)
+    e2 = Engine([new], store, MemSink(), clock=clock)
+
+    async def go() -> None:
+        await e2.assign([("in", 0)])
+        clock.t += 0.5
+        await e2.on_timer()
+        clock.t += 5.0  # past the epoch's end: the next epoch uses the new topology
+        await e2.on_timer()
+        clock.t += 0.5
+        await e2.on_timer()
+
+    asyncio.run(go())
+    rels = released(e2.sink)  # type: ignore[arg-type]
+    same_epoch = [r for r in rels if r["epoch"] == first["epoch"]]
+    later = [r for r in rels if r["epoch"] > first["epoch"]]
+    assert same_epoch and later
+    for r in same_epoch:
+        assert (r["eps"], r["unit_cap"]) == (4.0, 1), r
+        assert r["error_bound"] == first["error_bound"]  # same noise scale as stated
+    for r in later:
+        assert (r["eps"], r["unit_cap"]) == (0.5, 20), r
+        assert r["error_bound"] != first["error_bound"]
+
+
+def test_checkpointed_unit_cap_is_applied_until_the_epoch_ends() -> None:
+    """Old code applied the edited cap (20) to the old epoch's sketch (noise for cap 1)."""
+    store, clock = MemStore(), Clock(1_000_000.0)
+    mech = dict(mech="test_exact_counts", params="{}")
+    run_epoch_start(topo(cap=1, **mech), store, clock, [ev(0, "r1", "a", "u1")])
+    e2 = Engine([topo(cap=20, **mech)], store, MemSink(), clock=clock)
+
+    async def go() -> None:
+        await e2.assign([("in", 0)])
+        await e2.process_batch("in", 0, [ev(k, "r1", "a", "u1") for k in range(1, 6)])
+        clock.t += 0.5
+        await e2.on_timer()
+
+    asyncio.run(go())
+    last = released(e2.sink)[-1]  # type: ignore[arg-type]
+    assert last["payload"]["counts"] == {"a": 1} and last["unit_cap"] == 1
+
+
+@pytest.mark.parametrize("edit, field", [
+    (dict(tick_ms=200), "privacy.tick_ms"),
+    (dict(noise="zero"), "noise.kind"),
+    (dict(mech="lazy_cs"), "mechanism.name"),
+])
+def test_structural_edit_mid_epoch_is_refused_naming_the_field(edit: dict, field: str) -> None:
+    store, clock = MemStore(), Clock(1_000_000.0)
+    run_epoch_start(topo(), store, clock, [ev(0, "r1", "a", "u1")])
+    e2 = Engine([topo(**edit)], store, MemSink(), clock=clock)
+    with pytest.raises(Exception, match=field.replace(".", r"\.")) as err:
+        asyncio.run(e2.assign([("in", 0)]))
+    assert "new `name`" in str(err.value) or "mechanism" in field
+
+
+def _as_version_1(blob: bytes) -> bytes:
+    """Rewrite a shard state as the version-1 format (no `params` block)."""
+    (mlen,) = struct.unpack_from("<I", blob, 6)
+    meta = json.loads(blob[10:10 + mlen])
+    meta.pop("params")
+    mb = json.dumps(meta, separators=(",", ":")).encode()
+    return STATE_MAGIC + struct.pack("<HI", 1, len(mb)) + mb + blob[10 + mlen:]
+
+
+def test_version_1_states_restore_when_their_spec_matches_else_refused() -> None:
+    from worker.checkpoint import decode_checkpoint, encode_checkpoint
+
+    store, clock = MemStore(), Clock(1_000_000.0)
+    run_epoch_start(topo(), store, clock, [ev(0, "r1", "a", "u1")])
+    cp = decode_checkpoint(store.data[("views", 0)])
+    cp.shards = [_as_version_1(s) for s in cp.shards]
+    store.data[("views", 0)] = encode_checkpoint(cp)
+
+    e_same = Engine([topo()], store, MemSink(), clock=clock)
+    asyncio.run(e_same.assign([("in", 0)]))
+    st: ShardState = e_same.parts[("views", 0)].shards["r1"]
+    assert st.params is not None and st.params["eps"] == 4.0
+
+    e_edit = Engine([topo(eps=0.5)], store, MemSink(), clock=clock)
+    with pytest.raises(SpecError, match="version 1"):
+        asyncio.run(e_edit.assign([("in", 0)]))
+
+
+def test_insecure_noise_releases_say_not_private() -> None:
+    """Old code: a `zero`/`fast` release looked private (eps 1.0, nothing else)."""
+    from worker.publish import summarize_release
+
+    for noise, private in (("fast", False), ("zero", False), ("secure", True)):
+        t = topo(noise=noise)
+        eng = run_epoch_start(t, MemStore(), Clock(1_000_000.0), [ev(0, "r1", "a", "u1")])
+        (rel,) = released(eng.sink)  # type: ignore[arg-type]
+        assert (rel["private"], rel["noise"]) == (private, noise)
+        line = summarize_release(eng.sink.sent[-1][2])  # type: ignore[attr-defined]
+        assert ("NOT PRIVATE" in line) == (not private), line
+
+
+def test_open_shard_set_releases_say_shard_presence_is_not_covered() -> None:
+    for shards, covered in (("", False), ("shards: {allowed: [r1, r2]}", True)):
+        eng = run_epoch_start(topo(shards=shards), MemStore(), Clock(1_000_000.0),
+                              [ev(0, "r1", "a", "u1")])
+        rels = released(eng.sink)  # type: ignore[arg-type]
+        assert rels and all(r["covers_shard_presence"] is covered for r in rels)
+
+
+def test_release_records_carry_published_at_as_their_kafka_timestamp() -> None:
+    """Old code sent releases without a timestamp (the producer stamped the send time)."""
+    store, clock = MemStore(), Clock(1_000_000.0)
+    eng = run_epoch_start(topo(), store, clock, [ev(0, "r1", "a", "u1")])
+    outs = [s for s in eng.sink.sent if s[0] == "out"]  # type: ignore[attr-defined]
+    assert outs and all(ts == json.loads(v)["published_at"] for _, _, v, ts in outs)
+
+
+def test_reader_flags_not_private_releases_and_reads_both_schema_versions() -> None:
+    from worker.reader import ReleaseIndex, not_private_warning
+
+    idx = ReleaseIndex()
+    base = {"topology": "t", "shard": "r1", "epoch": 1, "payload": {"kind": "heavy_hitters"}}
+    assert idx.add(json.dumps(dict(base, schema_version=1, seq=0)).encode())
+    assert idx.add(json.dumps(dict(base, schema_version=2, seq=1, private=False,
+                                   noise="zero", eps=1.0)).encode())
+    warning = not_private_warning(idx.latest("r1"))
+    assert warning is not None and "NOT PRIVATE" in warning and "zero" in warning

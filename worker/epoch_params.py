@@ -1,0 +1,110 @@
+"""The parameters an epoch's noise was drawn with, kept in the checkpoint.
+
+A shard's mechanism is built once per epoch from the topology; its noise (and
+its exact unit cap) belong to the parameters of that moment. A topology edited
+while a worker was down must therefore never change what a release of the
+running epoch *states* (DESIGN.md privacy semantics 12). Every shard state
+carries an :func:`epoch_params` block; on restore :func:`reconcile` compares
+it with the topology:
+
+- **privacy knobs** (``SOFT``: ``eps``, ``delta``, ``relation``, ``unit_cap``
+  and the mechanism's own ``params``): the epoch is finished on the
+  checkpointed values (the restored mechanism keeps its noise, the cap stays,
+  every release of the epoch states them); the new values apply from the next
+  epoch. Nothing a reader sees is ever wrong, and releases keep flowing.
+- **structural fields** (``HARD``: ``mechanism``, ``clock``, ``time``,
+  ``tick_ms``, ``epoch_ticks``, ``epoch_events``, ``unit``, ``noise``,
+  ``item_type``): they decide which epoch and tick an event belongs to, or
+  what kind of noise the epoch draws, so the old epoch cannot be finished
+  consistently under the new topology. The worker refuses to start with an
+  error naming the field, both values and the fix.
+
+Examples
+--------
+>>> from worker.topology import parse_topology
+>>> t = parse_topology('''
+... name: v
+... input: {topic: in, partitions: 1, fields: {shard: r, item: i, unit: u}}
+... mechanism: {name: lazy_cms}
+... privacy: {eps: 4.0, delta: 1.0e-6, unit_cap: 1}
+... release: {every_ticks: 5, topic: out}
+... dead_letter: {topic: dlq}''')
+>>> old = epoch_params(t)
+>>> (old["eps"], old["unit_cap"], old["noise"], old["private"])
+(4.0, 1, 'secure', True)
+>>> new = epoch_params(t.__class__(**{**t.__dict__, "privacy": t.privacy.__class__(
+...     **{**t.privacy.__dict__, "eps": 0.5, "unit_cap": 20})}))
+>>> sorted(soft_changes(old, new))
+['eps', 'unit_cap']
+>>> check_hard(old, dict(new, tick_ms=500), "v.yaml", "r1")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+sketches.errors.SpecError: v.yaml: privacy.tick_ms: changed from 1000 to 500 while shard 'r1' ...
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sketches.errors import SpecError
+from worker.topology import Topology
+
+PARAMS_VERSION = 1
+
+SOFT = ("eps", "delta", "relation", "unit_cap", "mechanism_params")
+"""Finished on the checkpointed values; the topology's apply from the next epoch."""
+
+HARD: dict[str, str] = {
+    "mechanism": "mechanism.name",
+    "clock": "privacy.clock",
+    "time": "privacy.time",
+    "tick_ms": "privacy.tick_ms",
+    "epoch_ticks": "privacy.epoch_ticks",
+    "epoch_events": "privacy.epoch_events",
+    "unit": "input.fields.unit",
+    "noise": "noise.kind",
+    "item_type": "input.item_type",
+}
+"""Structural fields (key -> topology field path): a mid-epoch change is refused."""
+
+
+def epoch_params(topo: Topology) -> dict[str, Any]:
+    """The privacy block of a new epoch of ``topo`` (JSON types; stored per shard state)."""
+    p = topo.privacy
+    return {
+        "v": PARAMS_VERSION,
+        "mechanism": topo.mechanism,
+        "mechanism_params": json.loads(json.dumps(dict(topo.mechanism_params), sort_keys=True)),
+        "eps": p.eps,
+        "delta": p.delta,
+        "relation": p.relation,
+        "clock": p.clock,
+        "time": getattr(p, "time", "processing"),
+        "tick_ms": p.tick_ms,
+        "epoch_ticks": p.epoch_ticks,
+        "epoch_events": p.epoch_events,
+        "unit": p.unit_field or "event",
+        "unit_cap": p.unit_cap if p.unit_field else 1,
+        "noise": topo.noise.kind,
+        "private": topo.noise.kind == "secure",
+        "item_type": topo.input.item_type,
+    }
+
+
+def soft_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{field: (checkpointed, topology)}`` of the privacy knobs that differ."""
+    return {k: (old.get(k), new.get(k)) for k in SOFT if old.get(k) != new.get(k)}
+
+
+def check_hard(old: dict[str, Any], new: dict[str, Any], source: str, shard: str) -> None:
+    """Raise SpecError naming the first structural field that differs, and the fix."""
+    for key, path in HARD.items():
+        if old.get(key) != new[key]:
+            raise SpecError(
+                f"{source}: {path}: changed from {old.get(key)!r} to {new[key]!r}, but shard "
+                f"{shard!r} has a checkpointed epoch running under the old value, and {path} "
+                "decides which tick and epoch an event belongs to (or the epoch's noise), so "
+                f"that epoch cannot be finished under the new value; set {path} back to "
+                f"{old.get(key)!r}, or give the topology a new `name` to start fresh state "
+                "(the old state then publishes no more releases)")

@@ -6,8 +6,10 @@ Record format (version 1, little endian) of one checkpoint before chunking::
     u32 n_shards  | n_shards  x (u64 len | ShardState.to_bytes())
     u32 n_pending | n_pending x (u32 len | release envelope bytes)
 
-``meta`` = ``{"topology", "partition", "next_offset"}``: the state covers every
-input record with offset < ``next_offset``. ``pending`` holds the releases
+``meta`` = ``{"topology", "partition", "next_offset", "done"?}``: the state covers
+every input record with offset < ``next_offset``, and the records whose offsets
+are listed in ``done`` (event time: records above ``next_offset`` already applied
+or dead-lettered while earlier ones waited for the watermark; absent = empty). ``pending`` holds the releases
 about to be published, byte for byte (crash consistency: checkpoint first,
 then publish; on restore re-publish exactly these bytes).
 
@@ -60,12 +62,16 @@ class PartitionCheckpoint:
     next_offset: int
     shards: list[bytes] = field(default_factory=list)
     pending: list[bytes] = field(default_factory=list)
+    done: list[int] = field(default_factory=list)
 
 
 def encode_checkpoint(cp: PartitionCheckpoint) -> bytes:
     """Serialize (uncompressed) in the version-1 format above."""
-    meta = json.dumps({"topology": cp.topology, "partition": cp.partition,
-                       "next_offset": cp.next_offset}, separators=(",", ":")).encode()
+    doc: dict[str, Any] = {"topology": cp.topology, "partition": cp.partition,
+                           "next_offset": cp.next_offset}
+    if cp.done:
+        doc["done"] = list(cp.done)
+    meta = json.dumps(doc, separators=(",", ":")).encode()
     parts = [MAGIC, struct.pack("<HI", VERSION, len(meta)), meta, struct.pack("<I", len(cp.shards))]
     for s in cp.shards:
         parts += [struct.pack("<Q", len(s)), s]
@@ -106,7 +112,8 @@ def decode_checkpoint(data: bytes) -> PartitionCheckpoint:
     if pos != len(data):
         raise SerializationError("checkpoint: trailing bytes; corrupt record")
     return PartitionCheckpoint(meta["topology"], int(meta["partition"]),
-                               int(meta["next_offset"]), shards, pending)
+                               int(meta["next_offset"]), shards, pending,
+                               [int(o) for o in meta.get("done", [])])
 
 
 def head_key(topology: str, partition: int) -> bytes:

@@ -55,7 +55,7 @@ import numpy as np
 from sketches.base import lookup
 from sketches.errors import SpecError
 from worker.checkpoint import PartitionCheckpoint
-from worker.decode import Record, decode_batch
+from worker.decode import DeadLetter, Decoded, Record, decode_batch
 from worker.metrics import Metrics
 from worker.epoch_params import check_hard, epoch_params, soft_changes
 from worker.partition import (
@@ -133,7 +133,7 @@ class Engine:
         """Closed shard set: every allowed shard of this partition exists from assignment."""
         if ps.topology.allowed_shards is None:
             return
-        now = self.now_ms()
+        now = self._schedule_ms(ps, self.now_ms())
         for shard in sorted(ps.topology.allowed_shards):
             if shard not in ps.shards and ps.gate(shard) is None:
                 ps.shards[shard] = self._new_state(ps, shard, now)
@@ -158,6 +158,11 @@ class Engine:
             st.released_slot = slot
             st.advance(slot * every)
             self._release(ps, st, boundary_ms(topo, st.epoch, slot * every), final=False)
+
+    @staticmethod
+    def _schedule_ms(ps: PartitionState, now: int) -> int:
+        """The time the tick schedule runs at: the watermark (event time) or ``now``."""
+        return now if ps.events is None else ps.events.watermark_ms(now)
 
     @staticmethod
     def _arrival_slot(topo: Topology, now: int) -> int:
@@ -232,6 +237,8 @@ class Engine:
             self._reconcile(topo, st)
             ps.shards[st.shard] = st
         ps.next_offset = cp.next_offset
+        if ps.events is not None:
+            ps.events.done = set(cp.done)
         for raw in cp.pending:
             doc = json.loads(raw)
             await self.sink.publish(topo.release.topic, release_key(topo.name, doc["shard"]),
@@ -321,26 +328,64 @@ class Engine:
 
     async def _ingest(self, ps: PartitionState, recs: Sequence[Record], topic: str) -> int:
         topo, m = ps.topology, self.metrics
+        if ps.events is not None:  # event time (worker/event_time.py)
+            m.messages_in.labels(topology=topo.name).inc(len(recs))
+            now = self.now_ms()
+            late, future = ps.events.add(recs, now)
+            dead = [DeadLetter(r[0], r[1], r[2], r[3], "late",
+                               f"tick {r[3] // topo.privacy.tick_ms} already closed (allowed "
+                               f"lateness {topo.privacy.allowed_lateness_ms} ms)") for r in late]
+            dead += [DeadLetter(r[0], r[1], r[2], r[3], "future",
+                                f"timestamp {r[3]} is ahead of the wall clock {now} by more "
+                                "than the allowed lateness plus one tick") for r in future]
+            await self._dead_letters(ps, topic, dead)
+            return await self._drain(ps, topic, now)
         decoded = decode_batch(topo.input, recs, ps.gate)
         m.messages_in.labels(topology=topo.name).inc(len(recs))
-        for d in decoded.dead:
-            m.decode_errors.labels(topology=topo.name, reason=d.reason).inc()
+        return await self._apply(ps, topic, decoded, self.now_ms(), self.now_ms())
+
+    async def _dead_letters(self, ps: PartitionState, topic: str,
+                            dead: Sequence[DeadLetter]) -> None:
+        topo, m = ps.topology, self.metrics
+        for d in dead:
+            if d.reason not in ("late", "future"):
+                m.decode_errors.labels(topology=topo.name, reason=d.reason).inc()
             m.dead_letters.labels(topology=topo.name, reason=d.reason).inc()
             log.debug("dead letter %s at %s/%d@%d", d.reason, topic, ps.partition, d.offset)
             await self.sink.publish(topo.dead_letter_topic, d.key or b"",
                                     d.to_json(topo.name, topic, ps.partition))
-        now = self.now_ms()
+
+    async def _drain(self, ps: PartitionState, topic: str, now: int) -> int:
+        """Event time: apply held records the watermark has reached, tick by tick."""
+        assert ps.events is not None
+        applied = 0
+        for g, group in ps.events.due(now):
+            decoded = decode_batch(ps.topology.input, group, ps.gate)
+            applied += await self._apply(ps, topic, decoded, g * ps.topology.privacy.tick_ms,
+                                         now)
+        return applied
+
+    async def _apply(self, ps: PartitionState, topic: str, decoded: Decoded, at: int,
+                     now: int) -> int:
+        """Apply decoded events; tick clock: all at the tick of time ``at`` (ms).
+
+        Processing time: ``at == now``. Event time: ``at`` is the start of the
+        records' own tick, which no clock has closed yet (the engine advances
+        clocks only to the watermark, after draining what it reached).
+        """
+        topo, m = ps.topology, self.metrics
+        await self._dead_letters(ps, topic, decoded.dead)
         dropped = applied = over_total = 0
         for shard, idx in group_by_shard(decoded.shards):
             st = ps.shards.get(shard)
             if st is None:
-                st = ps.shards[shard] = self._new_state(ps, shard, now)
+                st = ps.shards[shard] = self._new_state(ps, shard, at)
             items = decoded.items[idx]
             units = None if decoded.units is None else decoded.units[idx]
             weights = None if decoded.weights is None else decoded.weights[idx]
             if st.is_tick:
-                self._catch_up(ps, st, now)
-                epoch, local = st.tick_of(now)
+                self._catch_up(ps, st, at)
+                epoch, local = st.tick_of(at)
                 if epoch < st.epoch or local < st.rounds:  # wall clock stepped back
                     local = st.rounds  # the open tick: time never runs backwards for a shard
                 capped, over = st.apply(items, units, weights, local, now,
@@ -378,10 +423,13 @@ class Engine:
             for ps in list(self.parts.values()):
                 topo = ps.topology
                 every = topo.release.every_ticks
+                if ps.events is not None:  # apply what the watermark reached, then close
+                    await self._drain(ps, topo.input.topic, now)
+                at = self._schedule_ms(ps, now)
                 for st in ps.shards.values():
                     if st.is_tick:
-                        self._catch_up(ps, st, now)
-                        epoch, local = st.tick_of(now)
+                        self._catch_up(ps, st, at)
+                        epoch, local = st.tick_of(at)
                         if epoch == st.epoch:
                             st.advance(local)
                     else:
@@ -415,9 +463,13 @@ class Engine:
             return
         topo = ps.topology
         t0 = time.perf_counter()
-        cp = PartitionCheckpoint(topo.name, ps.partition, ps.next_offset,
+        resume, done = ps.next_offset, []
+        if ps.events is not None:  # event time: records still waiting are read again
+            resume = ps.events.resume_offset(ps.next_offset)
+            done = ps.events.covered_above(resume)
+        cp = PartitionCheckpoint(topo.name, ps.partition, resume,
                                  [st.to_bytes() for st in ps.shards.values()],
-                                 [raw for _, _, raw, _, _ in ps.pending])
+                                 [raw for _, _, raw, _, _ in ps.pending], done)
         written = await self.store.write(cp)
         self.metrics.checkpoint_latency.labels(topology=topo.name).observe(
             time.perf_counter() - t0)

@@ -39,7 +39,7 @@ Examples
 >>> check_hard(old, dict(new, tick_ms=500), "v.yaml", "r1")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-sketches.errors.SpecError: v.yaml: privacy.tick_ms: changed from 1000 to 500 while shard 'r1' ...
+sketches.errors.SpecError: v.yaml: privacy.tick_ms: changed from 1000 to 500, but shard 'r1' ...
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def epoch_params(topo: Topology) -> dict[str, Any]:
         "delta": p.delta,
         "relation": p.relation,
         "clock": p.clock,
-        "time": getattr(p, "time", "processing"),
+        "time": p.time,
         "tick_ms": p.tick_ms,
         "epoch_ticks": p.epoch_ticks,
         "epoch_events": p.epoch_events,

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import xxhash
 
 from worker.checkpoint import PartitionCheckpoint
+from worker.event_time import EventTimeQueue
 from worker.routing import ShardGate
 from worker.shard_state import ShardState
 from worker.topology import Topology
@@ -69,6 +70,13 @@ class PartitionState:
     pending: list[tuple[str, bytes, bytes, float | None, int]] = field(default_factory=list)
     dirty: bool = False
     last_commit_ms: float = 0.0
+    events: EventTimeQueue | None = None
+    """Event time (``privacy.time: event``): records waiting for the watermark."""
+
+    def __post_init__(self) -> None:
+        p = self.topology.privacy
+        if self.events is None and p.clock == "tick" and p.time == "event":
+            self.events = EventTimeQueue(p.tick_ms, p.allowed_lateness_ms)
 
 
 class NoiseFactory:

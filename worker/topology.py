@@ -43,6 +43,7 @@ from worker.spec_reader import SpecReader
 
 RELATIONS = ("add_remove", "replace")
 CLOCKS = ("tick", "arrival")
+TIMES = ("event", "processing")
 ENCODINGS = ("json", "columnar")
 NOISE_KINDS = ("secure", "fast", "zero")
 ITEM_TYPES = ("str", "int")
@@ -87,6 +88,11 @@ class PrivacySpec:
     epoch_events: int = 0
     unit_field: str | None = None
     unit_cap: int = 1
+    time: str = "processing"
+    """Tick clock: ``event`` (a record's tick from its Kafka timestamp, LogAppendTime)
+    or ``processing`` (the tick in which the worker processes its batch)."""
+    allowed_lateness_ms: int = 2000
+    """Event time: a tick closes when the wall clock passes its end plus this."""
 
 
 @dataclass(frozen=True)
@@ -178,7 +184,7 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
     bits = params.get("bits")
     if inp.item_type == "int" and isinstance(bits, int) and not isinstance(bits, bool):
         inp = replace(inp, item_bits=bits)  # out-of-domain items become dead letters
-    privacy = _parse_privacy(top.sub("privacy"), inp.fields)
+    privacy = _parse_privacy(top.sub("privacy"), inp.fields, production)
     noise = _parse_noise(top.sub("noise", required=False), production)
     rel = top.sub("release")
     rel.reject_unknown(["every_ticks", "topic", "partitions"])
@@ -237,9 +243,9 @@ def _parse_input(r: SpecReader) -> InputSpec:
                      r.get("signed_weights", bool, False))
 
 
-def _parse_privacy(r: SpecReader, fields_: FieldPaths) -> PrivacySpec:
+def _parse_privacy(r: SpecReader, fields_: FieldPaths, production: bool = False) -> PrivacySpec:
     r.reject_unknown(["eps", "delta", "relation", "clock", "tick_ms", "epoch_ticks",
-                      "epoch_events", "unit_cap"])
+                      "epoch_events", "unit_cap", "time", "allowed_lateness_ms"])
     eps = r.get("eps", (int, float), fix="set a positive epsilon such as 1.0")
     if not eps > 0:
         raise r.error("privacy.eps", f"must be a number > 0, got {eps}",
@@ -261,6 +267,7 @@ def _parse_privacy(r: SpecReader, fields_: FieldPaths) -> PrivacySpec:
         raise r.error("privacy.epoch_events", "required (>= 1) with the arrival clock",
                       "set the number of events per epoch, e.g. 1000000")
     unit_cap = r.positive_int("unit_cap", 1)
+    time_, lateness = _parse_time(r, clock, production)
     if fields_.unit is None and "unit_cap" in r.data:
         raise r.error("privacy.unit_cap", "a contribution cap needs a privacy unit",
                       "set input.fields.unit (e.g. user_id) or remove unit_cap")
@@ -268,7 +275,33 @@ def _parse_privacy(r: SpecReader, fields_: FieldPaths) -> PrivacySpec:
         raise r.error("input.fields.weight", "weights cannot be combined with a privacy unit "
                       "(the cap counts events)", "remove input.fields.weight or the unit")
     return PrivacySpec(float(eps), float(delta), relation, clock, tick_ms, epoch_ticks,
-                       int(epoch_events), fields_.unit, unit_cap)
+                       int(epoch_events), fields_.unit, unit_cap, time_, lateness)
+
+
+def _parse_time(r: SpecReader, clock: str, production: bool) -> tuple[str, int]:
+    """``privacy.time`` and ``privacy.allowed_lateness_ms`` (docs/TOPOLOGY.md "Event time").
+
+    Event time is the default of production tick-clock topologies and the only
+    time they accept: with processing time one extra event can move others
+    across a tick boundary (DESIGN.md privacy semantics 2).
+    """
+    default = "event" if production and clock == "tick" else "processing"
+    time_ = r.choice("time", TIMES, default)
+    lateness = r.get("allowed_lateness_ms", int, 2000)
+    if isinstance(lateness, bool) or lateness < 0:
+        raise r.error("privacy.allowed_lateness_ms", f"must be an integer >= 0, got {lateness}",
+                      "set the longest delay from a record's append to its ingestion, "
+                      "e.g. 2000")
+    if time_ == "event" and clock != "tick":
+        raise r.error("privacy.time", "event time assigns ticks; the arrival clock has none",
+                      "use `clock: tick`, or drop `time: event`")
+    if production and clock == "tick" and time_ != "event":
+        raise r.error("privacy.time", "processing time lets one extra event move others "
+                      "across a tick boundary (load-dependent batching); refused in a "
+                      "production topology",
+                      "use `time: event` (input topics with message.timestamp.type="
+                      "LogAppendTime), or set `production: false`")
+    return time_, int(lateness)
 
 
 def _parse_noise(r: SpecReader, production: bool) -> NoiseSpec:

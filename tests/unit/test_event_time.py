@@ -1,0 +1,258 @@
+"""Event-time ticks (issue 8 item 3): a record's tick never depends on other records.
+
+Pure tests of the engine (no broker). ``test_tick_log`` is a test mechanism that
+logs the tick every event is applied at; the property test compares a stream
+with and without one extra record, under different batchings and timer
+schedules, and checks that every other record gets the same tick (or is late
+in both), and that a record is late exactly when its tick had closed (watermark
+= wall clock - allowed lateness) when it was read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sketches.base import MechanismEntry, register, registered
+from sketches.errors import SpecError
+from tests.integration.exact_mechanism import ExactCounts, _spec
+from tests.unit.test_worker_state import Clock, MemSink, MemStore
+from worker.engine import Engine
+from worker.topology import parse_topology
+
+LOG: list[tuple[str, int]] = []
+
+
+class TickLog(ExactCounts):
+    """Exact counts that also log ``(item, local tick)`` of every applied event."""
+
+    def update_batch(self, items: np.ndarray, ticks: np.ndarray | None = None,
+                     weights: np.ndarray | None = None) -> None:
+        assert ticks is not None and (len(ticks) == 0 or int(ticks.min()) >= self.rounds)
+        LOG.extend(zip(items.tolist(), ticks.tolist(), strict=True))
+        super().update_batch(items, ticks, weights)
+
+
+if "test_tick_log" not in registered():
+    register(MechanismEntry("test_tick_log", _spec, TickLog, TickLog.from_bytes,
+                            continual=True))
+
+TICK_MS, LATENESS_MS, EPOCH_TICKS = 100, 300, 10_000
+T0_MS = 1_000_000_000 + 20_000  # epoch 1000 (epoch length 1_000_000 ms), 20 s in
+
+TOPO = f"""
+name: et
+input: {{topic: in, partitions: 1, fields: {{shard: r, item: i}}}}
+mechanism: {{name: test_tick_log}}
+privacy: {{eps: 1.0, delta: 1.0e-6, tick_ms: {TICK_MS}, epoch_ticks: {EPOCH_TICKS},
+          time: TIME, allowed_lateness_ms: {LATENESS_MS}}}
+noise: {{kind: zero, allow_insecure_noise: true}}
+release: {{every_ticks: 5, topic: out}}
+dead_letter: {{topic: dlq}}
+"""
+
+
+def topo(time: str = "event") -> Any:
+    return parse_topology(TOPO.replace("TIME", time))
+
+
+Event = tuple[str, int, int]  # (item, append timestamp ms, read time ms)
+Step = tuple[str, Any]        # ("batch", [events]) or ("timer", time_ms)
+
+
+def run(steps: Sequence[Step], time: str = "event") -> tuple[dict[str, int], set[str]]:
+    """Run the engine over ``steps``; return ``({item: global tick}, {late items})``."""
+    LOG.clear()
+    clock = Clock(T0_MS / 1000)
+    eng = Engine([topo(time)], MemStore(), MemSink(), clock=clock)
+    offset = 0
+
+    async def go() -> None:
+        nonlocal offset
+        await eng.assign([("in", 0)])
+        for kind, arg in steps:
+            if kind == "timer":
+                clock.t = max(clock.t, arg / 1000)
+                await eng.on_timer()
+                continue
+            clock.t = max(clock.t, max(r for _, _, r in arg) / 1000)
+            recs = []
+            for item, ts, _ in arg:
+                recs.append((offset, b"r1", json.dumps({"r": "r1", "i": item}).encode(), ts))
+                offset += 1
+            await eng.process_batch("in", 0, recs)
+        clock.t += 10.0  # everything closes
+        await eng.on_timer()
+
+    asyncio.run(go())
+    base = (T0_MS // TICK_MS // EPOCH_TICKS) * EPOCH_TICKS
+    ticks = {item: base + tick for item, tick in LOG}
+    assert len(ticks) == len(LOG)  # every item once
+    late = set()
+    for t, _, v, *_ in eng.sink.sent:  # type: ignore[attr-defined]
+        if t == "dlq":
+            doc = json.loads(v)
+            assert doc["reason"] == "late", doc
+            import base64
+
+            late.add(json.loads(base64.b64decode(doc["value_b64"]))["i"])
+    return ticks, late
+
+
+@st.composite
+def streams(draw: Any) -> tuple[list[Event], int, Event]:
+    """Records with append timestamps (mostly increasing, some clock regressions) and the
+    wall-clock time each is read at (non-decreasing along the partition); plus one extra
+    record and where it goes."""
+    n = draw(st.integers(1, 25))
+    events: list[Event] = []
+    ts = read = T0_MS
+    for i in range(n):
+        ts = max(T0_MS - 5_000, ts + draw(st.integers(-60, 250)))
+        read = max(read, ts + draw(st.integers(0, 700)))  # > 300 ms: may be late
+        events.append((f"e{i}", ts, read))
+    k = draw(st.integers(0, n))
+    prev_read = events[k - 1][2] if k else T0_MS
+    extra_ts = draw(st.integers(T0_MS - 1_000, prev_read))
+    return events, k, ("extra", extra_ts, prev_read)
+
+
+def batched(events: Sequence[Event], cuts: Sequence[bool], timers: Sequence[int]) -> list[Step]:
+    """Consecutive events sharing a read time form runs; ``cuts`` splits runs further;
+    ``timers`` are timer calls (ms after T0) interleaved by time."""
+    steps: list[Step] = []
+    cur: list[Event] = []
+    for j, e in enumerate(events):
+        if cur and (cur[-1][2] != e[2] or cuts[j % len(cuts)]):
+            steps.append(("batch", cur))
+            cur = []
+        cur.append(e)
+    if cur:
+        steps.append(("batch", cur))
+    out: list[Step] = []
+    pending = sorted(T0_MS + t for t in timers)
+    for step in steps:
+        t_batch = max(r for _, _, r in step[1])
+        while pending and pending[0] <= t_batch:
+            out.append(("timer", pending.pop(0)))
+        out.append(step)
+    out += [("timer", t) for t in pending]
+    return out
+
+
+def expected_late(events: Sequence[Event]) -> set[str]:
+    """Late iff the record's tick closed before it was read (monotone watermark)."""
+    late, wm = set(), None
+    for item, ts, read in events:
+        w = read - LATENESS_MS
+        wm = w if wm is None else max(wm, w)
+        if ts // TICK_MS < wm // TICK_MS:
+            late.add(item)
+    return late
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.lists(st.booleans(), min_size=1, max_size=8),
+       st.lists(st.booleans(), min_size=1, max_size=8),
+       st.lists(st.integers(0, 8_000), max_size=6), st.lists(st.integers(0, 8_000), max_size=6))
+def test_adding_one_record_never_changes_another_records_tick(
+        stream: tuple[list[Event], int, Event], cuts_a: list[bool], cuts_b: list[bool],
+        timers_a: list[int], timers_b: list[int]) -> None:
+    events, k, extra = stream
+    with_extra = events[:k] + [extra] + events[k:]
+    ticks_a, late_a = run(batched(events, cuts_a, timers_a))
+    ticks_b, late_b = run(batched(with_extra, cuts_b, timers_b))
+    # the extra record changes nothing about any other record
+    assert {i: t for i, t in ticks_b.items() if i != "extra"} == ticks_a
+    assert late_b - {"extra"} == late_a
+    # each record's tick is its own timestamp's; late exactly when its tick had closed
+    for evs, ticks, late in ((events, ticks_a, late_a), (with_extra, ticks_b, late_b)):
+        assert late == expected_late(evs)
+        assert ticks == {i: ts // TICK_MS for i, ts, _ in evs if i not in late}
+
+
+def test_processing_time_fails_the_property() -> None:
+    """The witness the property test guards against: under processing time, one extra
+    record in the batch delays the batch's processing (here: it is read later), and the
+    other record moves to another tick."""
+    a = [("batch", [("e0", T0_MS, T0_MS + 50)])]
+    b = [("batch", [("e0", T0_MS, T0_MS + 50), ("extra", T0_MS + 10, T0_MS + 150)])]
+    assert run(a, "processing")[0]["e0"] != run(b, "processing")[0]["e0"]
+    assert run(a, "event")[0]["e0"] == run(b, "event")[0]["e0"] == T0_MS // TICK_MS
+
+
+def test_late_records_are_dead_lettered_with_reason_late() -> None:
+    ticks, late = run([("batch", [("on_time", T0_MS, T0_MS + 250)]),
+                       ("batch", [("late", T0_MS, T0_MS + 450)])])
+    assert ticks == {"on_time": T0_MS // TICK_MS} and late == {"late"}
+
+
+def test_records_waiting_for_the_watermark_survive_a_restart() -> None:
+    """A checkpoint taken while records wait resumes at the first waiting offset and skips
+    the ones already applied above it (nothing lost, nothing counted twice)."""
+    LOG.clear()
+    store, clock = MemStore(), Clock(T0_MS / 1000)
+    t = topo()
+    rec = [(0, b"r1", b'{"r": "r1", "i": "a"}', T0_MS + 300),   # waits (tick ahead)
+           (1, b"r1", b'{"r": "r1", "i": "b"}', T0_MS - 300)]   # open tick: applied now
+    e1 = Engine([t], store, MemSink(), clock=clock)
+
+    async def first() -> None:
+        await e1.assign([("in", 0)])
+        await e1.process_batch("in", 0, rec)
+        await e1.checkpoint_all()
+
+    asyncio.run(first())
+    assert [i for i, _ in LOG] == ["b"]
+    cp = store.load("et", 0)
+    assert cp is not None and (cp.next_offset, cp.done) == (0, [1])
+    e2 = Engine([t], store, MemSink(), clock=clock)
+
+    async def second() -> dict:
+        offsets = await e2.assign([("in", 0)])
+        await e2.process_batch("in", 0, rec)  # re-read from offset 0: 'b' is skipped
+        clock.t += 1.0
+        await e2.on_timer()
+        return offsets
+
+    assert asyncio.run(second()) == {("in", 0): None}  # offset 0: from the beginning
+    assert sorted(i for i, _ in LOG) == ["a", "b"]
+    assert dict(LOG)["a"] == (T0_MS + 300) // TICK_MS - (T0_MS // TICK_MS // EPOCH_TICKS
+                                                          * EPOCH_TICKS)
+
+
+def test_event_time_is_the_production_default_and_processing_time_is_refused() -> None:
+    prod = TOPO.replace("name: et", "name: et\nproduction: true\nshards: {allowed: [r1]}") \
+        .replace("noise: {kind: zero, allow_insecure_noise: true}", "noise: {kind: secure}")
+    assert parse_topology(prod.replace("time: TIME, ", "")).privacy.time == "event"
+    assert parse_topology(TOPO.replace("time: TIME, ", "")).privacy.time == "processing"
+    with pytest.raises(SpecError, match=r"privacy\.time"):
+        parse_topology(prod.replace("TIME", "processing"))
+    with pytest.raises(SpecError, match=r"privacy\.time"):
+        parse_topology(TOPO.replace("TIME", "event").replace(
+            "epoch_ticks: 10000", "epoch_events: 10, relation: replace, clock: arrival"))
+
+
+def test_timestamp_type_check_refuses_create_time_inputs_in_production() -> None:
+    from worker.event_time import check_timestamp_types, topic_configs
+
+    prod = parse_topology(TOPO.replace("name: et", "name: et\nproduction: true\n"
+                                       "shards: {allowed: [r1]}").replace(
+        "noise: {kind: zero, allow_insecure_noise: true}", "noise: {kind: secure}")
+        .replace("TIME", "event"))
+    assert topic_configs(prod) == ({"message.timestamp.type": "LogAppendTime"},
+                                   {"message.timestamp.type": "CreateTime"})
+    with pytest.raises(SpecError, match="LogAppendTime"):
+        check_timestamp_types([prod], {"in": "CreateTime", "out": "CreateTime"})
+    with pytest.raises(SpecError, match="release.topic"):
+        check_timestamp_types([prod], {"in": "LogAppendTime", "out": "LogAppendTime"})
+    check_timestamp_types([prod], {"in": "LogAppendTime", "out": "CreateTime"})
+    check_timestamp_types([prod], {"in": None, "out": None})  # not reported: warnings only
+    check_timestamp_types([topo()], {"in": "CreateTime", "out": "CreateTime"})  # warning

@@ -1,0 +1,228 @@
+"""Event-time ticks: a record's tick from its own Kafka timestamp, a data-independent watermark.
+
+DESIGN.md privacy semantics 2: which tick an event gets must not depend on
+other events. With ``privacy.time: event`` (the default of production
+topologies) the worker assigns every record the tick of its Kafka record
+timestamp, which the broker sets at append time when the input topic has
+``message.timestamp.type=LogAppendTime``:
+
+- ``tick(record) = timestamp_ms // tick_ms``: a function of the record alone;
+- the **watermark** is ``wall clock - allowed_lateness_ms``; tick ``g`` closes
+  when the watermark passes its end (``(g + 1) * tick_ms``), whatever the data;
+- a record whose tick is already closed when the worker reads it is **late**:
+  it goes to the dead-letter topic with reason ``late`` (it is never moved to
+  another tick);
+- a record of a tick the watermark has not reached yet waits in
+  :class:`EventTimeQueue` (raw, undecoded) until the watermark reaches its
+  tick; it is then applied at its own tick, before that tick closes;
+- a record stamped more than ``allowed_lateness_ms + tick_ms`` ahead of the
+  wall clock is dead-lettered as ``future`` (a wrong clock must not pin the
+  partition's checkpoint offset forever).
+
+So adding or removing a record changes only that record's own fate; the tick
+(and the late/on-time status) of every other record depends on nothing but its
+own timestamp and the wall clock when it is read.
+
+Checkpoints: a partition's ``next_offset`` is the smallest offset still waiting
+(those records are read again after a restore, with the same timestamps and
+hence the same ticks), and ``done`` lists the offsets above it that are already
+in the state or dead-lettered (normally empty: LogAppendTime grows with the
+offset), so nothing is counted twice.
+
+Examples
+--------
+>>> q = EventTimeQueue(tick_ms=100, lateness_ms=250)
+>>> rec = lambda off, ts: (off, b"k", b"{}", ts)
+>>> now = 10_000                          # watermark 9_750: tick 97 is the oldest open tick
+>>> late, future = q.add([rec(0, 9_650), rec(1, 9_700), rec(2, 9_990), rec(3, 99_999)], now)
+>>> [r[0] for r in late], [r[0] for r in future]   # tick 96 closed; 99_999 is far ahead
+([0], [3])
+>>> [(g, [r[0] for r in rs]) for g, rs in q.due(now)]   # tick 97 can be applied now
+[(97, [1])]
+>>> q.resume_offset(high=4), q.covered_above(q.resume_offset(high=4))
+(2, [3])
+>>> [(g, [r[0] for r in rs]) for g, rs in q.due(now + 300)]   # the watermark reached tick 99
+[(99, [2])]
+>>> q.resume_offset(high=4)
+4
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sketches.errors import SpecError
+from worker.decode_common import Record
+
+log = logging.getLogger(__name__)
+
+LOG_APPEND_TIME = "LogAppendTime"
+CREATE_TIME = "CreateTime"
+TIMESTAMP_TYPE = "message.timestamp.type"
+
+
+class EventTimeQueue:
+    """Records of one input partition waiting for the watermark to reach their tick."""
+
+    def __init__(self, tick_ms: int, lateness_ms: int) -> None:
+        self.tick_ms, self.lateness_ms = int(tick_ms), int(lateness_ms)
+        self._held: list[tuple[int, int, Record]] = []  # (tick, offset, record), sorted
+        self._watermark: int | None = None
+        self.done: set[int] = set()
+
+    def watermark_ms(self, now_ms: int) -> int:
+        """The watermark ``now_ms - allowed_lateness_ms``, never moving backwards.
+
+        It drives the tick schedule (releases, epoch ends). A wall clock that
+        steps back holds it where it was, so a closed tick never reopens.
+        """
+        wm = int(now_ms) - self.lateness_ms
+        if self._watermark is None or wm > self._watermark:
+            self._watermark = wm
+        return self._watermark
+
+    def watermark_tick(self, now_ms: int) -> int:
+        """Oldest open tick at wall-clock ``now_ms``: every tick before it is closed."""
+        return self.watermark_ms(now_ms) // self.tick_ms
+
+    def add(self, records: Iterable[Record], now_ms: int) -> tuple[list[Record], list[Record]]:
+        """Hold every on-time record; return ``(late, future)`` records (to dead-letter).
+
+        Offsets in :attr:`done` (already handled before a restore) are skipped.
+        """
+        w = self.watermark_tick(now_ms)
+        ahead = (int(now_ms) + self.lateness_ms + self.tick_ms) // self.tick_ms
+        late: list[Record] = []
+        future: list[Record] = []
+        for rec in records:
+            off = int(rec[0])
+            if off in self.done:
+                continue
+            g = int(rec[3]) // self.tick_ms
+            if g < w:
+                late.append(rec)
+                self.done.add(off)
+            elif g > ahead:
+                future.append(rec)
+                self.done.add(off)
+            else:
+                bisect.insort(self._held, (g, off, rec), key=lambda x: (x[0], x[1]))
+        return late, future
+
+    def due(self, now_ms: int) -> list[tuple[int, list[Record]]]:
+        """Pop the held records whose tick the watermark has reached, by tick, in offset order.
+
+        The caller applies them at their tick (closing only earlier ticks)
+        before it advances any clock past the watermark.
+        """
+        w = self.watermark_tick(now_ms)
+        cut = bisect.bisect_left(self._held, (w + 1, -1), key=lambda x: (x[0], x[1]))
+        ready, self._held = self._held[:cut], self._held[cut:]
+        out: list[tuple[int, list[Record]]] = []
+        for g, off, rec in ready:
+            self.done.add(off)
+            if out and out[-1][0] == g:
+                out[-1][1].append(rec)
+            else:
+                out.append((g, [rec]))
+        return out
+
+    def resume_offset(self, high: int) -> int:
+        """Checkpoint offset: the smallest waiting offset, else ``high`` (next to read)."""
+        return min((off for _, off, _ in self._held), default=int(high))
+
+    def covered_above(self, resume: int) -> list[int]:
+        """Offsets ``>= resume`` already in the state or dead-lettered (pruning the rest)."""
+        self.done = {o for o in self.done if o >= resume}
+        return sorted(self.done)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
+def timestamp_problems(topologies: Sequence[Any], configs: dict[str, str | None]
+                       ) -> tuple[list[str], list[str]]:
+    """``(errors, warnings)`` for the topics' reported ``message.timestamp.type``.
+
+    ``configs`` maps a topic to the value the broker reports (None: not
+    reported). Event-time input topics need ``LogAppendTime`` (the broker's
+    append time; with ``CreateTime`` a producer chooses the tick of its own
+    records, and load-dependent client batching shifts it); release topics
+    need ``CreateTime`` (the worker sets each release's timestamp to its
+    data-independent ``published_at``; ``LogAppendTime`` would publish the send
+    time, which depends on load and state size). A wrong value is an error in
+    a production topology and a warning otherwise; an unreported value is a
+    warning (the broker cannot be checked).
+
+    >>> class T:
+    ...     def __init__(self, prod):
+    ...         self.production, self.source = prod, "t.yaml"
+    ...         self.input = type("I", (), {"topic": "in"})()
+    ...         self.release = type("R", (), {"topic": "out"})()
+    ...         self.privacy = type("P", (), {"clock": "tick", "time": "event"})()
+    >>> errors, warnings = timestamp_problems([T(True)], {"in": "CreateTime", "out": None})
+    >>> errors[0][:68]
+    "t.yaml: input.topic: topic 'in' has message.timestamp.type=CreateTim"
+    >>> timestamp_problems([T(False)], {"in": "LogAppendTime", "out": "CreateTime"})
+    ([], [])
+    """
+    errors: list[str] = []
+    warnings: list[str] = []
+    for t in topologies:
+        checks = [("release.topic", t.release.topic, CREATE_TIME)]
+        if t.privacy.clock == "tick" and t.privacy.time == "event":
+            checks.insert(0, ("input.topic", t.input.topic, LOG_APPEND_TIME))
+        for path, topic, want in checks:
+            got = configs.get(topic)
+            if got == want:
+                continue
+            if got is None:
+                warnings.append(
+                    f"{t.source}: {path}: the broker does not report {TIMESTAMP_TYPE} of "
+                    f"topic {topic!r}; make sure it is {want} (docs/TOPOLOGY.md \"Event time\")")
+                continue
+            msg = (f"{t.source}: {path}: topic {topic!r} has {TIMESTAMP_TYPE}={got}, dpstream "
+                   f"needs {want}; run `kafka-configs --alter --entity-type topics "
+                   f"--entity-name {topic} --add-config {TIMESTAMP_TYPE}={want}`")
+            (errors if t.production else warnings).append(msg)
+    return errors, warnings
+
+
+def check_timestamp_types(topologies: Sequence[Any], configs: dict[str, str | None]) -> None:
+    """Log the warnings of :func:`timestamp_problems`; raise SpecError on its errors."""
+    errors, warnings = timestamp_problems(topologies, configs)
+    for w in warnings:
+        log.warning("%s", w)
+    if errors:
+        raise SpecError("; ".join(errors))
+
+
+async def describe_timestamp_types(admin: Any, topics: Iterable[str]) -> dict[str, str | None]:
+    """``{topic: message.timestamp.type or None}`` as the broker reports it (describe_configs)."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    out: dict[str, str | None] = {}
+    for topic in sorted(set(topics)):
+        out[topic] = None
+        try:
+            responses = await admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, topic)])
+        except Exception as exc:  # a broker without DescribeConfigs: reported as unknown
+            log.debug("describe_configs(%s) failed: %r", topic, exc)
+            continue
+        for resp in responses:
+            for res in resp.resources:
+                for entry in res[4]:
+                    if entry[0] == TIMESTAMP_TYPE:
+                        out[topic] = str(entry[1])
+    return out
+
+
+def topic_configs(topo: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """``(input, release)`` topic configs the worker declares topics with."""
+    inp = ({TIMESTAMP_TYPE: LOG_APPEND_TIME}
+           if topo.privacy.clock == "tick" and topo.privacy.time == "event" else {})
+    return inp, {TIMESTAMP_TYPE: CREATE_TIME}

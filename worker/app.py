@@ -6,6 +6,9 @@ plus validated topologies in, a :class:`Worker` out. The worker
 - declares every topic with an explicit partition count (input topics with
   the topology's ``input.partitions``; the checkpoint topic compacted, one
   partition) and refuses an input topic that exists with another count;
+  event-time input topics are declared ``LogAppendTime`` and release topics
+  ``CreateTime``, and the reported timestamp types are checked
+  (:func:`worker.event_time.check_timestamp_types`);
 - consumes the input topics in batches (``getmany``) in a consumer group
   (``assignment=group``; workers split the partitions, a rebalance
   checkpoints revoked partitions and restores assigned ones) or owning every
@@ -39,6 +42,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 from sketches.errors import SpecError
 from worker.checkpoint import CheckpointStore
 from worker.engine import Engine
+from worker.event_time import check_timestamp_types, describe_timestamp_types, topic_configs
 from worker.mechanisms import load_mechanisms
 from worker.metrics import Metrics
 from worker.settings import Settings
@@ -132,12 +136,15 @@ class Worker:
             wanted: dict[str, tuple[int, dict[str, str]]] = {
                 self.settings.checkpoint_topic: (1, {"cleanup.policy": "compact"})}
             for t in self.topologies:
-                wanted[t.input.topic] = (t.input.partitions, {})
-                wanted[t.release.topic] = (t.release.partitions, {})
+                input_cfg, release_cfg = topic_configs(t)  # LogAppendTime / CreateTime
+                wanted[t.input.topic] = (t.input.partitions, input_cfg)
+                wanted[t.release.topic] = (t.release.partitions, release_cfg)
                 wanted[t.dead_letter_topic] = (1, {})
             for name, (n, cfg) in wanted.items():
                 with contextlib.suppress(TopicAlreadyExistsError):
                     await admin.create_topics([NewTopic(name, n, 1, topic_configs=cfg)])
+            topics = [x for t in self.topologies for x in (t.input.topic, t.release.topic)]
+            check_timestamp_types(self.topologies, await describe_timestamp_types(admin, topics))
         finally:
             await admin.close()
 

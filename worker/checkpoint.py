@@ -6,10 +6,11 @@ Record format (version 1, little endian) of one checkpoint before chunking::
     u32 n_shards  | n_shards  x (u64 len | ShardState.to_bytes())
     u32 n_pending | n_pending x (u32 len | release envelope bytes)
 
-``meta`` = ``{"topology", "partition", "next_offset", "done"?}``: the state covers
+``meta`` = ``{"topology", "partition", "next_offset", "done"?, "watermark"?}``: the state covers
 every input record with offset < ``next_offset``, and the records whose offsets
 are listed in ``done`` (event time: records above ``next_offset`` already applied
-or dead-lettered while earlier ones waited for the watermark; absent = empty). ``pending`` holds the releases
+or dead-lettered while earlier ones waited for the watermark; absent = empty);
+``watermark`` (event time, ms) is where the restored watermark restarts. ``pending`` holds the releases
 about to be published, byte for byte (crash consistency: checkpoint first,
 then publish; on restore re-publish exactly these bytes).
 
@@ -63,6 +64,7 @@ class PartitionCheckpoint:
     shards: list[bytes] = field(default_factory=list)
     pending: list[bytes] = field(default_factory=list)
     done: list[int] = field(default_factory=list)
+    watermark: int | None = None
 
 
 def encode_checkpoint(cp: PartitionCheckpoint) -> bytes:
@@ -71,6 +73,8 @@ def encode_checkpoint(cp: PartitionCheckpoint) -> bytes:
                            "next_offset": cp.next_offset}
     if cp.done:
         doc["done"] = list(cp.done)
+    if cp.watermark is not None:
+        doc["watermark"] = int(cp.watermark)
     meta = json.dumps(doc, separators=(",", ":")).encode()
     parts = [MAGIC, struct.pack("<HI", VERSION, len(meta)), meta, struct.pack("<I", len(cp.shards))]
     for s in cp.shards:
@@ -113,7 +117,9 @@ def decode_checkpoint(data: bytes) -> PartitionCheckpoint:
         raise SerializationError("checkpoint: trailing bytes; corrupt record")
     return PartitionCheckpoint(meta["topology"], int(meta["partition"]),
                                int(meta["next_offset"]), shards, pending,
-                               [int(o) for o in meta.get("done", [])])
+                               [int(o) for o in meta.get("done", [])],
+                               None if meta.get("watermark") is None
+                               else int(meta["watermark"]))
 
 
 def head_key(topology: str, partition: int) -> bytes:

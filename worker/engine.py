@@ -239,6 +239,7 @@ class Engine:
         ps.next_offset = cp.next_offset
         if ps.events is not None:
             ps.events.done = set(cp.done)
+            ps.events.resume(cp.watermark, self.now_ms())
         for raw in cp.pending:
             doc = json.loads(raw)
             await self.sink.publish(topo.release.topic, release_key(topo.name, doc["shard"]),
@@ -463,13 +464,13 @@ class Engine:
             return
         topo = ps.topology
         t0 = time.perf_counter()
-        resume, done = ps.next_offset, []
+        resume, done, wm = ps.next_offset, [], None
         if ps.events is not None:  # event time: records still waiting are read again
             resume = ps.events.resume_offset(ps.next_offset)
-            done = ps.events.covered_above(resume)
+            done, wm = ps.events.covered_above(resume), ps.events.watermark
         cp = PartitionCheckpoint(topo.name, ps.partition, resume,
                                  [st.to_bytes() for st in ps.shards.values()],
-                                 [raw for _, _, raw, _, _ in ps.pending], done)
+                                 [raw for _, _, raw, _, _ in ps.pending], done, wm)
         written = await self.store.write(cp)
         self.metrics.checkpoint_latency.labels(topology=topo.name).observe(
             time.perf_counter() - t0)

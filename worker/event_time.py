@@ -23,6 +23,12 @@ So adding or removing a record changes only that record's own fate; the tick
 (and the late/on-time status) of every other record depends on nothing but its
 own timestamp and the wall clock when it is read.
 
+Restarts: the checkpoint keeps the watermark; a restored partition restarts it
+there and lets it catch up with the wall clock at ``CATCH_UP`` times real time
+(:meth:`EventTimeQueue.resume`), so records appended while no worker was
+running are not all late. A partition without a checkpoint starts at the wall
+clock: records already older than the allowed lateness are late.
+
 Checkpoints: a partition's ``next_offset`` is the smallest offset still waiting
 (those records are read again after a restore, with the same timestamps and
 hence the same ticks), and ``done`` lists the offsets above it that are already
@@ -59,6 +65,9 @@ from worker.decode_common import Record
 
 log = logging.getLogger(__name__)
 
+CATCH_UP = 4
+"""After a restore the watermark moves at this many times wall-clock speed until it
+is back at ``wall clock - allowed lateness`` (a fixed, data-independent ramp)."""
 LOG_APPEND_TIME = "LogAppendTime"
 CREATE_TIME = "CreateTime"
 TIMESTAMP_TYPE = "message.timestamp.type"
@@ -71,17 +80,44 @@ class EventTimeQueue:
         self.tick_ms, self.lateness_ms = int(tick_ms), int(lateness_ms)
         self._held: list[tuple[int, int, Record]] = []  # (tick, offset, record), sorted
         self._watermark: int | None = None
+        self._resumed: tuple[int, int] | None = None
         self.done: set[int] = set()
 
     def watermark_ms(self, now_ms: int) -> int:
         """The watermark ``now_ms - allowed_lateness_ms``, never moving backwards.
 
         It drives the tick schedule (releases, epoch ends). A wall clock that
-        steps back holds it where it was, so a closed tick never reopens.
+        steps back holds it where it was, so a closed tick never reopens. After
+        :meth:`resume` it restarts from the checkpointed watermark and moves at
+        ``CATCH_UP`` times wall-clock speed until it is back at ``now - lateness``.
         """
         wm = int(now_ms) - self.lateness_ms
+        if self._resumed is not None:
+            w0, t0 = self._resumed
+            ramp = w0 + (int(now_ms) - t0) * CATCH_UP
+            if ramp >= wm:
+                self._resumed = None  # caught up
+            else:
+                wm = ramp
         if self._watermark is None or wm > self._watermark:
             self._watermark = wm
+        return self._watermark
+
+    def resume(self, watermark_ms: int | None, now_ms: int) -> None:
+        """Restore: restart the watermark at the checkpointed ``watermark_ms`` (None: wall clock).
+
+        Records appended while no worker ran are then read before their ticks
+        close (unless the backlog takes longer to read than the catch-up), so a
+        restart or rebalance does not turn them into late records. The ramp
+        depends only on the checkpointed watermark and the wall clock.
+        """
+        if watermark_ms is not None and watermark_ms < int(now_ms) - self.lateness_ms:
+            self._watermark = int(watermark_ms)
+            self._resumed = (int(watermark_ms), int(now_ms))
+
+    @property
+    def watermark(self) -> int | None:
+        """The current watermark (ms; None before the first use), checkpointed."""
         return self._watermark
 
     def watermark_tick(self, now_ms: int) -> int:

@@ -10,7 +10,8 @@ Record format (version 1, little endian) of one checkpoint before chunking::
 every input record with offset < ``next_offset``, and the records whose offsets
 are listed in ``done`` (event time: records above ``next_offset`` already applied
 or dead-lettered while earlier ones waited for the watermark; absent = empty);
-``watermark`` (event time, ms) is where the restored watermark restarts. ``pending`` holds the releases
+``watermark`` (event time, ms) is where the restored watermark restarts.
+``pending`` holds the releases
 about to be published, byte for byte (crash consistency: checkpoint first,
 then publish; on restore re-publish exactly these bytes).
 

@@ -56,8 +56,8 @@ from sketches.base import lookup
 from sketches.errors import SpecError
 from worker.checkpoint import PartitionCheckpoint
 from worker.decode import DeadLetter, Decoded, Record, decode_batch
-from worker.metrics import Metrics
 from worker.epoch_params import check_hard, epoch_params, soft_changes
+from worker.metrics import Metrics
 from worker.partition import (
     NoiseFactory,
     PartitionState,

@@ -263,7 +263,11 @@ class Engine:
         current = epoch_params(topo)
         if st.params is None:
             spec = getattr(st.mechanism, "spec", None)
-            if spec is None or spec != self.specs[topo.name]:
+            try:
+                same = spec is not None and bool(spec == self.specs[topo.name])
+            except (TypeError, ValueError):  # not comparable: treat as different
+                same = False
+            if not same:
                 raise SpecError(
                     f"{topo.source}: shard {st.shard!r}: its checkpoint (shard state version 1) "
                     "does not record the privacy parameters of its epoch, and its mechanism's "
@@ -343,7 +347,8 @@ class Engine:
             return await self._drain(ps, topic, now)
         decoded = decode_batch(topo.input, recs, ps.gate)
         m.messages_in.labels(topology=topo.name).inc(len(recs))
-        return await self._apply(ps, topic, decoded, self.now_ms(), self.now_ms())
+        now = self.now_ms()
+        return await self._apply(ps, topic, decoded, now, now)
 
     async def _dead_letters(self, ps: PartitionState, topic: str,
                             dead: Sequence[DeadLetter]) -> None:

@@ -75,7 +75,8 @@ def epoch_params(topo: Topology) -> dict[str, Any]:
     return {
         "v": PARAMS_VERSION,
         "mechanism": topo.mechanism,
-        "mechanism_params": json.loads(json.dumps(dict(topo.mechanism_params), sort_keys=True)),
+        "mechanism_params": json.loads(json.dumps(dict(topo.mechanism_params), sort_keys=True,
+                                                default=str)),
         "eps": p.eps,
         "delta": p.delta,
         "relation": p.relation,

@@ -111,8 +111,11 @@ class EventTimeQueue:
         restart or rebalance does not turn them into late records. The ramp
         depends only on the checkpointed watermark and the wall clock.
         """
-        if watermark_ms is not None and watermark_ms < int(now_ms) - self.lateness_ms:
-            self._watermark = int(watermark_ms)
+        if watermark_ms is None:
+            return
+        # never below the checkpointed watermark: the restored clocks closed ticks up to it
+        self._watermark = max(int(watermark_ms), self._watermark or int(watermark_ms))
+        if watermark_ms < int(now_ms) - self.lateness_ms:
             self._resumed = (int(watermark_ms), int(now_ms))
 
     @property

@@ -239,7 +239,12 @@ class Engine:
         ps.next_offset = cp.next_offset
         if ps.events is not None:
             ps.events.done = set(cp.done)
-            ps.events.resume(cp.watermark, self.now_ms())
+            # never below a tick a restored clock has closed (a version-1 checkpoint of a
+            # processing-time state has no watermark but may have closed ticks up to now)
+            closed = [boundary_ms(topo, st.epoch, st.rounds) for st in ps.shards.values()
+                      if st.is_tick]
+            wm = max([w for w in (cp.watermark, *closed) if w is not None], default=None)
+            ps.events.resume(wm, self.now_ms())
         for raw in cp.pending:
             doc = json.loads(raw)
             await self.sink.publish(topo.release.topic, release_key(topo.name, doc["shard"]),

@@ -294,3 +294,42 @@ def test_a_restart_resumes_the_watermark_so_the_backlog_is_not_late() -> None:
                          **{f"b{k}": (T0_MS + 1000 * k) // TICK_MS - base for k in range(1, 10)}}
     st = e2.parts[("et", 0)].shards["r1"]
     assert st.rounds == (int(clock.t * 1000) - LATENESS_MS) // TICK_MS - base  # caught up
+
+
+def test_switching_to_event_time_never_reopens_a_closed_tick() -> None:
+    """A checkpoint without a watermark (processing time, or written before event time):
+    the restored watermark starts at the shards' closed ticks, so a record of an already
+    closed tick is late, never moved to the open tick."""
+    from worker.checkpoint import decode_checkpoint, encode_checkpoint
+
+    LOG.clear()
+    store, clock = MemStore(), Clock(T0_MS / 1000)
+    e1 = Engine([topo("processing")], store, MemSink(), clock=clock)
+
+    async def first() -> None:
+        await e1.assign([("in", 0)])
+        await e1.process_batch("in", 0, [(0, b"r1", b'{"r": "r1", "i": "a"}', T0_MS)])
+        clock.t += 0.05
+        await e1.on_timer()
+        await e1.checkpoint_all()
+
+    asyncio.run(first())
+    cp = decode_checkpoint(store.data[("et", 0)])
+    assert cp.watermark is None
+    blob = cp.shards[0]  # pretend the checkpoint predates `time` (version-1 state)
+    from tests.unit.test_epoch_params import _as_version_1
+
+    cp.shards = [_as_version_1(blob)]
+    store.data[("et", 0)] = encode_checkpoint(cp)
+    e2 = Engine([topo("event")], store, MemSink(), clock=clock)
+
+    async def second() -> None:
+        await e2.assign([("in", 0)])
+        await e2.process_batch("in", 0, [(1, b"r1", b'{"r": "r1", "i": "b"}', T0_MS - 100)])
+        clock.t += 1.0
+        await e2.on_timer()
+
+    asyncio.run(second())
+    assert "b" not in dict(LOG)
+    assert [json.loads(v)["reason"] for t, _, v, *_ in e2.sink.sent  # type: ignore[attr-defined]
+            if t == "dlq"] == ["late"]

@@ -457,7 +457,8 @@ class Engine:
         labels = {"topology": topo.name, "shard": st.shard}
         m = self.metrics
         m.memory.labels(**labels).set(st.mechanism.memory_bytes())
-        eps, delta = topo.privacy.eps, topo.privacy.delta
+        params = st.params or epoch_params(topo)  # the epoch's (checkpointed) parameters
+        eps, delta = params["eps"], params["delta"]
         stated = getattr(st.mechanism, "privacy", None)
         if stated is not None:  # LazyHH: the guarantee is (eps, delta_tilde), delta_tilde > delta
             guarantee = stated()

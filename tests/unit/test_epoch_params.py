@@ -95,6 +95,20 @@ def test_edited_eps_and_cap_mid_epoch_state_the_checkpointed_guarantee() -> None
         assert r["error_bound"] != first["error_bound"]
 
 
+def test_epsilon_gauge_reports_the_checkpointed_epoch_parameters() -> None:
+    store, clock = MemStore(), Clock(1_000_000.0)
+    run_epoch_start(topo(eps=4.0), store, clock, [ev(0, "r1", "a", "u1")])
+    e2 = Engine([topo(eps=0.5)], store, MemSink(), clock=clock)
+
+    async def go() -> None:
+        await e2.assign([("in", 0)])
+        await e2.on_timer()
+
+    asyncio.run(go())
+    assert e2.metrics.value("dpstream_privacy_epsilon_per_epoch", topology="views",
+                            shard="r1") == 4.0
+
+
 def test_checkpointed_unit_cap_is_applied_until_the_epoch_ends() -> None:
     """Old code applied the edited cap (20) to the old epoch's sketch (noise for cap 1)."""
     store, clock = MemStore(), Clock(1_000_000.0)

@@ -78,7 +78,8 @@ class EventTimeQueue:
 
     def __init__(self, tick_ms: int, lateness_ms: int) -> None:
         self.tick_ms, self.lateness_ms = int(tick_ms), int(lateness_ms)
-        self._held: list[tuple[int, int, Record]] = []  # (tick, offset, record), sorted
+        self._held: list[tuple[int, int, Record]] = []  # (tick, offset, record)
+        self._sorted = True  # _held sorted by (tick, offset)
         self._watermark: int | None = None
         self._resumed: tuple[int, int] | None = None
         self.done: set[int] = set()
@@ -148,7 +149,8 @@ class EventTimeQueue:
                 future.append(rec)
                 self.done.add(off)
             else:
-                bisect.insort(self._held, (g, off, rec), key=lambda x: (x[0], x[1]))
+                self._held.append((g, off, rec))
+        self._sorted = False
         return late, future
 
     def due(self, now_ms: int) -> list[tuple[int, list[Record]]]:
@@ -158,6 +160,9 @@ class EventTimeQueue:
         before it advances any clock past the watermark.
         """
         w = self.watermark_tick(now_ms)
+        if not self._sorted:  # nearly sorted already (LogAppendTime grows with the offset)
+            self._held.sort(key=lambda x: (x[0], x[1]))
+            self._sorted = True
         cut = bisect.bisect_left(self._held, (w + 1, -1), key=lambda x: (x[0], x[1]))
         ready, self._held = self._held[:cut], self._held[cut:]
         out: list[tuple[int, list[Record]]] = []

@@ -42,7 +42,12 @@ from aiokafka.errors import TopicAlreadyExistsError
 from sketches.errors import SpecError
 from worker.checkpoint import CheckpointStore
 from worker.engine import Engine
-from worker.event_time import check_timestamp_types, describe_timestamp_types, topic_configs
+from worker.event_time import (
+    TimestampTypeGuard,
+    check_timestamp_types,
+    describe_timestamp_types,
+    topic_configs,
+)
 from worker.mechanisms import load_mechanisms
 from worker.metrics import Metrics
 from worker.settings import Settings
@@ -108,6 +113,7 @@ class Worker:
             raise SpecError("DPSTREAM_BROKER: no broker configured; set host:port "
                             "(the `dpstream run` CLI starts an embedded broker instead)")
         self.settings, self.topologies = settings, list(topologies)
+        self.timestamps = TimestampTypeGuard(self.topologies)  # event time: LogAppendTime
         self.metrics = metrics or Metrics()
         self.metrics_port: int | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -251,6 +257,8 @@ class Worker:
             for tp, msgs in batches.items():
                 if self.rebalancing:
                     break  # revoked meanwhile: the restore seeks every partition again
+                if msgs:
+                    self.timestamps.check(tp.topic, msgs[0].timestamp_type)
                 records = [(m.offset, m.key, m.value, m.timestamp) for m in msgs]
                 await self.engine.process_batch(tp.topic, tp.partition, records)
 

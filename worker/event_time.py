@@ -265,6 +265,56 @@ async def describe_timestamp_types(admin: Any, topics: Iterable[str]) -> dict[st
     return out
 
 
+class TimestampTypeGuard:
+    """Checks that event-time input records really carry broker timestamps.
+
+    A broker can accept and report ``LogAppendTime`` without applying it (the
+    embedded Tansu broker does): the records then arrive with the producer's
+    ``CreateTime`` (Kafka timestamp type 0, LogAppendTime is 1) and a producer
+    chooses its records' ticks. The worker checks the type of the first record
+    of every fetched batch: a production topology fails the worker (SpecError),
+    any other logs one warning per topic.
+
+    >>> class T:
+    ...     production, source = True, "t.yaml"
+    ...     input = type("I", (), {"topic": "in"})()
+    ...     privacy = type("P", (), {"clock": "tick", "time": "event"})()
+    >>> guard = TimestampTypeGuard([T()])
+    >>> guard.check("in", 1)        # LogAppendTime: fine
+    >>> guard.check("other", 0)     # not an event-time input topic
+    >>> guard.check("in", 0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    sketches.errors.SpecError: t.yaml: input.topic: records of topic 'in' carry CreateTime ...
+    """
+
+    def __init__(self, topologies: Sequence[Any]) -> None:
+        self._topics: dict[str, tuple[bool, str]] = {}
+        for t in topologies:
+            if t.privacy.clock == "tick" and t.privacy.time == "event":
+                prod, _ = self._topics.get(t.input.topic, (False, t.source))
+                self._topics[t.input.topic] = (prod or t.production, t.source)
+        self._warned: set[str] = set()
+
+    def check(self, topic: str, timestamp_type: int) -> None:
+        """Raise (production) or warn once if ``timestamp_type`` is not LogAppendTime (1)."""
+        info = self._topics.get(topic)
+        if info is None or timestamp_type == 1:
+            return
+        production, source = info
+        msg = (f"{source}: input.topic: records of topic {topic!r} carry CreateTime "
+               f"timestamps (type {timestamp_type}) although event time needs the broker's "
+               f"LogAppendTime: the broker does not apply {TIMESTAMP_TYPE}={LOG_APPEND_TIME} "
+               "(the embedded Tansu broker reports it but keeps producer timestamps), so "
+               "producers choose their records' ticks; set the topic's "
+               f"{TIMESTAMP_TYPE} to {LOG_APPEND_TIME} on a broker that honours it")
+        if production:
+            raise SpecError(msg)
+        if topic not in self._warned:
+            self._warned.add(topic)
+            log.warning("%s (warning only: not a production topology)", msg)
+
+
 def topic_configs(topo: Any) -> tuple[dict[str, str], dict[str, str]]:
     """``(input, release)`` topic configs the worker declares topics with."""
     inp = ({TIMESTAMP_TYPE: LOG_APPEND_TIME}

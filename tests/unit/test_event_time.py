@@ -333,3 +333,21 @@ def test_switching_to_event_time_never_reopens_a_closed_tick() -> None:
     assert "b" not in dict(LOG)
     assert [json.loads(v)["reason"] for t, _, v, *_ in e2.sink.sent  # type: ignore[attr-defined]
             if t == "dlq"] == ["late"]
+
+
+def test_create_time_records_fail_production_and_warn_once_otherwise(caplog) -> None:
+    """A broker that reports LogAppendTime but keeps producer timestamps (Tansu)."""
+    from worker.event_time import TimestampTypeGuard
+
+    prod = parse_topology(TOPO.replace("name: et", "name: et\nproduction: true\n"
+                                       "shards: {allowed: [r1]}").replace(
+        "noise: {kind: zero, allow_insecure_noise: true}", "noise: {kind: secure}")
+        .replace("TIME", "event"))
+    with pytest.raises(SpecError, match="CreateTime"):
+        TimestampTypeGuard([prod]).check("in", 0)
+    TimestampTypeGuard([prod]).check("in", 1)
+    guard = TimestampTypeGuard([topo()])
+    for _ in range(3):
+        guard.check("in", 0)
+    assert sum("CreateTime" in r.message for r in caplog.records) == 1
+    TimestampTypeGuard([topo("processing")]).check("in", 0)  # processing time: no check

@@ -143,7 +143,8 @@ class Worker:
                 self.settings.checkpoint_topic: (1, {"cleanup.policy": "compact"})}
             for t in self.topologies:
                 input_cfg, release_cfg = topic_configs(t)  # LogAppendTime / CreateTime
-                wanted[t.input.topic] = (t.input.partitions, input_cfg)
+                prev = wanted.get(t.input.topic, (0, {}))[1]  # topologies sharing the topic
+                wanted[t.input.topic] = (t.input.partitions, {**prev, **input_cfg})
                 wanted[t.release.topic] = (t.release.partitions, release_cfg)
                 wanted[t.dead_letter_topic] = (1, {})
             for name, (n, cfg) in wanted.items():

@@ -258,8 +258,7 @@ class Worker:
             for tp, msgs in batches.items():
                 if self.rebalancing:
                     break  # revoked meanwhile: the restore seeks every partition again
-                if msgs:
-                    self.timestamps.check(tp.topic, msgs[0].timestamp_type)
+                self.timestamps.check_batch(tp.topic, msgs)
                 records = [(m.offset, m.key, m.value, m.timestamp) for m in msgs]
                 await self.engine.process_batch(tp.topic, tp.partition, records)
 

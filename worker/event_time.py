@@ -296,6 +296,11 @@ class TimestampTypeGuard:
                 self._topics[t.input.topic] = (prod or t.production, t.source)
         self._warned: set[str] = set()
 
+    def check_batch(self, topic: str, records: Sequence[Any]) -> None:
+        """:meth:`check` the first of a fetched batch's consumer records (if any)."""
+        if records and topic in self._topics:
+            self.check(topic, int(records[0].timestamp_type))
+
     def check(self, topic: str, timestamp_type: int) -> None:
         """Raise (production) or warn once if ``timestamp_type`` is not LogAppendTime (1)."""
         info = self._topics.get(topic)

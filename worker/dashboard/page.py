@@ -85,7 +85,9 @@ function chart(series, threshold, w, h){
   let i=0;
   for(const k in series){const c=COLORS[i++%COLORS.length];let d="",pen=false;
     for(const p of series[k]){if(p[1]===null||p[1]===undefined){pen=false;continue;}d+=(pen?"L":"M")+X(p[0]).toFixed(1)+","+Y(p[1]).toFixed(1);pen=true;}
-    s+=`<path d="${d}" fill="none" stroke="${c}" stroke-width="1.6"><title>${esc(k)}</title></path>`;}
+    s+=`<path d="${d}" fill="none" stroke="${c}" stroke-width="1.6"><title>${esc(k)}</title></path>`;
+    const pts=series[k].filter(p=>p[1]!==null&&p[1]!==undefined);
+    if(pts.length===1)s+=`<circle cx="${X(pts[0][0]).toFixed(1)}" cy="${Y(pts[0][1]).toFixed(1)}" r="3" fill="${c}"/>`;}
   s+="</svg>";
   i=0; let leg='<div class="muted">';
   for(const k in series){leg+=`<span style="color:${COLORS[i++%COLORS.length]}">&#9632;</span> ${esc(k)} &nbsp;`;}
@@ -100,7 +102,8 @@ function hhTable(hh){
     const bar=`<div class="bar"><i style="width:${Math.max(0,r.estimate)/mx*100}%"></i>`+
       `<s style="left:${Math.max(0,lo)/mx*100}%;width:${Math.max(0,hi-Math.max(0,lo))/mx*100}%"></s>`+
       (hh.threshold?`<u style="left:${hh.threshold/mx*100}%"></u>`:"")+`</div>`;
-    s+=`<tr class="hh-item"><td>${esc(r.item)}</td><td class="n">${esc(fmt(r.estimate))}</td><td class="n">[${esc(fmt(lo))}, ${esc(fmt(hi))}]</td><td>${bar}</td></tr>`;}
+    const eb=r.low!==null?`[${esc(fmt(lo))}, ${esc(fmt(hi))}]`:'<span class="muted">not stated</span>';
+    s+=`<tr class="hh-item"><td>${esc(r.item)}</td><td class="n">${esc(fmt(r.estimate))}</td><td class="n">${eb}</td><td>${bar}</td></tr>`;}
   return s+`</table><p class="muted">threshold ${esc(fmt(hh.threshold))} (red line)`+
     (hh.coverage?`; every item with a true count above ${esc(fmt(hh.coverage))} is listed`:"")+`</p>`;
 }
@@ -177,6 +180,7 @@ document.addEventListener("submit",e=>{const f=e.target.closest("form.qf");if(!f
   const t=f.dataset.topo,item=f.item.value.trim();if(item)runQuery(t,sel[t],item,false);});
 const params=new URLSearchParams(location.search);
 if(params.get("query")&&params.get("topology")){queries[params.get("topology")]={item:params.get("query"),shard:params.get("shard")||"r1"};sel[params.get("topology")]=params.get("shard")||"r1";}
+for(const s of (params.get("select")||"").split(",")){const i=s.lastIndexOf(":");if(i>0)sel[s.slice(0,i)]=s.slice(i+1);}
 refresh(); setInterval(refresh, Number(params.get("refresh_ms")||1000));
 </script></body></html>
 """

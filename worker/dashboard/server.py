@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout, web
@@ -46,11 +46,13 @@ class Dashboard:
 
     def __init__(self, bootstrap: str, topics: Sequence[str], *,
                  metrics_url: str | None = None, client_options: Mapping[str, Any] | None = None,
-                 history: int = 120, metrics_every_s: float = 2.0) -> None:
+                 history: int = 120, metrics_every_s: float = 2.0,
+                 metrics_text: Callable[[], str] | None = None) -> None:
         if not topics:
             raise SpecError("dashboard: no release topic; pass --topic T or --topology FILE")
         self.bootstrap, self.topics = bootstrap, sorted(set(topics))
         self.metrics_url = metrics_url
+        self.metrics_text = metrics_text  # in-process exposition text (Faust embedding)
         self.metrics_every_s = metrics_every_s
         self.state = DashboardState(history=history)
         self.probe = MetricsProbe()
@@ -96,7 +98,7 @@ class Dashboard:
     async def start_background(self) -> None:
         """Start following releases (and polling metrics); no HTTP server."""
         self._tasks.append(asyncio.create_task(self._follow(), name="dashboard-follow"))
-        if self.metrics_url:
+        if self.metrics_url or self.metrics_text:
             self._tasks.append(asyncio.create_task(self._poll_metrics(), name="dashboard-metrics"))
 
     async def serve(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> int:
@@ -167,12 +169,14 @@ class Dashboard:
             await consumer.stop()
 
     async def _poll_metrics(self) -> None:
-        assert self.metrics_url is not None
         async with ClientSession(timeout=ClientTimeout(total=5)) as session:
             while True:
                 try:
-                    async with session.get(self.metrics_url) as resp:
-                        text = await resp.text()
+                    if self.metrics_text is not None:
+                        text = self.metrics_text()
+                    else:
+                        async with session.get(str(self.metrics_url)) as resp:
+                            text = await resp.text()
                     self.metrics = self.probe.update(text, time.monotonic())
                     self.probe.error = None
                 except Exception as exc:  # the worker may be down: show it, keep going

@@ -66,13 +66,13 @@ def error_interval(estimate: float, bound: Any) -> tuple[float | None, float | N
     """
     if not isinstance(bound, Mapping):
         return None, None
-    lo, up = bound.get("lower"), bound.get("upper")
-    if _num(lo) and _num(up):
-        return estimate - float(up), estimate - float(lo)
+    lo, up = _float(bound.get("lower")), _float(bound.get("upper"))
+    if lo is not None and up is not None:
+        return estimate - up, estimate - lo
     for key in SYMMETRIC_BOUND_KEYS:
-        b = bound.get(key)
-        if _num(b):
-            return estimate - float(b), estimate + float(b)
+        b = _float(bound.get(key))
+        if b is not None:
+            return estimate - b, estimate + b
     return None, None
 
 
@@ -154,8 +154,8 @@ class DashboardState:
     @staticmethod
     def _point(env: Envelope) -> _Point:
         payload = env["payload"]
-        at = env.get("published_at")
-        pt = _Point(published_at=int(at) if _num(at) else 0, epoch=env["epoch"], seq=env["seq"])
+        at = _float(env.get("published_at"))
+        pt = _Point(published_at=int(at or 0), epoch=env["epoch"], seq=env["seq"])
         if payload.get("kind") == "heavy_hitters":
             pt.hh = {str(i.get("item")): float(i["estimate"])
                      for i in payload.get("items") or [] if _num(i.get("estimate"))}
@@ -194,7 +194,7 @@ class DashboardState:
     def view(self) -> dict[str, Any]:
         """JSON-ready view: per topology its privacy picture and shards."""
         topos: dict[str, dict[str, Any]] = {}
-        for (topo, shard), sh in sorted(self._shards.items()):
+        for (topo, _shard), sh in sorted(self._shards.items()):
             env = sh.latest
             t = topos.setdefault(topo, {"topology": topo, "privacy": {
                 k: env.get(k) for k in PRIVACY_FIELDS}, "shards": [], "releases": 0,
@@ -209,13 +209,12 @@ class DashboardState:
     def _shard_view(self, sh: _Shard) -> dict[str, Any]:
         env, payload = sh.latest, sh.latest["payload"]
         kind = payload.get("kind")
-        horizon, rounds = env.get("horizon"), env.get("rounds")
+        horizon, rounds = _float(env.get("horizon")), _float(env.get("rounds"))
         out: dict[str, Any] = {
             "shard": env["shard"], "kind": kind, "mechanism": env.get("mechanism"),
             "epoch": env["epoch"], "seq": env["seq"], "final": env.get("final"),
-            "rounds": rounds, "horizon": horizon,
-            "progress": (float(rounds) / float(horizon)
-                         if _num(rounds) and _num(horizon) and horizon else None),
+            "rounds": env.get("rounds"), "horizon": env.get("horizon"),
+            "progress": rounds / horizon if rounds is not None and horizon else None,
             "published_at": env.get("published_at"), "releases": sh.received,
             "private": is_private(env), "noise_kind": noise_kind(env),
             "not_private_seen": sh.not_private_seen, "error_bound": env.get("error_bound"),
@@ -235,7 +234,7 @@ class DashboardState:
     def _hh_view(self, sh: _Shard) -> dict[str, Any]:
         payload = sh.latest["payload"]
         bound = payload.get("error_bound", sh.latest.get("error_bound"))
-        items = []
+        items: list[dict[str, Any]] = []
         for it in payload.get("items") or []:
             est = _float(it.get("estimate"))
             if est is None:
@@ -244,7 +243,7 @@ class DashboardState:
             items.append({"item": str(it.get("item")), "estimate": est, "low": lo, "high": hi})
         items.sort(key=lambda r: -r["estimate"])
         # series: the items that are top-`top` now, across the kept releases
-        names = [r["item"] for r in items[: self.top]]
+        names = [str(r["item"]) for r in items[: self.top]]
         series = {n: [[pt.published_at, pt.hh.get(n)] for pt in sh.history
                       if pt.hh is not None] for n in names}
         thresholds = _float(payload.get("threshold"))
@@ -259,8 +258,9 @@ class DashboardState:
 def payload_table(payload: Mapping[str, Any], max_rows: int = 50) -> dict[str, Any]:
     """A windowed payload as a table: scalar fields, plus the first list of records.
 
-    >>> payload_table({"kind": "quantiles", "n": 5, "rows": [{"q": 0.5, "v": 3}]})
-    {'fields': [['kind', 'quantiles'], ['n', 5]], 'columns': ['q', 'v'], 'rows': [[0.5, 3]], 'name': 'rows'}
+    >>> t = payload_table({"kind": "quantiles", "n": 5, "rows": [{"q": 0.5, "v": 3}]})
+    >>> t["fields"], t["columns"], t["rows"], t["name"]
+    ([['kind', 'quantiles'], ['n', 5]], ['q', 'v'], [[0.5, 3]], 'rows')
     """
     fields = [[k, v] for k, v in payload.items()
               if isinstance(v, (str, int, float, bool)) or v is None]

@@ -67,7 +67,7 @@ from worker.faust_embed import add_dpstream
 app = faust.App("bench-{variant}", broker="kafka://{broker}", store="memory://",
                 web_host="127.0.0.1", web_port={web}, broker_session_timeout=6.0,
                 broker_heartbeat_interval=1.0, consumer_auto_offset_reset="earliest",
-                topic_disable_leader=True)
+                datadir="{datadir}")
 dp = add_dpstream(app, ["{topology}"], dashboard=False)
 MODE = "{mode}"
 if MODE != "batch":
@@ -150,12 +150,13 @@ def run(variant: str, broker: str, source: str, n: int, tmp: Path) -> float:
     web = free_port()
     script = tmp / f"app_{variant.replace('-', '_')}.py"
     script.write_text(APP.format(variant=variant, broker=broker, web=web, topology=topo,
+                                 datadir=tmp / f"{variant}-data",
                                  mode=mode, source=source))
     env = dict(os.environ, PYTHONPATH=str(ROOT), DPSTREAM_GROUP_ID=f"bench-{variant}-g",
                DPSTREAM_CHECKPOINT_TOPIC=f"bench-{variant}-ck")
     env.pop("DPSTREAM_BROKER", None)
     log = open(tmp / f"{variant}.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(script), "worker", "-l", "warning"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, str(script), "worker", "-l", "warn"], cwd=ROOT,
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{web}/dpstream/metrics"
     try:

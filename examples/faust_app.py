@@ -18,7 +18,8 @@ Environment (all optional): ``EXAMPLE_BROKER`` (host:port), ``EXAMPLE_WEB_PORT``
 (6066), ``EXAMPLE_SOURCE_TOPIC`` (the agent's source, ``netflow``),
 ``EXAMPLE_TOPOLOGIES`` (comma-separated files or directories, default
 ``examples/topologies``), ``EXAMPLE_FEED_TOPOLOGY`` (the topology the agent
-feeds, ``faust-agent-dst-prefixes``), ``EXAMPLE_APP_ID`` (``netops``).
+feeds, ``faust-agent-dst-prefixes``), ``EXAMPLE_APP_ID`` (``netops``),
+``EXAMPLE_DATADIR`` (Faust's data directory, ``netops-data``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ app = faust.App(
     broker_session_timeout=6.0,       # short group joins on the embedded broker
     broker_heartbeat_interval=1.0,
     consumer_auto_offset_reset="earliest",
-    topic_disable_leader=True,
+    datadir=os.environ.get("EXAMPLE_DATADIR", "netops-data"),
 )
 
 # dpstream's topologies join the app: started after the app's services, stopped

@@ -64,7 +64,8 @@ def test_example_faust_app_runs_both_paths(broker: EmbeddedBroker, unique: str,
     env = dict(os.environ, PYTHONPATH=str(ROOT), EXAMPLE_BROKER=broker.bootstrap,
                EXAMPLE_WEB_PORT=str(web), EXAMPLE_SOURCE_TOPIC=f"{unique}-flows",
                EXAMPLE_TOPOLOGIES=str(topo), EXAMPLE_FEED_TOPOLOGY=f"{unique}-agent",
-               EXAMPLE_APP_ID=f"{unique}-app", DPSTREAM_GROUP_ID=f"{unique}-g",
+               EXAMPLE_APP_ID=f"{unique}-app", EXAMPLE_DATADIR=str(tmp_path / "faust-data"),
+               DPSTREAM_GROUP_ID=f"{unique}-g",
                DPSTREAM_CHECKPOINT_TOPIC=f"{unique}-ck")
     env.pop("DPSTREAM_BROKER", None)  # the app's broker setting must be used
     log_path = tmp_path / "app.log"

@@ -14,9 +14,11 @@ app's web server by :mod:`worker.faust_embed`):
 - ``GET /api/query?topology=T&shard=S&item=X`` a point query on the latest
   sketch release of ``T/S``, with its error bound and time series.
 
-The follower reads every partition of the release topics from the beginning
-(no consumer group, nothing committed) with aiokafka; topics that do not
-exist yet are retried until they do.
+The follower reads every partition of the release topics (no consumer group,
+nothing committed) with aiokafka, starting ``replay`` records before each
+partition's end (``--replay``, default 5000; 0 replays everything), so a
+dashboard started on a topic with days of releases is ready at once; topics
+that do not exist yet are retried until they do.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class Dashboard:
 
     def __init__(self, bootstrap: str, topics: Sequence[str], *,
                  metrics_url: str | None = None, client_options: Mapping[str, Any] | None = None,
-                 history: int = 120, metrics_every_s: float = 2.0,
+                 history: int = 120, metrics_every_s: float = 2.0, replay: int = 5000,
                  metrics_text: Callable[[], str] | None = None) -> None:
         if not topics:
             raise SpecError("dashboard: no release topic; pass --topic T or --topology FILE")
@@ -54,6 +56,9 @@ class Dashboard:
         self.metrics_url = metrics_url
         self.metrics_text = metrics_text  # in-process exposition text (Faust embedding)
         self.metrics_every_s = metrics_every_s
+        if replay < 0:
+            raise SpecError(f"dashboard: replay must be >= 0 records, got {replay}")
+        self.replay = replay
         self.state = DashboardState(history=history)
         self.probe = MetricsProbe()
         self.metrics: dict[str, Any] = {}
@@ -148,8 +153,7 @@ class Dashboard:
                         new = wanted - assigned
                         assigned |= new
                         consumer.assign(sorted(assigned))
-                        for tp in new:
-                            consumer.seek(tp, 0)
+                        await self._position(consumer, sorted(new))
                     missing = [t for t in self.topics
                                if not any(tp.topic == t for tp in assigned)]
                     self.follower_error = (f"waiting for topic(s) {missing}" if missing
@@ -167,6 +171,17 @@ class Dashboard:
                             self.state.add(rec.value)
         finally:
             await consumer.stop()
+
+    async def _position(self, consumer: Any, tps: list[Any]) -> None:
+        """Start ``replay`` records before each partition's end (0: its beginning)."""
+        first = await consumer.beginning_offsets(tps)
+        if not self.replay:
+            for tp in tps:
+                consumer.seek(tp, first[tp])
+            return
+        last = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, max(first[tp], last[tp] - self.replay))
 
     async def _poll_metrics(self) -> None:
         async with ClientSession(timeout=ClientTimeout(total=5)) as session:
@@ -205,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--metrics-url", help="the worker's Prometheus endpoint, e.g. "
                     "http://127.0.0.1:9108/metrics (throughput and lag)")
     ap.add_argument("--history", type=int, default=120, help="releases kept per shard")
+    ap.add_argument("--replay", type=int, default=5000,
+                    help="records read before each partition's end at start (0: all)")
     ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
     return ap
 
@@ -232,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bootstrap, opts = _bootstrap(args.broker)
         topics = list(args.topic) + (topics_of(args.topology) if args.topology else [])
         dash = Dashboard(bootstrap, topics, metrics_url=args.metrics_url,
-                         client_options=opts, history=args.history)
+                         client_options=opts, history=args.history, replay=args.replay)
         port = await dash.serve(args.host, args.port)
         print(f"dpstream dashboard: http://{args.host}:{port}/ (topics {', '.join(dash.topics)})",
               flush=True)

@@ -8,7 +8,7 @@ topology, on the embedded broker:
   itself (batched ``getmany``; no agent);
 - ``agent-json-take``: a Faust agent reads the JSON source with
   ``stream.take(5000, within=0.2)`` and sends one columnar message per router
-  and batch with ``Feed.send_columnar``;
+  and batch with ``Feed.send_columnar_many``;
 - ``agent-json-per-event``: a Faust agent sends each event with
   ``Feed.send`` (waits for the broker's ack per event: the low-rate path);
 - ``agent-columnar``: a Faust agent reads a columnar source (5,000 events per
@@ -85,8 +85,7 @@ if MODE != "batch":
                 for raw in values:
                     d = json.loads(raw)
                     by[d["router"]].append(d["dst_prefix"])
-                for r, items in by.items():
-                    await feed.send_columnar(r, items)
+                await feed.send_columnar_many(by)
         else:
             async for raw in stream:
                 d = json.loads(raw)

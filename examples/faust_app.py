@@ -70,8 +70,7 @@ async def to_dpstream(stream: faust.StreamT[bytes]) -> None:
                 await feed.send_columnar(str(doc["shard"]), doc["item"])
                 continue
             by_router[str(doc["router"])].append(str(doc["dst_prefix"]))
-        for router, items in by_router.items():
-            await feed.send_columnar(router, items)
+        await feed.send_columnar_many(by_router)   # one message per router, acked together
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ When the app's web server is enabled, dpstream serves on it (no second port):
 :meth:`DPStream.feed`: ``await feed.send(shard, event)`` per event (JSON
 topologies; for low-rate topics) or ``await feed.send_columnar(shard, items)``
 per batch (columnar topologies; one message for many events, so the
-per-message cost of Faust's consumer and of Kafka is amortised). A feed
+per-message cost of Faust's consumer and of Kafka is amortised), or
+``await feed.send_columnar_many({shard: items, ...})`` for a batch of several
+shards (all messages in flight together). A feed
 writes to the topology's input topic, keyed by shard and in the partition
 the default partitioner picks (what ``worker/routing.py`` requires), and
 waits for the broker's acknowledgement before it returns, so an event the
@@ -83,9 +85,17 @@ class Feed:
         return int(DefaultPartitioner()(key, self._parts, self._parts))
 
     async def _send(self, shard: str, value: bytes) -> None:
+        await self._send_all([(shard, value)])
+
+    async def _send_all(self, messages: Sequence[tuple[str, bytes]]) -> None:
+        """Enqueue every message, then wait for every acknowledgement."""
         producer = self._dp.worker.producer
-        key = shard.encode()
-        await (await producer.send(self.topic, value, key=key, partition=self._partition(key)))
+        futures = []
+        for shard, value in messages:
+            key = shard.encode()
+            futures.append(await producer.send(self.topic, value, key=key,
+                                               partition=self._partition(key)))
+        await asyncio.gather(*futures)
 
     async def send(self, shard: str, event: Mapping[str, Any] | bytes) -> None:
         """One event (a dict, JSON-encoded here, or the JSON bytes) of ``shard``.
@@ -105,18 +115,35 @@ class Feed:
                             weights: Sequence[Any] | None = None,
                             units: Sequence[Any] | None = None) -> None:
         """Many events of ``shard`` as one columnar message (worker/decode_columnar.py)."""
+        self._columnar()
+        if items:
+            await self._send(shard, _columnar_doc(shard, items, weights, units))
+
+    async def send_columnar_many(self, batches: Mapping[str, Sequence[Any]]) -> None:
+        """One columnar message per shard of ``{shard: items}``, acknowledged together.
+
+        Faster than one :meth:`send_columnar` per shard: the messages are in
+        flight at the same time instead of one acknowledgement after another.
+        """
+        self._columnar()
+        await self._send_all([(shard, _columnar_doc(shard, items, None, None))
+                              for shard, items in batches.items() if items])
+
+    def _columnar(self) -> None:
         if self.topology.input.encoding != "columnar":
             raise SpecError(f"{self.topology.source}: input.encoding is "
-                            f"{self.topology.input.encoding!r}; send_columnar() needs a "
+                            f"{self.topology.input.encoding!r}; columnar sends need a "
                             "topology with input.encoding: columnar")
-        if not items:
-            return
-        doc: dict[str, Any] = {"v": 1, "shard": shard, "item": list(items)}
-        if weights is not None:
-            doc["weight"] = list(weights)
-        if units is not None:
-            doc["unit"] = list(units)
-        await self._send(shard, json.dumps(doc, separators=(",", ":")).encode())
+
+
+def _columnar_doc(shard: str, items: Sequence[Any], weights: Sequence[Any] | None,
+                  units: Sequence[Any] | None) -> bytes:
+    doc: dict[str, Any] = {"v": 1, "shard": shard, "item": list(items)}
+    if weights is not None:
+        doc["weight"] = list(weights)
+    if units is not None:
+        doc["unit"] = list(units)
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 class DPStream:

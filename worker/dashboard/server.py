@@ -107,17 +107,15 @@ class Dashboard:
             self._tasks.append(asyncio.create_task(self._poll_metrics(), name="dashboard-metrics"))
 
     async def serve(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> int:
-        """Start the background tasks and an HTTP server; return the bound port."""
-        await self.start_background()
+        """Start an HTTP server and the background tasks; return the bound port."""
         app = web.Application()
         app.add_routes(self.routes())
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self.port = int(sockets[0].getsockname()[1]) if sockets else port
+        self.port = int(self._runner.addresses[0][1])
+        await self.start_background()
         return self.port
 
     async def stop(self) -> None:
@@ -138,8 +136,8 @@ class Dashboard:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
                                     enable_auto_commit=False, auto_offset_reset="earliest",
                                     **self._client_options)
-        await consumer.start()
         try:
+            await consumer.start()
             assigned: set[Any] = set()
             next_check = 0.0
             while True:
@@ -160,6 +158,9 @@ class Dashboard:
                                            else None)
                     next_check = time.monotonic() + (0.5 if missing else 10.0)
                     if missing:
+                        # aiokafka has no public refresh of its metadata cache; the same
+                        # call as worker.reader.ReleaseReader (an all-topics request,
+                        # which never auto-creates the missing topic)
                         await consumer._client.force_metadata_update()
                 if not assigned:
                     await asyncio.sleep(0.5)
@@ -284,7 +285,13 @@ def demo_extra(broker: str, port: int, host: str = "127.0.0.1") -> Any:
         dash = Dashboard(broker, [t.release.topic for t in worker.topologies],
                          metrics_url=metrics,
                          client_options=worker.settings.kafka_security_kwargs())
-        bound = await dash.serve(host, port)
+        try:
+            bound = await dash.serve(host, port)
+        except OSError as exc:  # e.g. the port is taken: the demo runs on without it
+            await dash.stop()
+            log.warning("dashboard not started on %s:%d (%s); pass --dashboard-port N "
+                        "(0: none)", host, port, exc)
+            return
         print(f"dpstream demo: dashboard on http://{host}:{bound}/", flush=True)
         try:
             await asyncio.Event().wait()

@@ -5,7 +5,8 @@ by the demo producer (`python -m worker.demo_producer`, subprocess): LazyHH
 heavy sources and a LazyCMS prefix sketch (secure noise, like the demo's, but
 eps 4 and a smaller event bound so that heavy hitters pass the threshold
 within seconds). A zero-noise release (``"private": false``) written to a
-third topic must raise the NOT PRIVATE banner. `dpstream dashboard` (subprocess) follows the
+third topic must raise the NOT PRIVATE banner, and its HTML-like item label
+must appear as text, not markup. `dpstream dashboard` (subprocess) follows the
 release topics and the worker's metrics. Chromium loads the page
 (`--dump-dom` after a virtual-time budget, so the polling script has run) and
 the test asserts what a user must see: heavy hitters with their estimates,
@@ -101,7 +102,10 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
             "rounds": 1, "horizon": 10, "published_at": int(time.time() * 1000),
             "private": False, "noise_kind": "zero", "error_bound": None,
             "payload": {"kind": "heavy_hitters", "threshold": 1.0,
-                        "items": [{"item": "10.9.9.9", "estimate": 5}]}}
+                        "items": [{"item": "10.9.9.9", "estimate": 5},
+                                  # labels are public but anyone producing events may
+                                  # shape them: the page must show them as text
+                                  {"item": '<img src=x id="xss">', "estimate": 4}]}}
     asyncio.run(create_topic(broker.bootstrap, f"{unique}-zero-out", 1))
     asyncio.run(produce(broker.bootstrap, f"{unique}-zero-out",
                         [(b"z/r0", json.dumps(zero).encode())]))
@@ -183,6 +187,8 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         assert 'id="not-private"' in dom and f"releases of {unique}-zero" in dom
         assert f"releases of {unique}-hh" not in dom
         assert "events/s" in dom
+        assert '&lt;img src=x id="xss"&gt;' in dom, dom[-3000:]   # a text node
+        assert "<img" not in dom                                     # no element
         shot = (ROOT / "results" / "dashboard.png"
                 if os.environ.get("DPSTREAM_UPDATE_SCREENSHOT") else tmp_path / "dashboard.png")
         res = _chromium("--virtual-time-budget=8000", "--window-size=1280,1500",

@@ -114,3 +114,22 @@ def test_metrics_probe_rate_and_counter_reset() -> None:
     assert out["a"] == {"events_total": 300.0, "events_per_s": 100.0, "lag_messages": 7.0}
     # a restarted worker starts from 0: no negative rate
     assert p.update(text.format(v=10), now=4.0)["a"]["events_per_s"] is None
+
+
+def test_windowed_quantiles_release_becomes_the_last_window_table() -> None:
+    """A windowed payload that is neither a sketch nor heavy hitters (dyadic_quantiles'
+    shape, sketches/dyadic_quantiles.py) is shown as its last window's table."""
+    payload = {"kind": "quantiles", "bits": 32, "n_estimate": 1234.0,
+               "quantiles": [{"phi": 0.5, "value": 80}, {"phi": 0.99, "value": 1500}],
+               "error_bound": {"beta": 0.05, "rank_noise_abs_max": 40.0}}
+    env = {"schema_version": 1, "topology": "q", "shard": "all", "epoch": 7, "seq": 0,
+           "final": True, "mechanism": "dyadic_quantiles", "eps": 1.0, "delta": 1e-6,
+           "payload": payload}
+    st = DashboardState()
+    st.add(json.dumps(env).encode())
+    card = st.view()["topologies"][0]["shards"][0]
+    assert card["final"] is True and card["kind"] == "quantiles"
+    table = card["table"]
+    assert table["name"] == "quantiles" and table["columns"] == ["phi", "value"]
+    assert table["rows"] == [[0.5, 80], [0.99, 1500]]
+    assert ["n_estimate", 1234.0] in table["fields"]

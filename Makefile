@@ -1,5 +1,6 @@
 # dpstream: two commands on a fresh machine.
-#   make demo   - embedded broker + demo producer + worker, releases printed, metrics on :9108
+#   make demo   - embedded broker + demo producer + worker, releases printed, metrics on :9108,
+#                 dashboard on http://127.0.0.1:8050/
 #   make test   - the whole test suite (starts its own embedded broker)
 PYTHON ?= python3
 VENV   ?= .venv
@@ -16,15 +17,16 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: install
+	@echo "dpstream demo: the dashboard will be on http://127.0.0.1:8050/ (Ctrl-C stops everything)"
 	$(BIN)/dpstream demo
 
 test: install
-	$(BIN)/ruff check sketches worker tests benchmarks scripts
+	$(BIN)/ruff check sketches worker tests benchmarks scripts examples
 	$(BIN)/mypy sketches worker
 	$(BIN)/python -m pytest -q --doctest-modules sketches worker tests
 
 lint: install
-	$(BIN)/ruff check sketches worker tests benchmarks scripts
+	$(BIN)/ruff check sketches worker tests benchmarks scripts examples
 	$(BIN)/mypy sketches worker
 
 bench: install

@@ -10,6 +10,9 @@
     prints releases as they are published.
 ``dpstream tail ...`` / ``dpstream query ...``
     Read releases (see ``worker.reader``).
+``dpstream dashboard ...``
+    Live web page over release topics (see ``worker.dashboard.server``);
+    ``dpstream demo`` serves it on ``--dashboard-port`` (default 8050).
 
 Examples
 --------
@@ -53,9 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     _faust_flags(demo)
     demo.add_argument("--rate", type=float, default=20000.0, help="events per second")
     demo.add_argument("--seconds", type=float, default=None, help="stop after this long")
+    demo.add_argument("--dashboard-port", type=int, default=8050,
+                      help="serve the dashboard (dpstream dashboard) on this port; 0: none")
     sub.add_parser("tail", help="tail a release topic (see dpstream tail -h)", add_help=False)
     sub.add_parser("query", help="point queries on releases (see dpstream query -h)",
                    add_help=False)
+    sub.add_parser("dashboard", help="live web page over release topics "
+                   "(see dpstream dashboard -h)", add_help=False)
     return p
 
 
@@ -172,7 +179,8 @@ def _demo_extras(settings: Settings, rate: float) -> list[Extra]:
     return [produce, show]
 
 
-async def _demo(settings: Settings, rate: float, seconds: float | None) -> None:
+async def _demo(settings: Settings, rate: float, seconds: float | None,
+                more: Sequence[Extra] = ()) -> None:
     from worker.app import create_worker
 
     worker = create_worker(settings, DEMO_TOPOLOGIES)
@@ -181,7 +189,7 @@ async def _demo(settings: Settings, rate: float, seconds: float | None) -> None:
         loop.add_signal_handler(sig, worker.request_stop)
     await worker.start()
     tasks: list[asyncio.Task[None]] = [asyncio.create_task(fn(worker))
-                                       for fn in _demo_extras(settings, rate)]
+                                       for fn in [*_demo_extras(settings, rate), *more]]
     if seconds:
         loop.call_later(seconds, worker.request_stop)
     try:
@@ -220,7 +228,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if args.faust:
             from worker.app import create_faust_app
 
-            extras = list(_demo_extras(settings, args.rate))
+            extras = list(_demo_extras(settings, args.rate)) + _dashboard(settings, args)
             if args.seconds:
                 seconds = float(args.seconds)
 
@@ -231,13 +239,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 extras.append(stop_later)
             app = create_faust_app(settings, DEMO_TOPOLOGIES, extras=extras)
             return _run_faust(app, settings)
-        asyncio.run(_demo(settings, args.rate, args.seconds))
+        asyncio.run(_demo(settings, args.rate, args.seconds, _dashboard(settings, args)))
     return 0
+
+
+def _dashboard(settings: Settings, args: argparse.Namespace) -> list[Extra]:
+    """The demo's dashboard as an extra (none with ``--dashboard-port 0``)."""
+    if not args.dashboard_port:
+        return []
+    from worker.dashboard.server import demo_extra
+
+    return [demo_extra(str(settings.broker), args.dashboard_port)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dpstream`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "dashboard":
+        from worker.dashboard.server import main as dashboard_main
+
+        return int(dashboard_main(argv[1:]) or 0)
     if argv and argv[0] in ("tail", "query"):
         import importlib
 

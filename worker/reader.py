@@ -3,8 +3,11 @@
 Releases are public (docs/RELEASES.md, envelope schema versions 1 and 2), so reading
 them is post-processing and costs no privacy budget. :class:`ReleaseIndex` is
 the pure part (parse, validate, keep the latest); :class:`ReleaseReader` tails
-a release topic with aiokafka into an index; :func:`tail_main` and
-:func:`query_main` are the ``dpstream tail`` / ``dpstream query`` commands.
+a release topic with aiokafka into an index (asyncio code);
+:class:`worker.reader_confluent.ConfluentReleaseReader` is the synchronous
+confluent-kafka reader for scripts and notebooks; :func:`tail_main` (on
+confluent-kafka) and :func:`query_main` are the ``dpstream tail`` /
+``dpstream query`` commands.
 
 A release may be seen twice after a worker crash (identical bytes); the index
 keeps the highest ``(epoch, seq)`` per ``(topology, shard)``, so duplicates and
@@ -269,36 +272,58 @@ def _common(ap: argparse.ArgumentParser) -> None:
 
 
 def tail_main(argv: Sequence[str] | None = None) -> int:
-    """``dpstream tail --topic T [--json] [--count N] [--seconds S]``: print releases."""
+    """``dpstream tail --topic T [--from-beginning] [--json] [--count N] [--seconds S]``.
+
+    Prints releases as they are published (from now on; ``--from-beginning``
+    replays the topic first). A release that is not private (``private:
+    false`` or fast/zero noise, :mod:`worker.release_status`) is marked
+    ``[NOT PRIVATE ...]`` (with ``--json``: on stderr, the JSON line unchanged).
+    Reads with confluent-kafka (:class:`worker.reader_confluent.ConfluentReleaseReader`).
+    """
     from worker.publish import summarize_release
+    from worker.reader_confluent import ConfluentReleaseReader, librdkafka_security
+    from worker.release_status import privacy_note
 
     ap = argparse.ArgumentParser(prog="dpstream tail", description=tail_main.__doc__)
     _common(ap)
+    ap.add_argument("--from-beginning", action="store_true",
+                    help="replay the topic from its first release (default: from now on)")
     ap.add_argument("--json", action="store_true", help="print each envelope as JSON")
     ap.add_argument("--count", type=int, default=0, help="stop after N releases (0: never)")
     ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
     args = ap.parse_args(argv)
+    try:
+        if args.broker:
+            bootstrap, conf = args.broker, {}
+        else:
+            from worker.settings import Settings
 
-    async def run() -> int:
-        bootstrap, opts = _bootstrap(args.broker)
+            bootstrap = _bootstrap(None)[0]
+            conf = librdkafka_security(Settings.from_env())
         printed = 0
-        deadline = time.monotonic() + args.seconds if args.seconds else None
-        async with ReleaseReader(bootstrap, args.topic, client_options=opts) as rd:
-            while deadline is None or time.monotonic() < deadline:
-                fetched = await rd._consumer.getmany(timeout_ms=500)
-                for records in fetched.values():
-                    for rec in records:
-                        if rec.value is None:
-                            continue
-                        rd.add(rec.value)
-                        print(rec.value.decode() if args.json else summarize_release(rec.value),
-                              flush=True)
-                        printed += 1
-                        if args.count and printed >= args.count:
-                            return 0
-        return 0
-
-    return _run_cli(run)
+        with ConfluentReleaseReader(bootstrap, args.topic, from_beginning=args.from_beginning,
+                                    config=conf) as rd:
+            for raw, env in rd.records(timeout_s=args.seconds or None):
+                note = privacy_note(env) if env is not None else ""
+                if args.json:
+                    print(raw.decode(errors="replace"), flush=True)
+                    if note:
+                        print(f"dpstream tail: {note}: {env and env['topology']}/"
+                              f"{env and env['shard']} epoch {env and env['epoch']} "
+                              f"seq {env and env['seq']}", file=sys.stderr, flush=True)
+                else:
+                    line = summarize_release(raw)
+                    print(f"[{note}] {line}" if note else line, flush=True)
+                printed += 1
+                if args.count and printed >= args.count:
+                    break
+    except (KeyError, SpecError, SerializationError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"dpstream: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
 
 
 def query_main(argv: Sequence[str] | None = None) -> int:

@@ -136,7 +136,7 @@ def test_query_and_tail_cli(broker: EmbeddedBroker, unique: str,
     assert query_main(["--broker", broker.bootstrap, "--topic", unique, "--shard", "r7"]) == 2
     assert "pass topology" in capsys.readouterr().err
     rc = tail_main(["--broker", broker.bootstrap, "--topic", unique, "--count", "2",
-                    "--seconds", "30"])
+                    "--seconds", "30", "--from-beginning"])
     assert rc == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and lines[1].startswith("hh/r7 epoch 1 seq 4")

@@ -1,0 +1,207 @@
+"""The dashboard in a real browser: headless Chromium against a running worker.
+
+A `dpstream run` worker (subprocess, session broker) runs three topologies fed
+by the demo producer (`python -m worker.demo_producer`, subprocess): LazyHH
+heavy sources and a LazyCMS prefix sketch (secure noise, like the demo's, but
+eps 4 and a smaller event bound so that heavy hitters pass the threshold
+within seconds). A zero-noise release (``"private": false``) written to a
+third topic must raise the NOT PRIVATE banner, and its HTML-like item label
+must appear as text, not markup. `dpstream dashboard` (subprocess) follows the
+release topics and the worker's metrics. Chromium loads the page
+(`--dump-dom` after a virtual-time budget, so the polling script has run) and
+the test asserts what a user must see: heavy hitters with their estimates,
+the budget, the query answer, throughput and the banner.
+
+`DPSTREAM_UPDATE_SCREENSHOT=1` also writes results/dashboard.png.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import create_topic, produce
+from worker.broker import EmbeddedBroker, free_port
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+HH = """\
+name: {u}-hh
+production: false
+input: {{topic: {u}-in, partitions: 2, encoding: json, fields: {{shard: router, item: src_ip}}}}
+mechanism:
+  name: lazy_hh
+  params: {{k: 10, k_tilde: 64, event_horizon: 2000000, output_every: 1}}
+privacy: {{eps: 4.0, delta: 1.0e-6, relation: add_remove, clock: tick, tick_ms: 500,
+          epoch_ticks: 10000000}}
+noise: {{kind: secure}}
+release: {{every_ticks: 2, topic: {u}-hh-out, partitions: 1}}
+dead_letter: {{topic: {u}-dlq}}
+"""
+CMS = """\
+name: {u}-{suffix}
+production: false
+input: {{topic: {u}-in, partitions: 2, encoding: json, fields: {{shard: router, item: dst_prefix}}}}
+mechanism:
+  name: lazy_cms
+  params: {{depth: 4, width: 1024, hash_seed: 7}}
+privacy: {{eps: 4.0, delta: 1.0e-6, relation: add_remove, clock: tick, tick_ms: 500,
+          epoch_ticks: 10000000}}
+noise: {noise}
+release: {{every_ticks: 2, topic: {u}-{suffix}-out, partitions: 1}}
+dead_letter: {{topic: {u}-{suffix}-dlq}}
+"""
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _chromium(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[bytes]:
+    assert CHROMIUM is not None
+    profile = tempfile.mkdtemp(prefix="dpstream-chromium-")
+    try:
+        return subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={profile}", *args],
+            capture_output=True, timeout=timeout, check=False)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it: "
+                    "apt-get install -y chromium)")
+def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
+                                        tmp_path: Path) -> None:
+    topo_dir = tmp_path / "topologies"
+    topo_dir.mkdir()
+    (topo_dir / "hh.yaml").write_text(HH.format(u=unique))
+    (topo_dir / "cms.yaml").write_text(CMS.format(u=unique, suffix="cms",
+                                                  noise="{kind: secure}"))
+    # a zero-noise release as the envelope states it (docs/RELEASES.md: "private": false
+    # and the noise kind), written straight to its topic
+    zero = {"schema_version": 1, "topology": f"{unique}-zero", "shard": "r0", "epoch": 1,
+            "seq": 0, "final": False, "mechanism": "lazy_hh", "eps": 1.0, "delta": 1e-6,
+            "relation": "add_remove", "unit": "event", "unit_cap": 1, "clock": "tick",
+            "rounds": 1, "horizon": 10, "published_at": int(time.time() * 1000),
+            "private": False, "noise_kind": "zero", "error_bound": None,
+            "payload": {"kind": "heavy_hitters", "threshold": 1.0,
+                        "items": [{"item": "10.9.9.9", "estimate": 5},
+                                  # labels are public but anyone producing events may
+                                  # shape them: the page must show them as text
+                                  {"item": '<img src=x id="xss">', "estimate": 4}]}}
+    asyncio.run(create_topic(broker.bootstrap, f"{unique}-zero-out", 1))
+    asyncio.run(produce(broker.bootstrap, f"{unique}-zero-out",
+                        [(b"z/r0", json.dumps(zero).encode())]))
+    metrics_port, dash_port = free_port(), free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DPSTREAM_BROKER=broker.bootstrap,
+               DPSTREAM_GROUP_ID=f"{unique}-g", DPSTREAM_CHECKPOINT_TOPIC=f"{unique}-ck",
+               DPSTREAM_LOG_LEVEL="INFO")
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str, *args: str) -> None:
+        with open(tmp_path / f"{name}.log", "wb") as log:
+            procs.append(subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env,
+                                          stdout=log, stderr=subprocess.STDOUT))
+
+    def logs() -> str:
+        return "\n".join(p.read_text(errors="replace")[-3000:]
+                         for p in sorted(tmp_path.glob("*.log")))
+
+    try:
+        start("worker", "-m", "worker.cli", "run", "--no-faust", "--topology", str(topo_dir),
+              "--metrics-port", str(metrics_port))
+        start("dashboard", "-m", "worker.cli", "dashboard", "--topology", str(topo_dir),
+              "--topic", f"{unique}-zero-out",
+              "--port", str(dash_port),
+              "--metrics-url", f"http://127.0.0.1:{metrics_port}/metrics")
+        # the producer starts once the worker has declared the input topic (its metrics
+        # endpoint is up): auto-creation would pick a partition count of its own
+        up = time.monotonic() + 60
+        while True:
+            assert procs[0].poll() is None and time.monotonic() < up, logs()
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.3)
+        start("producer", "-m", "worker.demo_producer", "--broker", broker.bootstrap,
+              "--topic", f"{unique}-in", "--rate", "20000", "--routers", "2")
+        base = f"http://127.0.0.1:{dash_port}/"
+        deadline = time.monotonic() + 240
+        state: Any = None
+        hh: list[Any] = []
+        while time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), logs()
+            try:
+                state = _get(base + "api/state")
+            except OSError:
+                time.sleep(0.5)
+                continue
+            topos = {t["topology"]: t for t in state["view"]["topologies"]}
+            hh = [i for c in topos.get(f"{unique}-hh", {}).get("shards", [])
+                  for i in c["heavy_hitters"]["items"]]
+            throughput = (state["metrics"].get(f"{unique}-hh") or {}).get("events_per_s")
+            if hh and f"{unique}-zero" in topos and f"{unique}-cms" in topos and throughput:
+                break
+            time.sleep(1.0)
+        else:
+            pytest.fail(f"no heavy hitters / releases in time: {state}\n{logs()}")
+        shard = next(c["shard"] for c in topos[f"{unique}-hh"]["shards"]
+                     if c["heavy_hitters"]["items"])
+        top = max((i for c in topos[f"{unique}-hh"]["shards"] if c["shard"] == shard
+                   for i in c["heavy_hitters"]["items"]), key=lambda i: i["estimate"])
+        assert top["low"] is not None and top["low"] <= top["estimate"] <= top["high"]
+        # the API's query answer (post-processing of the latest matrix)
+        probe = "93.184.216.0/24"
+        answer = _get(f"{base}api/query?topology={unique}-cms&shard=r0&item={probe}")
+        assert answer["estimate"] > 0 and answer["series"] and answer["private"] is True
+
+        url = (f"{base}?topology={unique}-cms&shard=r0&query={probe}")
+        dom = _chromium("--virtual-time-budget=8000", "--dump-dom", url).stdout.decode()
+        assert 'class="hh-item"' in dom, dom[-3000:]
+        assert top["item"] in dom or any(i["item"] in dom for i in hh), dom[-3000:]
+        # the budget: epsilon and delta per epoch, relation, unit
+        assert "ε = <b>4.0</b> per epoch" in dom or "ε = <b>4</b> per epoch" in dom, dom[:3000]
+        assert "δ = <b>0.000001</b>" in dom and "add_remove" in dom
+        assert "releases published" in dom and "epoch progress" in dom
+        # the query box answered from the released matrix, with its error bound
+        assert f"{probe} on r0: <b>" in dom and "true count in [" in dom
+        # the zero-noise topology raises the banner, the others are not flagged
+        assert 'id="not-private"' in dom and f"releases of {unique}-zero" in dom
+        assert f"releases of {unique}-hh" not in dom
+        assert "events/s" in dom
+        assert '&lt;img src=x id="xss"&gt;' in dom, dom[-3000:]   # a text node
+        assert "<img" not in dom                                     # no element
+        shot = (ROOT / "results" / "dashboard.png"
+                if os.environ.get("DPSTREAM_UPDATE_SCREENSHOT") else tmp_path / "dashboard.png")
+        res = _chromium("--virtual-time-budget=8000", "--window-size=1280,1500",
+                        f"--screenshot={shot}", f"{base}?topology={unique}-cms&shard=r0"
+                        f"&query={probe}&select={unique}-hh:{shard}")
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)

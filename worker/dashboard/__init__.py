@@ -1,0 +1,8 @@
+"""``dpstream dashboard``: a live web page over the public release topics.
+
+:mod:`worker.dashboard.state` is the pure model (releases in, a JSON view
+out); :mod:`worker.dashboard.metrics_probe` reads the worker's Prometheus
+endpoint; :mod:`worker.dashboard.server` is the aiohttp server and the
+follower task; :mod:`worker.dashboard.page` holds the page (inline JS and
+SVG, no network access needed).
+"""

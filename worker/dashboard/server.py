@@ -1,0 +1,301 @@
+"""The dashboard server: follows release topics, serves the page and a JSON API.
+
+``dpstream dashboard --topic T [--topic T2 ...] [--broker H:P] [--port 8050]
+[--metrics-url http://127.0.0.1:9108/metrics]``; ``--topology FILE`` takes
+the release topics from topology files instead. Binds 127.0.0.1 by default
+(``--host`` to change it: the page shows operator metrics when
+``--metrics-url`` is given).
+
+Routes (relative, so they can be mounted under a prefix, e.g. on a Faust
+app's web server by :mod:`worker.faust_embed`):
+
+- ``GET /`` the page (:mod:`worker.dashboard.page`), polling ``api/state``;
+- ``GET /api/state`` the view (:meth:`DashboardState.view`) plus metrics;
+- ``GET /api/query?topology=T&shard=S&item=X`` a point query on the latest
+  sketch release of ``T/S``, with its error bound and time series.
+
+The follower reads every partition of the release topics (no consumer group,
+nothing committed) with aiokafka, starting ``replay`` records before each
+partition's end (``--replay``, default 5000; 0 replays everything), so a
+dashboard started on a topic with days of releases is ready at once; topics
+that do not exist yet are retried until they do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from aiohttp import ClientSession, ClientTimeout, web
+
+from sketches.errors import SpecError
+from worker.dashboard.metrics_probe import MetricsProbe
+from worker.dashboard.page import PAGE
+from worker.dashboard.state import DashboardState, dumps
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8050
+
+
+class Dashboard:
+    """Follower + metrics poller + HTTP handlers (mountable) + optional own server."""
+
+    def __init__(self, bootstrap: str, topics: Sequence[str], *,
+                 metrics_url: str | None = None, client_options: Mapping[str, Any] | None = None,
+                 history: int = 120, metrics_every_s: float = 2.0, replay: int = 5000,
+                 metrics_text: Callable[[], str] | None = None) -> None:
+        if not topics:
+            raise SpecError("dashboard: no release topic; pass --topic T or --topology FILE")
+        self.bootstrap, self.topics = bootstrap, sorted(set(topics))
+        self.metrics_url = metrics_url
+        self.metrics_text = metrics_text  # in-process exposition text (Faust embedding)
+        self.metrics_every_s = metrics_every_s
+        if replay < 0:
+            raise SpecError(f"dashboard: replay must be >= 0 records, got {replay}")
+        self.replay = replay
+        self.state = DashboardState(history=history)
+        self.probe = MetricsProbe()
+        self.metrics: dict[str, Any] = {}
+        self.follower_error: str | None = None
+        self._client_options = dict(client_options or {})
+        self._tasks: list[asyncio.Task[None]] = []
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    # ---------------------------------------------------------------- HTTP
+    async def page(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(text=PAGE, content_type="text/html", charset="utf-8",
+                            headers={"Cache-Control": "no-store"})
+
+    async def api_state(self, request: web.Request) -> web.StreamResponse:
+        body = dumps({"broker": self.bootstrap, "topics": self.topics,
+                      "view": self.state.view(), "metrics": self.metrics,
+                      "metrics_url": self.metrics_url, "follower_error": self.follower_error})
+        return web.Response(text=body, content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
+
+    async def api_query(self, request: web.Request) -> web.StreamResponse:
+        q = request.query
+        missing = [k for k in ("topology", "shard", "item") if not q.get(k)]
+        if missing:
+            return _error(400, f"query: missing parameter(s) {missing}; "
+                               "pass topology=, shard= and item=")
+        try:
+            answer = self.state.query(q["topology"], q["shard"], q["item"])
+        except KeyError as exc:
+            return _error(404, str(exc.args[0]) if exc.args else "unknown shard")
+        except (SpecError, ValueError) as exc:
+            return _error(400, str(exc))
+        return web.Response(text=dumps(answer), content_type="application/json")
+
+    def routes(self, prefix: str = "") -> list[web.RouteDef]:
+        """The three routes under ``prefix`` (e.g. ``"/dpstream"``)."""
+        return [web.get(f"{prefix}/", self.page), web.get(f"{prefix}/api/state", self.api_state),
+                web.get(f"{prefix}/api/query", self.api_query)]
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start_background(self) -> None:
+        """Start following releases (and polling metrics); no HTTP server."""
+        self._tasks.append(asyncio.create_task(self._follow(), name="dashboard-follow"))
+        if self.metrics_url or self.metrics_text:
+            self._tasks.append(asyncio.create_task(self._poll_metrics(), name="dashboard-metrics"))
+
+    async def serve(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> int:
+        """Start an HTTP server and the background tasks; return the bound port."""
+        app = web.Application()
+        app.add_routes(self.routes())
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        await self.start_background()
+        return self.port
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        self._tasks = []
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ---------------------------------------------------------------- follower
+    async def _follow(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
+                                    enable_auto_commit=False, auto_offset_reset="earliest",
+                                    **self._client_options)
+        try:
+            await consumer.start()
+            assigned: set[Any] = set()
+            next_check = 0.0
+            while True:
+                if len(assigned) == 0 or time.monotonic() > next_check:
+                    # topics may appear later (dashboard started before the worker)
+                    wanted = set()
+                    for topic in self.topics:
+                        for p in consumer.partitions_for_topic(topic) or ():
+                            wanted.add(TopicPartition(topic, p))
+                    if wanted - assigned:
+                        new = wanted - assigned
+                        assigned |= new
+                        consumer.assign(sorted(assigned))
+                        await self._position(consumer, sorted(new))
+                    missing = [t for t in self.topics
+                               if not any(tp.topic == t for tp in assigned)]
+                    self.follower_error = (f"waiting for topic(s) {missing}" if missing
+                                           else None)
+                    next_check = time.monotonic() + (0.5 if missing else 10.0)
+                    if missing:
+                        # aiokafka has no public refresh of its metadata cache; the same
+                        # call as worker.reader.ReleaseReader (an all-topics request,
+                        # which never auto-creates the missing topic)
+                        await consumer._client.force_metadata_update()
+                if not assigned:
+                    await asyncio.sleep(0.5)
+                    continue
+                fetched = await consumer.getmany(timeout_ms=500)
+                for records in fetched.values():
+                    for rec in records:
+                        if rec.value is not None:
+                            self.state.add(rec.value)
+        finally:
+            await consumer.stop()
+
+    async def _position(self, consumer: Any, tps: list[Any]) -> None:
+        """Start ``replay`` records before each partition's end (0: its beginning)."""
+        first = await consumer.beginning_offsets(tps)
+        if not self.replay:
+            for tp in tps:
+                consumer.seek(tp, first[tp])
+            return
+        last = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, max(first[tp], last[tp] - self.replay))
+
+    async def _poll_metrics(self) -> None:
+        async with ClientSession(timeout=ClientTimeout(total=5)) as session:
+            while True:
+                try:
+                    if self.metrics_text is not None:
+                        text = self.metrics_text()
+                    else:
+                        async with session.get(str(self.metrics_url)) as resp:
+                            text = await resp.text()
+                    self.metrics = self.probe.update(text, time.monotonic())
+                    self.probe.error = None
+                except Exception as exc:  # the worker may be down: show it, keep going
+                    self.probe.error = f"metrics endpoint {self.metrics_url}: {exc!r}"
+                    self.metrics = {}
+                await asyncio.sleep(self.metrics_every_s)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+# -------------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="dpstream dashboard",
+                                 description="Live web page over dpstream release topics.")
+    ap.add_argument("--topic", action="append", default=[], help="release topic (repeatable)")
+    ap.add_argument("--topology", action="append", default=[],
+                    help="topology file or directory: follow its release.topic (repeatable)")
+    ap.add_argument("--broker", help="host:port (default: $DPSTREAM_BROKER)")
+    ap.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    ap.add_argument("--port", type=int, default=DEFAULT_PORT,
+                    help=f"HTTP port (default {DEFAULT_PORT}; 0 picks a free one)")
+    ap.add_argument("--metrics-url", help="the worker's Prometheus endpoint, e.g. "
+                    "http://127.0.0.1:9108/metrics (throughput and lag)")
+    ap.add_argument("--history", type=int, default=120, help="releases kept per shard")
+    ap.add_argument("--replay", type=int, default=5000,
+                    help="records read before each partition's end at start (0: all)")
+    ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
+    return ap
+
+
+def topics_of(topology_paths: Sequence[str]) -> list[str]:
+    """Release topics of the topologies at ``topology_paths``."""
+    from worker.mechanisms import load_mechanisms
+    from worker.settings import Settings
+    from worker.topology import load_topologies
+
+    load_mechanisms(Settings.from_env().plugins)
+    return sorted({t.release.topic for t in load_topologies(list(topology_paths))})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``dpstream dashboard``."""
+    from worker.reader import _bootstrap
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
+                        "%(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+
+    async def run() -> int:
+        bootstrap, opts = _bootstrap(args.broker)
+        topics = list(args.topic) + (topics_of(args.topology) if args.topology else [])
+        dash = Dashboard(bootstrap, topics, metrics_url=args.metrics_url,
+                         client_options=opts, history=args.history, replay=args.replay)
+        port = await dash.serve(args.host, args.port)
+        print(f"dpstream dashboard: http://{args.host}:{port}/ (topics {', '.join(dash.topics)})",
+              flush=True)
+        try:
+            if args.seconds:
+                await asyncio.sleep(args.seconds)
+            else:
+                await asyncio.Event().wait()
+        finally:
+            await dash.stop()
+        return 0
+
+    try:
+        return int(asyncio.run(run()))
+    except SpecError as exc:
+        print(f"dpstream: {exc}", file=__import__("sys").stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def demo_extra(broker: str, port: int, host: str = "127.0.0.1") -> Any:
+    """A coroutine function for ``dpstream demo``'s extras: the dashboard beside the worker.
+
+    It follows the worker's release topics, reads its metrics endpoint when
+    one is served, and prints the URL.
+    """
+
+    async def dashboard(worker: Any) -> None:
+        metrics = (f"http://{worker.settings.metrics_host}:{worker.metrics_port}/metrics"
+                   if worker.metrics_port else None)
+        dash = Dashboard(broker, [t.release.topic for t in worker.topologies],
+                         metrics_url=metrics,
+                         client_options=worker.settings.kafka_security_kwargs())
+        try:
+            bound = await dash.serve(host, port)
+        except OSError as exc:  # e.g. the port is taken: the demo runs on without it
+            await dash.stop()
+            log.warning("dashboard not started on %s:%d (%s); pass --dashboard-port N "
+                        "(0: none)", host, port, exc)
+            return
+        print(f"dpstream demo: dashboard on http://{host}:{bound}/", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await dash.stop()
+
+    return dashboard

@@ -1,0 +1,290 @@
+"""The dashboard's model: release envelopes in, a JSON-ready view out (pure, no I/O).
+
+Everything shown comes from releases (public, post-processing: no privacy
+cost), except throughput and lag, which the server reads from the worker's
+metrics endpoint (operator-only) and attaches separately.
+
+Per ``(topology, shard)`` the state keeps the latest release (highest
+``(epoch, seq)``; duplicates after a worker crash are ignored) and a bounded
+history of the last ``history`` releases: for heavy-hitter payloads the
+published items and estimates, for sketch payloads the matrices (so a queried
+item gets a time series across releases, answered by
+:func:`sketches.release.query_release` like any reader would).
+
+Examples
+--------
+>>> st = DashboardState(history=4)
+>>> env = {"schema_version": 1, "topology": "hh", "shard": "r1", "epoch": 1, "seq": 0,
+...        "eps": 1.0, "delta": 1e-6, "published_at": 1000, "mechanism": "lazy_hh",
+...        "payload": {"kind": "heavy_hitters", "threshold": 5.0,
+...                    "items": [{"item": "10.0.0.1", "estimate": 9}],
+...                    "error_bound": {"lower": -2.0, "upper": 3.0}}}
+>>> st.add(json.dumps(env).encode()) is not None
+True
+>>> view = st.view()
+>>> shard = view["topologies"][0]["shards"][0]
+>>> shard["heavy_hitters"]["items"][0]
+{'item': '10.0.0.1', 'estimate': 9.0, 'low': 6.0, 'high': 11.0}
+>>> shard["private"], view["topologies"][0]["privacy"]["eps"]
+(True, 1.0)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sketches.errors import SerializationError, SpecError
+from sketches.release import query_release
+from worker.reader import Envelope, parse_envelope
+from worker.release_status import is_private, noise_kind
+
+PRIVACY_FIELDS = ("eps", "delta", "delta_tilde", "relation", "unit", "unit_cap", "clock",
+                  "tick_ms", "horizon", "mechanism", "item_type")
+SYMMETRIC_BOUND_KEYS = ("noise", "vs_sketch", "noise_abs_max", "rank_noise_abs_max")
+
+
+def error_interval(estimate: float, bound: Any) -> tuple[float | None, float | None]:
+    """The true-count interval a release's error bound gives around ``estimate``.
+
+    ``{"lower": l, "upper": u}`` (LazyHH, Lemma 6: ``l <= est - f <= u``) gives
+    ``[est - u, est - l]``; a symmetric noise bound (``noise``, ``vs_sketch``,
+    ``noise_abs_max``, ...) gives ``est +- b``; anything else: unknown.
+
+    >>> error_interval(10.0, {"lower": -2, "upper": 3})
+    (7.0, 12.0)
+    >>> error_interval(10.0, {"noise": 4.5})
+    (5.5, 14.5)
+    >>> error_interval(10.0, None)
+    (None, None)
+    """
+    if not isinstance(bound, Mapping):
+        return None, None
+    lo, up = _float(bound.get("lower")), _float(bound.get("upper"))
+    if lo is not None and up is not None:
+        return estimate - up, estimate - lo
+    for key in SYMMETRIC_BOUND_KEYS:
+        b = _float(bound.get(key))
+        if b is not None:
+            return estimate - b, estimate + b
+    return None, None
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _float(x: Any) -> float | None:
+    return float(x) if _num(x) else None
+
+
+@dataclass
+class _Point:
+    """One release in a shard's history."""
+
+    published_at: int
+    epoch: int
+    seq: int
+    hh: dict[str, float] | None = None
+    threshold: float | None = None
+    sketch: dict[str, Any] | None = None  # payload with the matrix as a numpy array
+
+
+@dataclass
+class _Shard:
+    latest: Envelope
+    received: int = 0
+    history: deque[_Point] = field(default_factory=deque)
+    not_private_seen: int = 0
+
+
+class DashboardState:
+    """Latest release and bounded history per ``(topology, shard)``.
+
+    Parameters
+    ----------
+    history
+        Releases kept per shard for the time series (oldest dropped first).
+    top
+        Heavy hitters whose estimates are drawn as time series.
+    """
+
+    def __init__(self, history: int = 120, top: int = 5) -> None:
+        if history < 1 or top < 1:
+            raise SpecError("DashboardState: history and top must be >= 1")
+        self.history, self.top = history, top
+        self._shards: dict[tuple[str, str], _Shard] = {}
+        self.seen = 0
+        self.rejected = 0
+        self.version = 0  # bumped on every accepted release (cheap change detection)
+
+    # ------------------------------------------------------------- input
+    def add(self, raw: bytes) -> Envelope | None:
+        """Index one record value; return the envelope if it became its shard's latest."""
+        self.seen += 1
+        try:
+            env = parse_envelope(raw)
+        except SerializationError:
+            self.rejected += 1
+            return None
+        return self.add_envelope(env)
+
+    def add_envelope(self, env: Envelope) -> Envelope | None:
+        """As :meth:`add` for a parsed envelope."""
+        key = (env["topology"], env["shard"])
+        sh = self._shards.get(key)
+        if sh is not None and (sh.latest["epoch"], sh.latest["seq"]) >= (env["epoch"], env["seq"]):
+            return None
+        if sh is None:
+            sh = self._shards[key] = _Shard(latest=env, history=deque(maxlen=self.history))
+        sh.latest = env
+        sh.received += 1
+        if not is_private(env):
+            sh.not_private_seen += 1
+        sh.history.append(self._point(env))
+        self.version += 1
+        return env
+
+    @staticmethod
+    def _point(env: Envelope) -> _Point:
+        payload = env["payload"]
+        at = _float(env.get("published_at"))
+        pt = _Point(published_at=int(at or 0), epoch=env["epoch"], seq=env["seq"])
+        if payload.get("kind") == "heavy_hitters":
+            pt.hh = {str(i.get("item")): float(i["estimate"])
+                     for i in payload.get("items") or [] if _num(i.get("estimate"))}
+            pt.threshold = _float(payload.get("threshold"))
+        elif payload.get("kind") == "sketch" and payload.get("matrix") is not None:
+            pt.sketch = dict(payload, matrix=np.asarray(payload["matrix"], dtype=np.float64))
+        return pt
+
+    # ------------------------------------------------------------- queries
+    def query(self, topology: str, shard: str, item: str) -> dict[str, Any]:
+        """Point query on the shard's latest sketch release, plus its time series.
+
+        Raises KeyError (unknown shard) or SpecError (not a sketch release).
+        """
+        sh = self._shards.get((topology, shard))
+        if sh is None:
+            raise KeyError(f"no release for {topology}/{shard} yet")
+        env = sh.latest
+        if env["payload"].get("kind") != "sketch":
+            raise SpecError(f"{topology}/{shard} publishes {env['payload'].get('kind')!r} "
+                            "releases; point queries need a sketch release")
+        q: Any = int(item) if env.get("item_type") == "int" else item
+        series = []
+        for pt in sh.history:
+            if pt.sketch is not None:
+                est = float(np.asarray(query_release(pt.sketch, [q]))[0])
+                series.append([pt.published_at, est])
+        estimate = series[-1][1]
+        lo, hi = error_interval(estimate, env.get("error_bound"))
+        return {"topology": topology, "shard": shard, "item": item, "epoch": env["epoch"],
+                "seq": env["seq"], "estimate": estimate, "low": lo, "high": hi,
+                "error_bound": env.get("error_bound"), "series": series,
+                "private": is_private(env)}
+
+    # ------------------------------------------------------------- view
+    def view(self) -> dict[str, Any]:
+        """JSON-ready view: per topology its privacy picture and shards."""
+        topos: dict[str, dict[str, Any]] = {}
+        for (topo, _shard), sh in sorted(self._shards.items()):
+            env = sh.latest
+            t = topos.setdefault(topo, {"topology": topo, "privacy": {
+                k: env.get(k) for k in PRIVACY_FIELDS}, "shards": [], "releases": 0,
+                "not_private": False})
+            t["releases"] += sh.received
+            card = self._shard_view(sh)
+            t["not_private"] = t["not_private"] or not card["private"]
+            t["shards"].append(card)
+        return {"version": self.version, "seen": self.seen, "rejected": self.rejected,
+                "topologies": list(topos.values())}
+
+    def _shard_view(self, sh: _Shard) -> dict[str, Any]:
+        env, payload = sh.latest, sh.latest["payload"]
+        kind = payload.get("kind")
+        horizon, rounds = _float(env.get("horizon")), _float(env.get("rounds"))
+        out: dict[str, Any] = {
+            "shard": env["shard"], "kind": kind, "mechanism": env.get("mechanism"),
+            "epoch": env["epoch"], "seq": env["seq"], "final": env.get("final"),
+            "rounds": env.get("rounds"), "horizon": env.get("horizon"),
+            "progress": rounds / horizon if rounds is not None and horizon else None,
+            "published_at": env.get("published_at"), "releases": sh.received,
+            "private": is_private(env), "noise_kind": noise_kind(env),
+            "not_private_seen": sh.not_private_seen, "error_bound": env.get("error_bound"),
+            "lag_bound": env.get("lag_bound"),
+        }
+        if kind == "heavy_hitters":
+            out["heavy_hitters"] = self._hh_view(sh)
+        elif kind == "sketch":
+            m = payload.get("matrix") or []
+            out["sketch"] = {"depth": len(m), "width": len(m[0]) if m else 0,
+                             "estimator": payload.get("estimator"),
+                             "item_type": env.get("item_type")}
+        else:
+            out["table"] = payload_table(payload)
+        return out
+
+    def _hh_view(self, sh: _Shard) -> dict[str, Any]:
+        payload = sh.latest["payload"]
+        bound = payload.get("error_bound", sh.latest.get("error_bound"))
+        items: list[dict[str, Any]] = []
+        for it in payload.get("items") or []:
+            est = _float(it.get("estimate"))
+            if est is None:
+                continue
+            lo, hi = error_interval(est, bound)
+            items.append({"item": str(it.get("item")), "estimate": est, "low": lo, "high": hi})
+        items.sort(key=lambda r: -r["estimate"])
+        # series: the items that are top-`top` now, across the kept releases
+        names = [str(r["item"]) for r in items[: self.top]]
+        series = {n: [[pt.published_at, pt.hh.get(n)] for pt in sh.history
+                      if pt.hh is not None] for n in names}
+        thresholds = _float(payload.get("threshold"))
+        threshold_series = [[pt.published_at, pt.threshold] for pt in sh.history
+                            if pt.hh is not None]
+        return {"items": items, "threshold": thresholds, "series": series,
+                "threshold_series": threshold_series,
+                "coverage": _float((bound or {}).get("coverage"))
+                if isinstance(bound, Mapping) else None}
+
+
+def payload_table(payload: Mapping[str, Any], max_rows: int = 50) -> dict[str, Any]:
+    """A windowed payload as a table: scalar fields, plus the first list of records.
+
+    >>> t = payload_table({"kind": "quantiles", "n": 5, "rows": [{"q": 0.5, "v": 3}]})
+    >>> t["fields"], t["columns"], t["rows"], t["name"]
+    ([['kind', 'quantiles'], ['n', 5]], ['q', 'v'], [[0.5, 3]], 'rows')
+    """
+    fields = [[k, v] for k, v in payload.items()
+              if isinstance(v, (str, int, float, bool)) or v is None]
+    columns: list[str] = []
+    rows: list[list[Any]] = []
+    name = None
+    for k, v in payload.items():
+        if isinstance(v, list) and v and all(isinstance(r, Mapping) for r in v):
+            columns = sorted({c for r in v for c in r if not isinstance(r[c], (list, dict))})
+            rows = [[r.get(c) for c in columns] for r in v[:max_rows]]
+            name = k
+            break
+        if isinstance(v, list) and v and all(_num(x) for x in v):
+            columns, rows, name = ["index", k], [[i, x] for i, x in enumerate(v[:max_rows])], k
+            break
+    return {"fields": fields, "columns": columns, "rows": rows, "name": name}
+
+
+def dumps(view: Mapping[str, Any]) -> str:
+    """JSON for the page (NaN/inf become null)."""
+    return json.dumps(view, default=_jsonable, allow_nan=False, separators=(",", ":"))
+
+
+def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"dashboard view: {type(obj).__name__} is not JSON-serialisable")

@@ -125,8 +125,9 @@ def _estimate(release: dict[str, Any], label: Any) -> float:
 def _lazy(kind: str) -> Case:
     # netmon_prefixes.yaml: eps 1, delta 1e-6, add/remove, tick clock, epoch 3600 ticks,
     # all columns per tick, depth 4 (width 1024 there: width does not enter sigma)
+    # relation add_remove and the tick clock are the spec defaults
     spec = LazySketchSpec(depth=4, width=16, horizon=3600, eps=1.0, delta=1e-6,
-                          relation="add_remove", clock="tick", hash_seed=20240601)
+                          hash_seed=20240601)
     cls = LazyCMS if kind == "cms" else LazyCS
     powers = [1 << j for j in range(spec.horizon.bit_length()) if 1 << j <= spec.horizon]
     bg = np.array([11, 12, 13, 14], dtype=np.int64)  # fixed background, same in X and X'

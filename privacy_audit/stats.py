@@ -27,7 +27,7 @@ Examples
 >>> r.eps_lb == r.ceiling
 True
 >>> round(r.eps_lb, 2)
-5.41
+5.28
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from privacy_audit import CASES, AuditResult, ScaledNoise, case, markdown_table, run_case  # noqa: E402
-from sketches import SecureNoise  # noqa: E402
+from privacy_audit import CASES, AuditResult, ScaledNoise, case, markdown_table, run_case
+from sketches import SecureNoise
 
 ALPHA = 0.05
 TRIALS = {

@@ -215,7 +215,7 @@ def test_triehh_collision(kind: str) -> None:
         return tr.release()
 
     colliders = str_colliders() if kind == "str" else INT_COLLIDERS
-    assert_never_published(run, colliders, 10 if kind == "str" else 50)
+    assert_never_published(run, colliders, 5 if kind == "str" else 50)
 
 
 # ------------------------------------------------------------------ dp_cms_hh

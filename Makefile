@@ -2,11 +2,12 @@
 #   make demo   - embedded broker + demo producer + worker, releases printed, metrics on :9108,
 #                 dashboard on http://127.0.0.1:8050/
 #   make test   - the whole test suite (starts its own embedded broker)
+#   make audit  - the large empirical privacy audit (results/privacy_audit.md)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench audit clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,13 +22,17 @@ demo: install
 	$(BIN)/dpstream demo
 
 test: install
-	$(BIN)/ruff check sketches worker tests benchmarks scripts examples
-	$(BIN)/mypy sketches worker
-	$(BIN)/python -m pytest -q --doctest-modules sketches worker tests
+	$(BIN)/ruff check sketches worker privacy_audit tests benchmarks scripts examples
+	$(BIN)/mypy sketches worker privacy_audit
+	$(BIN)/python -m pytest -q --doctest-modules sketches worker privacy_audit tests
 
 lint: install
-	$(BIN)/ruff check sketches worker tests benchmarks scripts examples
-	$(BIN)/mypy sketches worker
+	$(BIN)/ruff check sketches worker privacy_audit tests benchmarks scripts examples
+	$(BIN)/mypy sketches worker privacy_audit
+
+# empirical privacy audit, large version (~15 min CPU): writes results/privacy_audit.md
+audit: install
+	$(BIN)/python scripts/privacy_audit.py
 
 bench: install
 	$(BIN)/python benchmarks/bench_core.py

@@ -1,0 +1,388 @@
+"""Audit cases: one mechanism, its worst-case neighbours ``X, X'`` and its best statistic.
+
+Every case builds the mechanism through the public :mod:`sketches` API with a
+production-like spec (the privacy parameters of the topology it comes from;
+sizes that do not enter the calibration, e.g. a sketch's width, may be
+smaller to make many trials cheap), feeds ``X`` or ``X' = X + one event``,
+publishes exactly what the worker would publish, and reduces the public
+release to one number (:meth:`Case.run`). Larger statistic = "looks like X'".
+
+The statistics (and why they are the strongest we found)
+--------------------------------------------------------
+- Continual sketches (LazyCMS/LazyCS on the tick clock): the differing event
+  is at tick 0, so it enters round 1, and with it *every* dyadic node of the
+  binary mechanism on the path of round 1 in each of its ``d`` cells. The
+  prefix release at round ``2^j`` is exactly one node (``[1, 2^j]``), so the
+  releases at rounds ``1, 2, 4, ..`` expose all ``h`` nodes of that path, each
+  shifted by +1 and with independent noise. Their sum over the ``d`` cells
+  (signed for Count Sketch) is the likelihood-ratio-optimal linear statistic:
+  its shift is ``d h`` against variance ``d h sigma^2``, i.e. the full
+  calibrated sensitivity ``sqrt(m h)`` in units of sigma.
+- Single-release linear sketches (dp_cms/dp_cs): the sum of the ``d`` cells
+  the event touches (signed), same argument with ``h = 1``.
+- PMG / merged MG / PAMG: the published noisy estimate(s) of the item(s) the
+  event changes (all ``k`` keys of the sketch when the event causes a
+  Misra-Gries decrement), a sum of shifted Laplace/Gaussian variables.
+- LazyHH: the published estimate of the heavy item and the published DP
+  stream length at the outputs of rounds ``1, 2, 4, ..`` (the hash is secret,
+  so the attacker can only read the estimates the release shows).
+- TrieHH: the published sampled count of the item's level-0 node (0 when it
+  is pruned), with the item's count chosen near the detection limit
+  ``theta / p`` where pruning flips most often.
+- dp_cms_hh: the published estimate of the heavy item plus the published
+  noisy total ``n_estimate``; dyadic_quantiles: ``n_estimate`` (the quantile
+  values move by at most one rank step and carry far less signal).
+- fp_sketch: the published estimate of F_p (the only number in the release).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sketches import (
+    PAMG,
+    PMG,
+    DPCMSHeavyHitters,
+    DPCMSHeavyHittersSpec,
+    DPCountMin,
+    DPCountSketch,
+    DPLinearSpec,
+    DyadicQuantiles,
+    DyadicQuantilesSpec,
+    FpSketch,
+    FpSketchSpec,
+    HashSpec,
+    LazyCMS,
+    LazyCS,
+    LazyHH,
+    LazyHHSpec,
+    LazySketchSpec,
+    NoiseSource,
+    PAMGSpec,
+    PMGSpec,
+    SecureNoise,
+    TrieHH,
+    TrieHHSpec,
+    merge_mg,
+)
+
+__all__ = ["CASES", "Case", "all_cases", "case"]
+
+IP = "10.0.0.1"
+IP_INT = 167772161  # 10.0.0.1 as an unsigned 32-bit int
+ABSENT = -1e18  # statistic of a release that does not show the item
+
+
+@dataclass
+class Case:
+    """One audit case (see module docstring).
+
+    ``run(noise, neighbour)`` returns the statistic of one fresh mechanism
+    fed ``X'`` (``neighbour=True``) or ``X``. ``claim`` is the (eps, delta) the
+    release states (read from a release of the same spec).
+    """
+
+    name: str
+    mechanism: str
+    clock: str
+    relation: str
+    source: str
+    statistic: str
+    inputs: str
+    run: Callable[[NoiseSource, bool], float]
+    claim: tuple[float, float] = field(default=(math.nan, math.nan))
+    broken_factor: float = 0.25  # ScaledNoise factor of the power check
+
+    def claimed(self) -> tuple[float, float]:
+        return self.claim
+
+
+def _cells_sum(release: dict[str, Any], items: list[Any], signed: bool) -> float:
+    """Sum (signed for Count Sketch) of the cells of ``items`` in a sketch release."""
+    h = HashSpec.from_public(release["hash"])
+    keys = h.item_keys(items)
+    m = np.asarray(release["matrix"], dtype=np.float64)
+    rows = np.arange(h.depth)[:, None]
+    if signed:
+        b, s = h.buckets_and_signs(keys)
+        return float((m[rows, b] * s).sum())
+    return float(m[rows, h.buckets(keys)].sum())
+
+
+def _estimate(release: dict[str, Any], label: Any) -> float:
+    for e in release["items"]:
+        if e["item"] == label:
+            return float(e["estimate"])
+    return ABSENT
+
+
+# ---------------------------------------------------------------- LazyCMS / LazyCS
+def _lazy(kind: str) -> Case:
+    # netmon_prefixes.yaml: eps 1, delta 1e-6, add/remove, tick clock, epoch 3600 ticks,
+    # all columns per tick, depth 4 (width 1024 there: width does not enter sigma)
+    # relation add_remove and the tick clock are the spec defaults
+    spec = LazySketchSpec(depth=4, width=16, horizon=3600, eps=1.0, delta=1e-6,
+                          hash_seed=20240601)
+    cls = LazyCMS if kind == "cms" else LazyCS
+    powers = [1 << j for j in range(spec.horizon.bit_length()) if 1 << j <= spec.horizon]
+    bg = np.array([11, 12, 13, 14], dtype=np.int64)  # fixed background, same in X and X'
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        sk = cls(spec, noise)
+        items = np.concatenate([bg, [IP_INT]]) if neighbour else bg
+        sk.update_batch(items, ticks=np.zeros(items.size, np.int64))
+        total = 0.0
+        for r in powers:
+            sk.advance_to(r)  # round r closed: its prefix is the single node [1, r]
+            total += _cells_sum(sk.release(), [IP_INT], signed=kind == "cs")
+        return total
+
+    return Case(
+        name=f"lazy_{kind}", mechanism=f"lazy_{kind}", clock="tick", relation="add_remove",
+        source="topologies/netmon_prefixes.yaml (width 16, d=4, horizon 3600)",
+        statistic=f"sum of the item's {spec.depth} cells over the releases at rounds "
+                  f"1,2,4,..,{powers[-1]} ({len(powers)} nodes per cell; LR-optimal linear)",
+        inputs="X: 4 background events at tick 0; X' = X + 1 event of the item at tick 0",
+        run=run, claim=(spec.eps, spec.delta))
+
+
+# ---------------------------------------------------------------- dp_cms / dp_cs
+def _dp_linear(kind: str) -> Case:
+    spec = DPLinearSpec(kind=kind, depth=5, width=2048, eps=1.0, delta=1e-6, hash_seed=0)
+    cls = DPCountMin if kind == "cms" else DPCountSketch
+    bg = np.arange(100, 140, dtype=np.int64)
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        sk = cls(spec, noise)
+        sk.update_batch(np.concatenate([bg, [IP_INT]]) if neighbour else bg)
+        return _cells_sum(sk.release(), [IP_INT], signed=kind == "cs")
+
+    return Case(
+        name=f"dp_{kind}", mechanism=f"dp_{kind}", clock="window", relation="add_remove",
+        source="paper 003 sketch, d=5, w=2048 (windowed_dp_cms_hh_ipv4.yaml sizes)",
+        statistic=f"sum of the item's {spec.depth} cells (signed for CS; LR-optimal linear)",
+        inputs="X: 40 background items; X' = X + 1 event", run=run,
+        claim=(spec.eps, spec.delta))
+
+
+# ---------------------------------------------------------------- PMG
+def _pmg(kind: str) -> Case:
+    # windowed_pmg_hourly.yaml: k=256, eps 1, delta 1e-6, geometric noise
+    spec = PMGSpec(k=256, eps=1.0, delta=1e-6, item_kind=kind)
+    x: Any = IP if kind == "str" else IP_INT
+    if kind == "str":
+        base = np.array([x] * 200 + [f"10.0.1.{i}" for i in range(20)], dtype=object)
+    else:
+        base = np.array([x] * 200 + [IP_INT + 256 + i for i in range(20)], dtype=np.int64)
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        mg = PMG(spec, noise)
+        items = np.concatenate([base, base[:1]]) if neighbour else base
+        mg.update_batch(items)
+        return _estimate(mg.release(), x)
+
+    return Case(
+        name=f"pmg_{kind}", mechanism="pmg", clock="window", relation="add_remove",
+        source="topologies/windowed_pmg_hourly.yaml (k=256, geometric)",
+        statistic="published estimate of the item (count + shared + own two-sided geometric)",
+        inputs=f"X: 200 x {x!r} + 20 other items; X' = X + 1 event of {x!r}", run=run,
+        claim=(spec.eps, spec.delta))
+
+
+def _merged_mg() -> Case:
+    k = 8
+    spec = PMGSpec(k=k, eps=1.0, delta=1e-6)
+    heavy = np.repeat(np.arange(1, k + 1, dtype=np.int64), 400)
+    other = np.repeat(np.arange(1, k + 1, dtype=np.int64), 100)
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        a, b = PMG(spec, noise), PMG(spec, noise)
+        # shard a holds exactly k keys: one new item makes every counter drop by 1
+        a.update_batch(np.concatenate([heavy, [999]]) if neighbour else heavy)
+        b.update_batch(other)
+        rel = merge_mg([a, b], noise).release()
+        return -sum(_estimate(rel, i) for i in range(1, k + 1))
+
+    return Case(
+        name="merged_mg", mechanism="merge_mg (geometric)", clock="window",
+        relation="add_remove", source="paper 000 §7, 2 shards, k=8 (threshold needs counts >> k)",
+        statistic="minus the sum of the k published estimates (one event decrements all k)",
+        inputs="shard A: k items x 400, shard B: k items x 100; X' adds 1 new item to A",
+        run=run, claim=(spec.eps, spec.delta))
+
+
+def _pamg() -> Case:
+    spec = PAMGSpec(k=8, m=4, eps=1.0, delta=1e-6)
+    base = np.repeat(np.arange(1, 9, dtype=np.int64), 300)
+    units = np.array([f"u{i}" for i in range(base.size)], dtype=object)
+    extra = np.array([1, 2, 3, 4], dtype=np.int64)
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        pm = PAMG(spec, noise)
+        pm.update_batch(base, units=units)
+        if neighbour:
+            pm.update_batch(extra, units=np.array(["attacker"] * 4, dtype=object))
+        rel = pm.release()
+        return sum(_estimate(rel, int(i)) for i in extra)
+
+    return Case(
+        name="pamg", mechanism="pamg (GSHM, float noise)", clock="window",
+        relation="add_remove (one unit)", source="paper 000 §8, k=8, m=4",
+        statistic="sum of the published estimates of the unit's m items",
+        inputs="X: 8 items x 300 single-event units; X' adds one unit with 4 stored items",
+        run=run, claim=(spec.eps, spec.delta))
+
+
+# ---------------------------------------------------------------- LazyHH
+def _lazy_hh() -> Case:
+    # netmon.yaml: k=10, k~=64, eps 1, delta 1e-6, add/remove, tick clock, output every tick
+    # (horizon 64 ticks instead of 3600 to make a trial cheap)
+    spec = LazyHHSpec(k=10, k_tilde=64, horizon=64, eps=1.0, delta=1e-6,
+                      event_horizon=50_000_000, output_every=1)
+    c = 20_000
+    powers = [1 << j for j in range(7)]
+    probe = LazyHH(spec, SecureNoise()).privacy()
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        hh = LazyHH(spec, noise)
+        n = c + 1 if neighbour else c
+        hh.update_batch(np.full(n, IP_INT, np.int64), ticks=np.zeros(n, np.int64))
+        total = 0.0
+        for r in powers:
+            hh.advance_to(r)
+            rel = hh.release()
+            total += _estimate(rel, IP_INT) + float(rel["t_estimate"])
+        return total
+
+    return Case(
+        name="lazy_hh", mechanism="lazy_hh", clock="tick", relation="add_remove",
+        source="topologies/netmon.yaml (horizon 64 ticks)",
+        statistic="published estimate of the item + published t_estimate, summed over the "
+                  "outputs at rounds 1,2,4,..,64",
+        inputs=f"X: {c} events of the item at tick 0; X' = X + 1 event",
+        run=run, claim=(float(probe["eps"]), float(probe["delta_tilde"])))
+
+
+# ---------------------------------------------------------------- TrieHH
+def _triehh(accountant: str) -> Case:
+    spec = TrieHHSpec(levels=4, bits=8, eps=1.0, delta=1e-6, mode="subwindow",
+                      window_ticks=4, accountant=accountant)
+    c = round(spec.theta / spec.sampling_rate)
+    level_ticks = np.repeat(np.arange(4, dtype=np.int64), c)
+    items = np.full(level_ticks.size, IP_INT, np.int64)
+    x0 = IP_INT >> 24
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        tr = TrieHH(spec, noise)
+        if neighbour:
+            tr.update_batch(np.concatenate([[IP_INT], items]),
+                            ticks=np.concatenate([[0], level_ticks]))
+        else:
+            tr.update_batch(items, ticks=level_ticks)
+        tr.advance_to(4)
+        lvl0 = tr.release()["trie"]["nodes"][0]
+        counts = dict(zip(lvl0["prefix"], lvl0["count"], strict=True))
+        return float(counts.get(x0, 0))
+
+    return Case(
+        name=f"triehh_{accountant}", mechanism=f"triehh ({accountant} accountant)",
+        clock="window (4 sub-windows)", relation="add_remove",
+        source=f"paper 001, L=4 x 8 bits, theta={spec.theta}, p={spec.sampling_rate:.4g}",
+        statistic="published sampled count of the item's level-0 node (0 when pruned)",
+        inputs=f"X: {c} (~theta/p) events of the item per sub-window; X' adds 1 in level 0",
+        run=run, claim=(spec.eps, spec.delta))
+
+
+# ---------------------------------------------------------------- dyadic mechanisms
+def _dp_cms_hh() -> Case:
+    spec = DPCMSHeavyHittersSpec.from_params({
+        "bits": 32, "branch_bits": 4, "depth": 5, "width": 2048, "phi": 0.01, "top_k": 20,
+        "eps": 1.0, "delta": 1e-6})
+    base = np.full(2000, IP_INT, np.int64)
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        hh = DPCMSHeavyHitters(spec, noise)
+        hh.update_batch(np.concatenate([base, [IP_INT]]) if neighbour else base)
+        rel = hh.release()
+        return _estimate(rel, IP_INT) + float(rel["n_estimate"])
+
+    return Case(
+        name="dp_cms_hh", mechanism="dp_cms_hh", clock="window", relation="add_remove",
+        source="topologies/windowed_dp_cms_hh_ipv4.yaml",
+        statistic="published estimate of the item + published n_estimate",
+        inputs="X: 2000 events of 10.0.0.1; X' = X + 1 event", run=run,
+        claim=(spec.eps, spec.delta))
+
+
+def _dyadic_quantiles() -> Case:
+    spec = DyadicQuantilesSpec.from_params({
+        "bits": 24, "resolution_bits": 4, "depth": 7, "width": 512, "phis": [0.5, 0.9, 0.99],
+        "turnstile": True, "weight_clip": 1, "eps": 1.0, "delta": 1e-6})
+    rng = np.random.default_rng(20261123)
+    base = rng.integers(0, 1 << 16, 500)
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        q = DyadicQuantiles(spec, noise)
+        q.update_batch(np.concatenate([base, [1800]]) if neighbour else base)
+        return float(q.release()["n_estimate"])
+
+    return Case(
+        name="dyadic_quantiles", mechanism="dyadic_quantiles", clock="window",
+        relation="add_remove", source="topologies/windowed_flow_quantiles.yaml",
+        statistic="published n_estimate (noisy root count)",
+        inputs="X: 500 seeded flow sizes; X' = X + 1 event", run=run,
+        claim=(spec.eps, spec.delta))
+
+
+def _fp_sketch() -> Case:
+    spec = FpSketchSpec.from_params({"p": 0.5, "rows": 50, "max_value": 1.0, "eps": 1.0})
+    # enough mass that the released estimate (F_p minus the public padding, floored at 0)
+    # is positive: the floor would hide the difference
+    base = np.array([f"93.184.{i % 256}.{i // 256}" for i in range(1000)], dtype=object)
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        fp = FpSketch(spec, noise)
+        fp.update_batch(np.concatenate([base, np.array([IP], dtype=object)]) if neighbour
+                        else base)
+        return float(fp.release()["estimate"])
+
+    return Case(
+        name="fp_sketch", mechanism="fp_sketch", clock="window", relation="add_remove",
+        source="topologies/windowed_fp_moment.yaml (p=0.5, rows=50)",
+        statistic="published F_p estimate", inputs="X: 1000 distinct items; X' = X + 1 new item",
+        run=run, claim=(spec.eps, 0.0))
+
+
+CASES: dict[str, Callable[[], Case]] = {
+    "lazy_cms": lambda: _lazy("cms"),
+    "lazy_cs": lambda: _lazy("cs"),
+    "dp_cms": lambda: _dp_linear("cms"),
+    "dp_cs": lambda: _dp_linear("cs"),
+    "pmg_int": lambda: _pmg("int"),
+    "pmg_str": lambda: _pmg("str"),
+    "merged_mg": _merged_mg,
+    "pamg": _pamg,
+    "lazy_hh": _lazy_hh,
+    "triehh_note": lambda: _triehh("note"),
+    "triehh_exact": lambda: _triehh("exact"),
+    "dp_cms_hh": _dp_cms_hh,
+    "dyadic_quantiles": _dyadic_quantiles,
+    "fp_sketch": _fp_sketch,
+}
+
+
+def case(name: str) -> Case:
+    """Build the case ``name`` (a key of :data:`CASES`)."""
+    try:
+        return CASES[name]()
+    except KeyError:
+        raise KeyError(f"case: unknown {name!r}; use one of {', '.join(CASES)}") from None
+
+
+def all_cases() -> list[Case]:
+    return [f() for f in CASES.values()]

@@ -86,3 +86,53 @@ def test_lazy_hh_str_keys_are_a_keyed_prf_not_the_seeded_chain() -> None:
         hh.update_batch(stream, ticks=np.zeros(stream.size, np.int64))
         hh.advance_to(1)
         assert _labels(hh.release()) == [TARGET]
+
+
+def test_str_states_round_trip_exactly_and_non_utf8_bytes_are_base64() -> None:
+    items = np.array(["b", b"\xff\x00", "a", "b", "a\x00", "b"], dtype=object)
+    mg = PMG(PMGSpec(k=3, eps=1.0, delta=1e-6, item_kind="str"), ZERO)
+    mg.update_batch(items[:3])
+    again = PMG.from_bytes(mg.to_bytes(), ZERO)
+    again.update_batch(items[3:])
+    mg.update_batch(items[3:])
+    assert again.counts() == mg.counts() == {"a": 0, "b": 2, b"\xff\x00": 0}  # 1 decrement
+    empty = PMG.from_bytes(PMG(PMGSpec(k=3, eps=1.0, delta=1e-6, item_kind="str"), ZERO)
+                           .to_bytes(), ZERO)
+    assert empty.counts() == {}
+    raw = PMG(PMGSpec(k=4, eps=1.0, delta=1e-6, item_kind="str"), ZERO)
+    raw.update_batch(np.array([b"\xff"] * 100 + ["\\xff"] * 100, dtype=object))
+    rel = raw.release()["items"]
+    assert rel == [{"item": "\\xff", "estimate": 100},
+                   {"item": "/w==", "estimate": 100, "item_encoding": "base64"}]
+    pa = PAMG(PAMGSpec(k=4, m=2, eps=1.0, delta=1e-6, item_kind="str"), ZERO)
+    pa.update_batch(np.array(["x", "y", "x"], dtype=object), units=np.array(["u", "u", "v"]))
+    assert PAMG.from_bytes(pa.to_bytes(), ZERO).counts() == pa.counts() == {"x": 2, "y": 1}
+
+
+def test_old_str_states_keyed_by_the_public_hash_are_refused() -> None:
+    from dataclasses import asdict
+
+    import pytest
+
+    from sketches.errors import SerializationError
+    from sketches.serialization import pack
+
+    spec = PMGSpec(k=2, eps=1.0, delta=1e-6, item_kind="str")
+    old = pack("pmg", asdict(spec), {"n": 1, "decrements": 0, "released": False, "format": 1,
+                                     "labels": {"5": "a"}},
+               {"keys": np.array([5, 1], np.uint64), "dummy": np.array([False, True]),
+                "counts": np.array([1, 0], np.int64)})
+    with pytest.raises(SerializationError, match="format 1 keyed str items"):
+        PMG.from_bytes(old, ZERO)
+    ints = pack("pmg", asdict(PMGSpec(k=2, eps=1.0, delta=1e-6)),
+                {"n": 1, "decrements": 0, "released": False, "format": 1, "labels": {}},
+                {"keys": np.array([5, 1], np.uint64), "dummy": np.array([False, True]),
+                 "counts": np.array([1, 0], np.int64)})
+    assert PMG.from_bytes(ints, ZERO).counts() == {5: 1}  # int items: same layout, restored
+    pspec = PAMGSpec(k=2, m=1, eps=1.0, delta=1e-6, item_kind="str")
+    old2 = pack("pamg", asdict(pspec), {"format": 2, "released": False, "dropped": 0,
+                                        "labels": {}, "legacy_hashed_units": False},
+                {"units": np.zeros(0, np.uint64), "unit_kind": np.zeros(0, np.uint8),
+                 "lens": np.zeros(0, np.int64), "items": np.zeros(0, np.uint64)})
+    with pytest.raises(SerializationError, match="format 2 keyed str items"):
+        PAMG.from_bytes(old2, ZERO)

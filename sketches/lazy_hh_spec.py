@@ -64,7 +64,8 @@ from sketches.privacy import (
     split_budget,
 )
 
-__all__ = ["HHParams", "LazyHHSpec", "derive_params", "guarantee", "item_output_pairs"]
+__all__ = ["HHParams", "LazyHHSpec", "derive_params", "guarantee", "item_key_collision_delta",
+           "item_output_pairs"]
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,34 @@ def derive_params(spec: LazyHHSpec, sketch_cal: Calibration | None, depth: int |
     return HHParams(d, gamma, th, count, err)
 
 
+def _distinct_items_bound(spec: LazyHHSpec) -> int:
+    """Public bound ``N`` on the distinct items of an epoch (events: horizon / event_horizon)."""
+    return spec.horizon if spec.clock is Clock.ARRIVAL else spec.event_horizon
+
+
+def item_key_collision_delta(spec: LazyHHSpec) -> float:
+    """``2 c N / 2^64``: the key-collision term of ``delta_tilde`` [D] (docs/PRIVACY.md 10.4).
+
+    LazyHH identifies an item by its 64-bit key (ints: a bijection, never a
+    collision; str/bytes: SipHash-2-4 under a secret per-epoch key). If no
+    item of the (at most ``c``) differing events shares its key with another
+    item of ``X`` or ``X'`` (at most ``N`` distinct items each), the two streams
+    are neighbours over keys and every label is the same function of its key,
+    so Theorem 3 applies; the key is independent of all other randomness, so
+    the failure probability adds to delta. Per differing item and other item
+    the probability is ``2^-64`` (PRF), ``2`` covers the two differing items of
+    ``replace``. The item kind is not part of the spec, so the term is always
+    included (it is about ``1e-11`` for ``N = 10^8``).
+
+    Examples
+    --------
+    >>> spec = LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3, event_horizon=10**8)
+    >>> item_key_collision_delta(spec) == 2 * 10**8 / 2**64
+    True
+    """
+    return 2.0 * spec.unit_cap * _distinct_items_bound(spec) / 2.0**64
+
+
 def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[str, Any]:
     """The ``(eps, delta_tilde)`` guarantee of a LazyHH epoch and its budget split.
 
@@ -261,9 +290,11 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
     (eps_s, delta_s), (eps_l, delta_l) = spec.sketch_budget, spec.count_budget
     beta, dt_sketch = spec.beta_value, delta_tilde(eps_s, delta_s)
     count = params.count
+    collide = item_key_collision_delta(spec)
     total = dt_sketch if count is None else dt_sketch + math.exp(eps_s) * delta_l + beta
+    total += collide
     return {
-        "eps": eps_s + eps_l, "delta": spec.delta, "delta_tilde": total,
+        "eps": eps_s + eps_l, "delta": total, "delta_tilde": total, "delta_parameter": spec.delta,
         "relation": spec.relation.value, "unit_cap": spec.unit_cap,
         "budget": {
             "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch, "beta": beta,
@@ -271,6 +302,11 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
             "length": None if count is None else {
                 "eps": eps_l, "delta": delta_l, "beta": beta, "sigma": count.sigma,
                 "error_bound": params.count_error},
+            "item_key_collisions": {
+                "delta": collide, "distinct_items_bound": _distinct_items_bound(spec),
+                "statement": "P[an item of the differing events shares its 64-bit key with "
+                             "another item] <= 2 c N 2^-64 (SipHash-2-4, secret key per "
+                             "shard and epoch; docs/PRIVACY.md 10.4)"},
         },
         "reference": "paper 002 Theorem 3; stream length per DESIGN.md 6 [D]",
     }

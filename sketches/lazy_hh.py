@@ -120,8 +120,11 @@ class LazyHH:
         )  # its hash_seed is a placeholder when the hash is secret: self.hash is the hash
         self.hash = hash_spec
         self._row0 = (np.arange(depth, dtype=np.int64) * spec.k_tilde)[:, None]
+        # spec.truncated: events past event_horizon are dropped, so neighbours may also
+        # differ by pushed-out events: 2d cells per unit, like replace (docs/PRIVACY.md 10.5)
+        cells = 2 * depth if spec.truncated else neighbouring_cells(spec.relation, depth)
         self.calibration = calibrate(
-            eps_s, delta_s, m=neighbouring_cells(spec.relation, depth),
+            eps_s, delta_s, m=cells,
             rounds=self.sketch_spec.rounds, calibrator=spec.calibrator, unit_cap=spec.unit_cap)
         dw = depth * spec.k_tilde
         self._counters = LazyNoiseCounters(dw, self.sketch_spec.rounds, self.calibration.sigma,

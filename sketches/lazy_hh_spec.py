@@ -172,6 +172,21 @@ class LazyHHSpec:
         return s.length_eps, s.length_delta
 
     @property
+    def truncated(self) -> bool:
+        """True when the calibration covers truncation at ``event_horizon`` (issue 8 item 4).
+
+        On the tick clock under ``add_remove`` the epoch admits at most
+        ``event_horizon`` events and drops later ones, so one added unit can push
+        up to ``c`` later events out: neighbours then differ by up to ``c`` added
+        *and* ``c`` removed events. The sketch is calibrated for ``m = 2d`` changed
+        cells and the length counter for two changed ticks (``x sqrt 2``); the
+        ``+c`` threshold still holds (every item's count differs by at most ``c``).
+        Always on there, whether or not an epoch reaches the bound (that depends on
+        the data). Derivation [D]: docs/PRIVACY.md 10.5.
+        """
+        return self.clock is Clock.TICK and self.relation is Relation.ADD_REMOVE
+
+    @property
     def outputs(self) -> int:
         """``|I|``: number of output times per epoch."""
         if self.clock is Clock.ARRIVAL:
@@ -242,7 +257,8 @@ def derive_params(spec: LazyHHSpec, sketch_cal: Calibration | None, depth: int |
     if spec.relation is Relation.ADD_REMOVE:
         le, ld = spec.count_budget
         count = length_counter_calibration(le, ld, rounds=spec.horizon,
-                                           calibrator=spec.calibrator, unit_cap=spec.unit_cap)
+                                           calibrator=spec.calibrator, unit_cap=spec.unit_cap,
+                                           m=2 if spec.truncated else 1)
         err = counter_error_bound(count.sigma, levels=count.levels, n=1,
                                   steps=max(spec.outputs, 1), beta=beta)
     return HHParams(d, gamma, th, count, err)
@@ -296,6 +312,13 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
     return {
         "eps": eps_s + eps_l, "delta": total, "delta_tilde": total, "delta_parameter": spec.delta,
         "relation": spec.relation.value, "unit_cap": spec.unit_cap,
+        "event_bound": {
+            "event_horizon": spec.event_horizon, "covered": spec.truncated,
+            "statement": "events past event_horizon in a (shard, epoch) are dropped; the "
+                         "calibration covers one unit's events added plus as many pushed out "
+                         "(sketch m = 2d, length counter x sqrt 2), so this guarantee holds in "
+                         "every release, whether or not the bound is reached (docs/PRIVACY.md "
+                         "10.5)"} if spec.truncated else None,
         "budget": {
             "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch, "beta": beta,
                        "calibrator": spec.calibrator.value, "sigma": sketch_sigma},

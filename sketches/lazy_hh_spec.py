@@ -64,8 +64,8 @@ from sketches.privacy import (
     split_budget,
 )
 
-__all__ = ["HHParams", "LazyHHSpec", "derive_params", "guarantee", "item_key_collision_delta",
-           "item_output_pairs"]
+__all__ = ["SAMPLER_TV_PER_DRAW", "HHParams", "LazyHHSpec", "derive_params", "guarantee",
+           "item_key_collision_delta", "item_output_pairs", "sampler_delta"]
 
 
 @dataclass(frozen=True)
@@ -292,6 +292,30 @@ def item_key_collision_delta(spec: LazyHHSpec) -> float:
     return 2.0 * spec.unit_cap * _distinct_items_bound(spec) / 2.0**64
 
 
+SAMPLER_TV_PER_DRAW = 2.0**-104
+
+
+def sampler_delta(spec: LazyHHSpec, params: HHParams) -> float:
+    """``(1 + e^eps) D 2^-104``: the discrete-Gaussian table sampler's share of delta.
+
+    Each draw is within total variation ``2^-104`` of the exact ``N_Z(0, sigma^2)``
+    (docs/PRIVACY.md 9), so the epoch's ``D`` draws are within ``D 2^-104`` of the
+    ideal mechanism; a mechanism within TV ``t`` of an ``(eps, delta)``-DP one is
+    ``(eps, delta + (1 + e^eps) t)``-DP. ``D <= d k~ 2h + 2h`` with ``h = horizon``
+    rounds (every tree node of every counter, sketch and length counter).
+
+    Examples
+    --------
+    >>> spec = LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3, event_horizon=99)
+    >>> 0 < sampler_delta(spec, derive_params(spec, None, None)) < 1e-25
+    True
+    """
+    if spec.calibrator is not Calibrator.DISCRETE:
+        return 0.0
+    draws = params.depth * spec.k_tilde * 2 * spec.horizon + 2 * spec.horizon
+    return (1.0 + math.exp(spec.eps)) * draws * SAMPLER_TV_PER_DRAW
+
+
 def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[str, Any]:
     """The ``(eps, delta_tilde)`` guarantee of a LazyHH epoch and its budget split.
 
@@ -307,8 +331,9 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
     beta, dt_sketch = spec.beta_value, delta_tilde(eps_s, delta_s)
     count = params.count
     collide = item_key_collision_delta(spec)
+    sampler = sampler_delta(spec, params)
     total = dt_sketch if count is None else dt_sketch + math.exp(eps_s) * delta_l + beta
-    total += collide
+    total += collide + sampler
     return {
         "eps": eps_s + eps_l, "delta": total, "delta_tilde": total, "delta_parameter": spec.delta,
         "relation": spec.relation.value, "unit_cap": spec.unit_cap,
@@ -325,6 +350,11 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
             "length": None if count is None else {
                 "eps": eps_l, "delta": delta_l, "beta": beta, "sigma": count.sigma,
                 "error_bound": params.count_error},
+            "sampler": {
+                "delta": sampler, "tv_per_draw": SAMPLER_TV_PER_DRAW,
+                "statement": "table sampler's total-variation distance to the exact discrete "
+                             "Gaussian, (1 + e^eps) x draws x 2^-104 (docs/PRIVACY.md 9); 0 "
+                             "for the float calibrators (their guarantee is for ideal noise)"},
             "item_key_collisions": {
                 "delta": collide, "distinct_items_bound": _distinct_items_bound(spec),
                 "statement": "P[an item of the differing events shares its 64-bit key with "

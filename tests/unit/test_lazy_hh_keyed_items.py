@@ -73,14 +73,17 @@ def test_delta_tilde_includes_key_collisions_and_delta_is_the_guarantee() -> Non
     spec = _spec(relation="replace", clock="arrival", horizon=64, event_horizon=0, hash_seed=1)
     rel = LazyHH(spec, FAST).release()
     collide = 2 * 64 / 2**64
-    assert rel["delta_tilde"] == delta_tilde(1.0, 1e-4) + collide
+    sampler = rel["budget"]["sampler"]["delta"]
+    assert rel["delta_tilde"] == delta_tilde(1.0, 1e-4) + collide + sampler
     assert rel["budget"]["item_key_collisions"]["delta"] == collide
     assert rel["delta"] == rel["delta_tilde"] > spec.delta  # item 7: the guarantee
     assert rel["delta_parameter"] == spec.delta
     ar = LazyHH(_spec(unit_cap=3, hash_seed=1), FAST).release()
     sk = ar["budget"]["sketch"]
+    sampler = ar["budget"]["sampler"]["delta"]
+    assert 0 < sampler < 1e-20  # discrete calibrator: the table sampler's TV (item 9)
     expect = (delta_tilde(sk["eps"], sk["delta"]) + math.exp(sk["eps"]) *
-              ar["budget"]["length"]["delta"] + sk["beta"] + 2 * 3 * 10**6 / 2**64)
+              ar["budget"]["length"]["delta"] + sk["beta"] + 2 * 3 * 10**6 / 2**64 + sampler)
     assert ar["delta"] == pytest.approx(expect, rel=1e-12)
 
 

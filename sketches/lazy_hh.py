@@ -57,11 +57,11 @@ from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
 from sketches.gauss_bm_lazy import LazyNoiseCounters
 from sketches.hashing import HashSpec
+from sketches.keyed_prf import siphash24
 from sketches.lazy import LazySketchSpec
 from sketches.lazy_hh_catchup import catch_up, quiet
 from sketches.lazy_hh_release import release_payload
 from sketches.lazy_hh_spec import LazyHHSpec, derive_params, guarantee
-from sketches.keyed_prf import siphash24
 from sketches.lazy_hh_state import (
     check_seed,
     hash_from_state,

@@ -34,8 +34,9 @@ keys, see below)::
   labels or for a proof that needs unpredictable keys: Misra-Gries sketches key
   str items by their exact bytes (:mod:`sketches.mg_state`) and LazyHH by a
   secret keyed PRF (:mod:`sketches.keyed_prf`; DESIGN.md point 11).
-  Fixed-width numpy ``U``/``S`` arrays cannot hold trailing NULs (numpy strips them when the array is built); pass object arrays or
-  lists to hash such items exactly (lists are converted to object arrays).
+  Fixed-width numpy ``U``/``S`` arrays cannot hold trailing NULs (numpy
+  strips them when the array is built); pass object arrays or lists to hash
+  such items exactly (lists are converted to object arrays).
 
 Parameters. ``2 + 6 d`` uint64 words (layout: :mod:`sketches.hash_family`):
 the two item-key salts, then six words per row. They come either

@@ -321,8 +321,9 @@ class PAMG:
                                 "source": "paper 000 Theorem 12"}}
 
     def memory_bytes(self) -> int:
-        """Buffered unit sets (8 bytes per item + dict overhead estimate)."""
-        return sum(8 * len(v) + 64 for v in self._pending.values())
+        """Buffered unit sets (8 bytes per item, or its exact bytes for str items, + overhead)."""
+        return sum(sum(len(x) + 33 if isinstance(x, bytes) else 8 for x in v) + 64
+                   for v in self._pending.values())
 
     def to_bytes(self) -> bytes:
         """Versioned state: the buffered sets as (unit, item) arrays in order."""

@@ -301,7 +301,7 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams) -> float:
     Each draw is within total variation ``2^-104`` of the exact ``N_Z(0, sigma^2)``
     (docs/PRIVACY.md 9), so the epoch's ``D`` draws are within ``D 2^-104`` of the
     ideal mechanism; a mechanism within TV ``t`` of an ``(eps, delta)``-DP one is
-    ``(eps, delta + (1 + e^eps) t)``-DP. ``D <= d k~ 2h + 2h`` with ``h = horizon``
+    ``(eps, delta + (1 + e^eps) t)``-DP. ``D <= d k~ 2H + 2H`` with ``H = horizon``
     rounds (every tree node of every counter, sketch and length counter).
 
     Examples

@@ -27,11 +27,16 @@ keys, see below)::
 - str (UTF-8) / bytes ``s`` of *true* byte length ``L`` (trailing NULs count:
   ``"a"`` and ``"a\\x00"`` differ), zero-padded to ``k = ceil(L/8)``
   little-endian uint64 words: ``h = str_salt; h = fmix64(h ^ w_j)`` for each
-  word; ``key = fmix64(h ^ L)``. The encoding (words, ``L``) is injective; two
-  distinct strings share a key only by a 64-bit collision (residual risk,
-  docs/PRIVACY.md). Fixed-width numpy ``U``/``S`` arrays cannot hold trailing
-  NULs (numpy strips them when the array is built); pass object arrays or
-  lists to hash such items exactly (lists are converted to object arrays).
+  word; ``key = fmix64(h ^ L)``. The encoding (words, ``L``) is injective, but
+  the chain is unkeyed and invertible: with a known seed anyone can construct
+  two strings with the same key. So these keys are fine for sketch rows
+  (a collision is part of the sketch's error) and **never** for published
+  labels or for a proof that needs unpredictable keys: Misra-Gries sketches key
+  str items by their exact bytes (:mod:`sketches.mg_state`) and LazyHH by a
+  secret keyed PRF (:mod:`sketches.keyed_prf`; DESIGN.md point 11).
+  Fixed-width numpy ``U``/``S`` arrays cannot hold trailing NULs (numpy
+  strips them when the array is built); pass object arrays or lists to hash
+  such items exactly (lists are converted to object arrays).
 
 Parameters. ``2 + 6 d`` uint64 words (layout: :mod:`sketches.hash_family`):
 the two item-key salts, then six words per row. They come either
@@ -155,9 +160,8 @@ class HashSpec:
 
         Use :class:`~sketches.noise.SecureNoise` in production. The result's
         :meth:`to_public` refuses; persist it with :meth:`to_state` (private).
-        The item-key salts are secret too; the str key chain is not a
-        cryptographic PRF, so distinct str items still share a key with
-        probability about ``2**-64`` per pair (residual, docs/PRIVACY.md).
+        The item-key salts are secret too, but the str key chain is not a
+        PRF; LazyHH therefore keys str items with :mod:`sketches.keyed_prf`.
 
         Examples
         --------

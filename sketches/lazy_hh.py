@@ -57,11 +57,20 @@ from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.gauss_bm import ContinualCounters
 from sketches.gauss_bm_lazy import LazyNoiseCounters
 from sketches.hashing import HashSpec
+from sketches.keyed_prf import siphash24
 from sketches.lazy import LazySketchSpec
 from sketches.lazy_hh_catchup import catch_up, quiet
 from sketches.lazy_hh_release import release_payload
 from sketches.lazy_hh_spec import LazyHHSpec, derive_params, guarantee
-from sketches.lazy_hh_state import check_seed, hash_from_state, make_hash, restore_state, state_of
+from sketches.lazy_hh_state import (
+    check_seed,
+    hash_from_state,
+    item_key_from_state,
+    make_hash,
+    make_item_key,
+    restore_state,
+    state_of,
+)
 from sketches.privacy import Clock, calibrate, neighbouring_cells
 from sketches.serialization import spec_from_params, state_from_bytes, state_to_bytes
 
@@ -90,10 +99,13 @@ class LazyHH:
     def __init__(self, spec: LazyHHSpec, noise: NoiseSource) -> None:
         if not isinstance(spec, LazyHHSpec):
             raise SpecError(f"spec: expected LazyHHSpec, got {type(spec).__name__}")
-        self._setup(spec, noise, make_hash(spec, noise, _depth(spec)))
+        hash_spec = make_hash(spec, noise, _depth(spec))
+        self._setup(spec, noise, hash_spec, make_item_key(spec, noise))
 
-    def _setup(self, spec: LazyHHSpec, noise: NoiseSource, hash_spec: HashSpec) -> None:
+    def _setup(self, spec: LazyHHSpec, noise: NoiseSource, hash_spec: HashSpec,
+               item_key: bytes) -> None:
         self.spec = spec
+        self._item_key = item_key  # secret SipHash key of str/bytes items (never released)
         eps_s, delta_s = spec.sketch_budget
         depth = _depth(spec)
         if (hash_spec.depth, hash_spec.width) != (depth, spec.k_tilde):
@@ -108,8 +120,11 @@ class LazyHH:
         )  # its hash_seed is a placeholder when the hash is secret: self.hash is the hash
         self.hash = hash_spec
         self._row0 = (np.arange(depth, dtype=np.int64) * spec.k_tilde)[:, None]
+        # spec.truncated: events past event_horizon are dropped, so neighbours may also
+        # differ by pushed-out events: 2d cells per unit, like replace (docs/PRIVACY.md 10.5)
+        cells = 2 * depth if spec.truncated else neighbouring_cells(spec.relation, depth)
         self.calibration = calibrate(
-            eps_s, delta_s, m=neighbouring_cells(spec.relation, depth),
+            eps_s, delta_s, m=cells,
             rounds=self.sketch_spec.rounds, calibrator=spec.calibrator, unit_cap=spec.unit_cap)
         dw = depth * spec.k_tilde
         self._counters = LazyNoiseCounters(dw, self.sketch_spec.rounds, self.calibration.sigma,
@@ -158,6 +173,14 @@ class LazyHH:
             self._check_items(items)
             self._update_tick(items, tk)
 
+    def _item_keys(self, items: np.ndarray) -> np.ndarray:
+        """64-bit item keys: ints by the hash's bijection (distinct ints never collide),
+        str/bytes by SipHash-2-4 under the secret ``_item_key`` (a keyed PRF: collisions
+        cannot be forged; their probability is in ``delta_tilde``, :func:`guarantee`)."""
+        if items.dtype.kind in "iub":
+            return self.hash.item_keys(items)
+        return siphash24(self._item_key, items)
+
     def _check_items(self, items: np.ndarray) -> None:
         limit = self.spec.horizon if self.spec.clock is Clock.ARRIVAL else self.spec.event_horizon
         if items.size and self._events + items.size > limit:
@@ -189,7 +212,7 @@ class LazyHH:
             seg = items[c0:c0 + _CHUNK]
             s0, m = self._events, seg.size
             base = s0 // w
-            keys = self.hash.item_keys(seg)
+            keys = self._item_keys(seg)
             buckets = self.hash.buckets(keys)
             slots = (s0 + m - 1) // w - base + 3
             acc = self._round_sums(buckets, s0, slots).reshape(slots, dw)
@@ -259,7 +282,7 @@ class LazyHH:
         when the tick closes); loops over the distinct ticks of the batch, not events."""
         if not items.size:
             return
-        keys = self.hash.item_keys(items)
+        keys = self._item_keys(items)
         buckets = self.hash.buckets(keys)
         cells = buckets + self._row0
         dw = self._carry.shape[1]
@@ -391,7 +414,8 @@ class LazyHH:
         check_seed(spec, noise)
         try:
             obj = cls.__new__(cls)
-            obj._setup(spec, noise, hash_from_state(state, _depth(spec), spec.k_tilde))
+            hash_spec = hash_from_state(state, _depth(spec), spec.k_tilde)
+            obj._setup(spec, noise, hash_spec, item_key_from_state(state, hash_spec))
             restore_state(obj, state, arrays)
         except (KeyError, TypeError, ValueError, SpecError) as exc:
             raise SerializationError(f"state: incomplete LazyHH state ({exc!r})") from None

@@ -49,6 +49,9 @@ def release_payload(hh: LazyHH) -> dict[str, Any]:
         "depth": hh.sketch_spec.depth, "clock": spec.clock.value,
         "lag_bound": spec.k_tilde if arrival else spec.output_every,
         "lag_unit": "events" if arrival else "ticks",
+        # "delta" is the guarantee (= delta_tilde); the sketch's input delta of Theorem 3
+        # is "delta_parameter" (issue 8 item 7)
         "eps": priv["eps"], "delta": priv["delta"], "delta_tilde": priv["delta_tilde"],
+        "delta_parameter": priv["delta_parameter"],
         "budget": priv["budget"], "relation": priv["relation"],
     }

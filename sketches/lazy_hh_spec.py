@@ -64,7 +64,8 @@ from sketches.privacy import (
     split_budget,
 )
 
-__all__ = ["HHParams", "LazyHHSpec", "derive_params", "guarantee", "item_output_pairs"]
+__all__ = ["SAMPLER_TV_PER_DRAW", "HHParams", "LazyHHSpec", "derive_params", "guarantee",
+           "item_key_collision_delta", "item_output_pairs", "sampler_delta"]
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,21 @@ class LazyHHSpec:
         return s.length_eps, s.length_delta
 
     @property
+    def truncated(self) -> bool:
+        """True when the calibration covers truncation at ``event_horizon`` (issue 8 item 4).
+
+        On the tick clock under ``add_remove`` the epoch admits at most
+        ``event_horizon`` events and drops later ones, so one added unit can push
+        up to ``c`` later events out: neighbours then differ by up to ``c`` added
+        *and* ``c`` removed events. The sketch is calibrated for ``m = 2d`` changed
+        cells and the length counter for two changed ticks (``x sqrt 2``); the
+        ``+c`` threshold still holds (every item's count differs by at most ``c``).
+        Always on there, whether or not an epoch reaches the bound (that depends on
+        the data). Derivation [D]: docs/PRIVACY.md 10.5.
+        """
+        return self.clock is Clock.TICK and self.relation is Relation.ADD_REMOVE
+
+    @property
     def outputs(self) -> int:
         """``|I|``: number of output times per epoch."""
         if self.clock is Clock.ARRIVAL:
@@ -241,10 +257,63 @@ def derive_params(spec: LazyHHSpec, sketch_cal: Calibration | None, depth: int |
     if spec.relation is Relation.ADD_REMOVE:
         le, ld = spec.count_budget
         count = length_counter_calibration(le, ld, rounds=spec.horizon,
-                                           calibrator=spec.calibrator, unit_cap=spec.unit_cap)
+                                           calibrator=spec.calibrator, unit_cap=spec.unit_cap,
+                                           m=2 if spec.truncated else 1)
         err = counter_error_bound(count.sigma, levels=count.levels, n=1,
                                   steps=max(spec.outputs, 1), beta=beta)
     return HHParams(d, gamma, th, count, err)
+
+
+def _distinct_items_bound(spec: LazyHHSpec) -> int:
+    """Public bound ``N`` on the distinct items of an epoch (events: horizon / event_horizon)."""
+    return spec.horizon if spec.clock is Clock.ARRIVAL else spec.event_horizon
+
+
+def item_key_collision_delta(spec: LazyHHSpec) -> float:
+    """``2 c N / 2^64``: the key-collision term of ``delta_tilde`` [D] (docs/PRIVACY.md 10.4).
+
+    LazyHH identifies an item by its 64-bit key (ints: a bijection, never a
+    collision; str/bytes: SipHash-2-4 under a secret per-epoch key). If no
+    item of the (at most ``c``) differing events shares its key with another
+    item of ``X`` or ``X'`` (at most ``N`` distinct items each), the two streams
+    are neighbours over keys and every label is the same function of its key,
+    so Theorem 3 applies; the key is independent of all other randomness, so
+    the failure probability adds to delta. Per differing item and other item
+    the probability is ``2^-64`` (PRF), ``2`` covers the two differing items of
+    ``replace``. The item kind is not part of the spec, so the term is always
+    included (it is about ``1e-11`` for ``N = 10^8``).
+
+    Examples
+    --------
+    >>> spec = LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3, event_horizon=10**8)
+    >>> item_key_collision_delta(spec) == 2 * 10**8 / 2**64
+    True
+    """
+    return 2.0 * spec.unit_cap * _distinct_items_bound(spec) / 2.0**64
+
+
+SAMPLER_TV_PER_DRAW = 2.0**-104
+
+
+def sampler_delta(spec: LazyHHSpec, params: HHParams) -> float:
+    """``(1 + e^eps) D 2^-104``: the discrete-Gaussian table sampler's share of delta.
+
+    Each draw is within total variation ``2^-104`` of the exact ``N_Z(0, sigma^2)``
+    (docs/PRIVACY.md 9), so the epoch's ``D`` draws are within ``D 2^-104`` of the
+    ideal mechanism; a mechanism within TV ``t`` of an ``(eps, delta)``-DP one is
+    ``(eps, delta + (1 + e^eps) t)``-DP. ``D <= d k~ 2H + 2H`` with ``H = horizon``
+    rounds (every tree node of every counter, sketch and length counter).
+
+    Examples
+    --------
+    >>> spec = LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3, event_horizon=99)
+    >>> 0 < sampler_delta(spec, derive_params(spec, None, None)) < 1e-25
+    True
+    """
+    if spec.calibrator is not Calibrator.DISCRETE:
+        return 0.0
+    draws = params.depth * spec.k_tilde * 2 * spec.horizon + 2 * spec.horizon
+    return (1.0 + math.exp(spec.eps)) * draws * SAMPLER_TV_PER_DRAW
 
 
 def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[str, Any]:
@@ -261,16 +330,36 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
     (eps_s, delta_s), (eps_l, delta_l) = spec.sketch_budget, spec.count_budget
     beta, dt_sketch = spec.beta_value, delta_tilde(eps_s, delta_s)
     count = params.count
+    collide = item_key_collision_delta(spec)
+    sampler = sampler_delta(spec, params)
     total = dt_sketch if count is None else dt_sketch + math.exp(eps_s) * delta_l + beta
+    total += collide + sampler
     return {
-        "eps": eps_s + eps_l, "delta": spec.delta, "delta_tilde": total,
+        "eps": eps_s + eps_l, "delta": total, "delta_tilde": total, "delta_parameter": spec.delta,
         "relation": spec.relation.value, "unit_cap": spec.unit_cap,
+        "event_bound": {
+            "event_horizon": spec.event_horizon, "covered": spec.truncated,
+            "statement": "events past event_horizon in a (shard, epoch) are dropped; the "
+                         "calibration covers one unit's events added plus as many pushed out "
+                         "(sketch m = 2d, length counter x sqrt 2), so this guarantee holds in "
+                         "every release, whether or not the bound is reached (docs/PRIVACY.md "
+                         "10.5)"} if spec.truncated else None,
         "budget": {
             "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch, "beta": beta,
                        "calibrator": spec.calibrator.value, "sigma": sketch_sigma},
             "length": None if count is None else {
                 "eps": eps_l, "delta": delta_l, "beta": beta, "sigma": count.sigma,
                 "error_bound": params.count_error},
+            "sampler": {
+                "delta": sampler, "tv_per_draw": SAMPLER_TV_PER_DRAW,
+                "statement": "table sampler's total-variation distance to the exact discrete "
+                             "Gaussian, (1 + e^eps) x draws x 2^-104 (docs/PRIVACY.md 9); 0 "
+                             "for the float calibrators (their guarantee is for ideal noise)"},
+            "item_key_collisions": {
+                "delta": collide, "distinct_items_bound": _distinct_items_bound(spec),
+                "statement": "P[an item of the differing events shares its 64-bit key with "
+                             "another item] <= 2 c N 2^-64 (SipHash-2-4, secret key per "
+                             "shard and epoch; docs/PRIVACY.md 10.4)"},
         },
         "reference": "paper 002 Theorem 3; stream length per DESIGN.md 6 [D]",
     }

@@ -44,6 +44,8 @@ PrivacyError hash_seed
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,13 +53,15 @@ import numpy as np
 from sketches.candidates import CandidateSet, decode_items, encode_items
 from sketches.errors import PrivacyError, SerializationError
 from sketches.hashing import HashSpec
+from sketches.keyed_prf import KEY_BYTES
 
 if TYPE_CHECKING:
     from sketches.lazy_hh import LazyHH
     from sketches.lazy_hh_spec import LazyHHSpec
     from sketches.noise import NoiseSource
 
-__all__ = ["check_seed", "hash_from_state", "make_hash", "restore_state", "state_of"]
+__all__ = ["check_seed", "hash_from_state", "item_key_from_state", "make_hash", "make_item_key",
+           "restore_state", "state_of"]
 
 INSECURE_KINDS = ("fast", "zero")  # noise kinds that may carry a fixed hash_seed (tests only)
 
@@ -92,6 +96,52 @@ def make_hash(spec: LazyHHSpec, noise: NoiseSource, depth: int) -> HashSpec:
     return HashSpec.random(depth, spec.k_tilde, noise)
 
 
+def make_item_key(spec: LazyHHSpec, noise: NoiseSource) -> bytes:
+    """The secret 16-byte SipHash key of str/bytes items, drawn from ``noise``.
+
+    Drawn per sketch, i.e. per (shard, epoch), like the hash. ``spec.hash_seed``
+    (insecure noise only) and zero noise derive it from the seed instead (tests).
+    """
+    check_seed(spec, noise)
+    if spec.hash_seed is not None or getattr(noise, "kind", "") == "zero":
+        return _seeded_item_key(0 if spec.hash_seed is None else int(spec.hash_seed))
+    key = noise.random_bytes(KEY_BYTES)
+    if len(key) != KEY_BYTES:
+        raise SerializationError(f"noise: random_bytes returned {len(key)} bytes, expected "
+                                 f"{KEY_BYTES}")
+    return key
+
+
+def _seeded_item_key(seed: int) -> bytes:
+    tag = b"dpstream-lazyhh-item-key/" + str(seed).encode()
+    return hashlib.blake2b(tag, digest_size=KEY_BYTES).digest()
+
+
+def item_key_from_state(state: dict[str, Any], hash_spec: HashSpec) -> bytes:
+    """The item key of a checkpoint header (``item_key``, hex).
+
+    States written before the keyed PRF (no ``item_key``) keyed str items by the
+    hash's salted chain: their sketch cells cannot be re-keyed, so such a state
+    with str items is refused; one with int items (or none yet) gets a key
+    derived from its secret hash parameters (deterministic, so a restore is
+    repeatable, and as secret as the hash).
+    """
+    hexkey = state.get("item_key")
+    if hexkey is not None:
+        key = bytes.fromhex(hexkey)
+        if len(key) != KEY_BYTES:
+            raise SerializationError(f"state.item_key: need {KEY_BYTES} bytes, got {len(key)}")
+        return key
+    if state.get("integer_items") is False:
+        raise SerializationError(
+            "state.item_key: this LazyHH checkpoint predates the keyed item PRF and holds "
+            "str/bytes items keyed by the old salted chain, which cannot be converted; "
+            "finish the epoch with the dpstream that wrote it, or delete the shard's "
+            "checkpoint (docs/OPERATIONS.md, checkpoint formats)")
+    words = json.dumps(hash_spec.to_state(), sort_keys=True).encode()
+    return hashlib.blake2b(words, digest_size=KEY_BYTES, person=b"dpstream-itemkey").digest()
+
+
 def hash_from_state(state: dict[str, Any], depth: int, width: int) -> HashSpec:
     """The hash of a checkpoint header (``hash``, or the older ``hash_seed``)."""
     data = state.get("hash")
@@ -104,7 +154,7 @@ def state_of(hh: LazyHH) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``(header, arrays)`` of a LazyHH (private: exact counts, raw items, secret hash)."""
     c = hh._cands
     state: dict[str, Any] = {
-        "hash": hh.hash.to_state(), "events": hh._events,
+        "hash": hh.hash.to_state(), "item_key": hh._item_key.hex(), "events": hh._events,
         "boundary": hh._boundary, "outputs": hh._outputs, "last": hh._last,
         "open": hh._open, "sketch": hh._counters.state_header(),
         "integer_items": None if c is None else c.integer_items,
@@ -153,7 +203,7 @@ def _restore_items(hh: LazyHH, integer: bool, arrays: dict[str, np.ndarray]) -> 
     h = hh.hash
     hh._cands = CandidateSet(hh.sketch_spec.depth, integer)
     cand = items("cand")
-    keys = h.item_keys(cand) if cand.size else np.zeros(0, dtype=np.uint64)
+    keys = hh._item_keys(cand) if cand.size else np.zeros(0, dtype=np.uint64)
     hh._cands.restore(keys, cand, h.cells(keys))
     hh._hh_items = items("hh")
-    hh._hh_keys = h.item_keys(hh._hh_items) if hh._hh_items.size else hh._hh_keys
+    hh._hh_keys = hh._item_keys(hh._hh_items) if hh._hh_items.size else hh._hh_keys

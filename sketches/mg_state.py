@@ -1,7 +1,7 @@
 """Misra-Gries state shared by PMG, PAMG and TrieHH (paper 000, Algorithm 1).
 
-- :class:`ItemCodec`: items -> uint64 keys (ints exactly, str/bytes by the
-  seeded 64-bit hash of :mod:`sketches.hashing`) and keys -> public labels.
+- :class:`ItemCodec`: items -> exact keys (ints as uint64, str/bytes as their
+  exact bytes) and keys -> public labels.
 - :class:`MGState`: Algorithm 1 of paper 000 (Misra-Gries keeping zero
   counters, fixed total order for replacement), sequential and O(n) total.
 - :func:`worker_params`: the worker's common privacy fields, checked for the
@@ -28,7 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from sketches.candidates import decode_items, encode_items, public_item
 from sketches.errors import SerializationError, SpecError
+from sketches.keyed_prf import item_bytes
 
 __all__ = ["ItemCodec", "MGState", "worker_params"]
 
@@ -37,13 +39,23 @@ __all__ = ["ItemCodec", "MGState", "worker_params"]
 # Item keys
 # ---------------------------------------------------------------------------
 class ItemCodec:
-    """Map items to uint64 keys and keys back to public labels.
+    """Map items to exact keys and keys back to public labels.
 
     ``"int"``: the key is the integer itself (two's complement uint64 view), an
-    exact bijection. ``"str"``: the seeded 64-bit key of
-    :meth:`sketches.hashing.HashSpec.item_keys`; the original str of each stored
-    key is remembered for the release (a 64-bit collision merges two items,
-    probability about ``D^2 / 2^65`` for ``D`` distinct items).
+    exact bijection. ``"str"``: the key is the item's exact bytes (str as
+    UTF-8; ``"a"`` and ``b"a"`` are one item), held as Python ``bytes`` in an
+    object array. Distinct items never share a key, so one event can never
+    change the label another item is published under (DESIGN.md point 11; a
+    64-bit hash with a public seed let anyone forge a colliding string, issue
+    8). A Misra-Gries sketch holds at most ``k`` keys, so exact keys cost
+    O(k) memory; the fixed total order of Algorithm 1 on str items is the
+    bytewise (lexicographic) order of their bytes, which depends on nothing
+    but the items. ``seed`` is kept for compatibility of specs and merges; it
+    no longer affects str keys.
+
+    The public label of a str key is the decoded str when the bytes are valid
+    UTF-8, else the base64 of the bytes with ``"item_encoding": "base64"``
+    next to it (:meth:`entries`), as LazyHH publishes bytes items.
     """
 
     def __init__(self, kind: str, seed: int) -> None:
@@ -51,45 +63,70 @@ class ItemCodec:
             raise SpecError(f"item_kind: use 'int' or 'str', got {kind!r}")
         self.kind = kind
         self.seed = seed
-        self.names: dict[int, str] = {}
 
     def keys(self, items: Any) -> np.ndarray:
-        arr = np.asarray(items)
-        if arr.ndim != 1:
-            arr = arr.reshape(-1)
+        """``uint64[n]`` (int) or an object array of ``bytes`` (str) keys of ``items``."""
         if self.kind == "int":
+            arr = np.asarray(items)
+            if arr.ndim != 1:
+                arr = arr.reshape(-1)
             if arr.size and arr.dtype.kind not in "iu":
                 raise SpecError("items: item_kind='int' needs an integer array; "
                                 "use item_kind='str' for str/bytes items")
             return arr.astype(np.int64, copy=False).view(np.uint64)
-        from sketches.hashing import HashSpec
+        if isinstance(items, np.ndarray) and items.dtype.kind in "iufcb" and items.size:
+            raise SpecError("items: item_kind='str' needs str or bytes items; "
+                            "use item_kind='int' for integer items")
+        data = item_bytes(items if isinstance(items, np.ndarray) else list(items))
+        out = np.empty(len(data), dtype=object)
+        out[:] = data
+        return out
 
-        if arr.size == 0:
-            return np.zeros(0, np.uint64)
-        keys = HashSpec(seed=self.seed, depth=1, width=1).item_keys(arr)
-        names = self.names
-        uk, first = np.unique(keys, return_index=True)
-        for key, i in zip(uk.tolist(), first.tolist(), strict=True):
-            if key not in names:
-                v = arr[i]
-                if isinstance(v, bytes):
-                    v = v.decode("utf-8", "backslashreplace")
-                names[key] = str(v)
-        return keys
+    def empty_keys(self) -> np.ndarray:
+        """A zero-length key array of this kind."""
+        return np.zeros(0, np.uint64) if self.kind == "int" else np.empty(0, dtype=object)
+
+    def key_array(self, keys: list[Any]) -> np.ndarray:
+        """Keys of this kind (a list) as an array (uint64 or object)."""
+        if self.kind == "int":
+            return np.array(keys, dtype=np.uint64)
+        out = np.empty(len(keys), dtype=object)
+        out[:] = keys
+        return out
 
     def labels(self, keys: np.ndarray) -> list[Any]:
+        """Items of ``keys``: ints, or str (valid UTF-8) / bytes (exact, never lossy)."""
         if self.kind == "int":
             return keys.astype(np.uint64).view(np.int64).tolist()
-        return [self.names.get(k, f"#{k:016x}") for k in keys.tolist()]
+        return [_label(k) for k in keys.tolist()]
 
-    def prune(self, keep: np.ndarray) -> None:
-        """Forget labels of keys no longer stored (bounded memory)."""
-        if self.kind == "str" and len(self.names) > 2 * keep.size + 64:
-            ks = set(keep.tolist())
-            self.names = {k: v for k, v in self.names.items() if k in ks}
+    def entries(self, keys: np.ndarray, estimates: list[Any]) -> list[dict[str, Any]]:
+        """Release entries ``{"item", "estimate"}`` (+ ``item_encoding`` for non-UTF-8 bytes)."""
+        return [{"item": public_item(x), "estimate": e}
+                | ({"item_encoding": "base64"} if isinstance(x, bytes) else {})
+                for x, e in zip(self.labels(keys), estimates, strict=True)]
 
-    def memory_bytes(self) -> int:
-        return sum(16 + len(v) for v in self.names.values())
+    def encode(self, keys: np.ndarray, prefix: str) -> dict[str, np.ndarray]:
+        """Arrays storing ``keys`` in a checkpoint (``prefix`` + ``keys`` or blob/lengths)."""
+        if self.kind == "int":
+            return {f"{prefix}keys": np.asarray(keys, dtype=np.uint64)}
+        enc = encode_items(np.asarray(keys, dtype=object))
+        return {f"{prefix}key_blob": enc["blob"], f"{prefix}key_lengths": enc["lengths"]}
+
+    def decode(self, arrays: dict[str, np.ndarray], prefix: str) -> np.ndarray:
+        """Inverse of :meth:`encode`."""
+        if self.kind == "int":
+            return arrays[f"{prefix}keys"].astype(np.uint64)
+        lengths = arrays[f"{prefix}key_lengths"]
+        return decode_items({"blob": arrays[f"{prefix}key_blob"], "lengths": lengths,
+                             "is_bytes": np.ones(lengths.size, np.uint8)})
+
+
+def _label(key: bytes) -> str | bytes:
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return key
 
 
 # ---------------------------------------------------------------------------
@@ -98,12 +135,16 @@ class ItemCodec:
 class MGState:
     """Algorithm 1 of paper 000 (MG keeping zero counters), sequential and fast.
 
-    Counters are stored as ``raw - base`` where ``base`` counts decrements
-    (Branch 2), so a decrement of all ``k`` counters is O(1) plus an O(k) scan
-    for the counters that became zero (at most ``n/(k+1)`` scans). Zero
-    counters sit in a heap ordered by the fixed total order: dummy ``i`` has
-    order ``i - k`` (before every real key), real key ``x`` has order ``x``
-    (its unsigned 64-bit key). Heap entries are checked lazily on pop.
+    Keys are ints (uint64 view of int items) or ``bytes`` (exact str/bytes
+    items); one state holds one kind. Counters are stored as ``raw - base``
+    where ``base`` counts decrements (Branch 2), so a decrement of all ``k``
+    counters is O(1) plus an O(k) scan for the counters that became zero (at
+    most ``n/(k+1)`` scans). The fixed total order puts dummy ``i`` (slot
+    ``i`` initially) before every real key and orders real keys by value
+    (unsigned 64-bit ints, or bytes lexicographically). Dummies are always
+    zero counters and are replaced in slot order (a decrement needs every
+    counter positive, so none is left by then); zero real keys sit in a heap
+    checked lazily on pop.
     """
 
     def __init__(self, k: int) -> None:
@@ -111,9 +152,10 @@ class MGState:
         self.n = 0
         self.base = 0
         self.raw = [0] * k
-        self.ordk = list(range(-k, 0))
-        self.slot_of: dict[int, int] = {}
-        self.heap = [(o, i) for i, o in enumerate(self.ordk)]
+        self.ordk: list[Any] = [None] * k  # key of each slot, None = dummy
+        self.slot_of: dict[Any, int] = {}
+        self.heap: list[tuple[Any, int]] = []  # (key, slot) of zero real counters (lazy)
+        self.next_dummy = 0  # dummies left: slots next_dummy..k-1
         self.nzero = k
 
     @property
@@ -132,17 +174,20 @@ class MGState:
             heapq.heapify(self.heap)
 
     def _pop_zero(self) -> int:
+        if self.next_dummy < self.k:  # dummies come first in the total order
+            self.next_dummy += 1
+            return self.next_dummy - 1
         heap, ordk, raw, base = self.heap, self.ordk, self.raw, self.base
         while True:
             o, s = heapq.heappop(heap)
             if ordk[s] == o and raw[s] == base:
                 return s
 
-    def _replace_zero(self, x: int, count: int) -> None:
+    def _replace_zero(self, x: Any, count: int) -> None:
         """Branch 3: the smallest zero counter (total order) now holds ``x`` with ``count``."""
         s = self._pop_zero()
         old = self.ordk[s]
-        if old >= 0:
+        if old is not None:
             del self.slot_of[old]
         self.ordk[s] = x
         self.slot_of[x] = s
@@ -189,10 +234,18 @@ class MGState:
                 break
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(keys uint64[k], is_dummy bool[k], counts int64[k]) in slot order."""
-        ordk = np.array(self.ordk, dtype=object)
-        dummy = np.array([o < 0 for o in self.ordk], dtype=bool)
-        keys = np.array([o + self.k if o < 0 else o for o in ordk.tolist()], dtype=np.uint64)
+        """(keys[k], is_dummy bool[k], counts int64[k]) in slot order.
+
+        Keys are uint64 (a dummy's key is its index) for int keys, else an
+        object array of bytes (a dummy's key is ``b""``).
+        """
+        dummy = np.array([o is None for o in self.ordk], dtype=bool)
+        if any(isinstance(o, bytes) for o in self.ordk):
+            keys = np.empty(self.k, dtype=object)
+            keys[:] = [b"" if o is None else o for o in self.ordk]
+        else:
+            keys = np.array([i if o is None else o for i, o in enumerate(self.ordk)],
+                            dtype=np.uint64)
         counts = np.array(self.raw, dtype=np.int64) - self.base
         return keys, dummy, counts
 
@@ -208,19 +261,27 @@ class MGState:
                     n: int, decrements: int) -> MGState:
         if not (keys.size == dummy.size == counts.size == k) or (counts.size and counts.min() < 0):
             raise SerializationError("MG state: arrays must have length k and counts >= 0")
+        ndummy = int(dummy.sum())
+        if ndummy and (not dummy[k - ndummy:].all() or decrements or counts[dummy].any()):
+            raise SerializationError("MG state: dummies must be the last slots, with zero "
+                                     "counts and no decrement yet (Algorithm 1)")
         st = cls(k)
         st.n, st.base = n, decrements
         st.raw = (counts + decrements).tolist()
-        st.ordk = [int(x) - k if d else int(x) for x, d in zip(keys.tolist(), dummy.tolist(),
-                                                              strict=True)]
-        st.slot_of = {o: i for i, o in enumerate(st.ordk) if o >= 0}
-        st.heap = [(st.ordk[i], i) for i, c in enumerate(counts.tolist()) if c == 0]
+        raw_keys = keys.tolist()
+        st.ordk = [None if d else (x if isinstance(x, bytes) else int(x))
+                   for x, d in zip(raw_keys, dummy.tolist(), strict=True)]
+        st.next_dummy = k - ndummy
+        st.slot_of = {o: i for i, o in enumerate(st.ordk) if o is not None}
+        st.heap = [(st.ordk[i], i) for i, c in enumerate(counts.tolist())
+                   if c == 0 and st.ordk[i] is not None]
         heapq.heapify(st.heap)
-        st.nzero = len(st.heap)
+        st.nzero = len(st.heap) + ndummy
         return st
 
     def memory_bytes(self) -> int:
-        return 16 * self.k + 8 * len(self.heap)
+        keys = sum(len(o) + 33 for o in self.ordk if isinstance(o, bytes))
+        return 16 * self.k + 8 * len(self.heap) + keys
 
 
 def worker_params(params: Any, name: str) -> tuple[dict[str, Any], int | None]:

@@ -77,7 +77,8 @@ class PMG:
     """
 
     name: ClassVar[str] = "pmg"
-    FORMAT_VERSION: ClassVar[int] = 1
+    # 2: str items keyed by their exact bytes; 1 (int items only): same layout for ints
+    FORMAT_VERSION: ClassVar[int] = 2
 
     def __init__(self, spec: PMGSpec, noise: Any) -> None:
         self.spec = spec
@@ -119,10 +120,6 @@ class PMG:
             if w.shape != keys.shape or w.dtype.kind not in "iu" or (w.size and w.min() < 0):
                 raise SpecError("weights: need non-negative integers, one per item")
             self._mg.update_weighted(keys, w.astype(np.int64))
-        names = self._codec.names
-        if len(names) > 4 * self.spec.k + 1024:  # keep labels of stored keys only
-            stored = self._mg.slot_of
-            self._codec.names = {x: v for x, v in names.items() if x in stored}
 
     def advance_to(self, tick: int) -> None:
         """No-op: a window-scoped MG has no clock (the worker's tick clock may call it)."""
@@ -165,7 +162,7 @@ class PMG:
         tau = pmg_threshold(eps, delta, s.noise)
         keep = vals >= tau
         return _payload(
-            "approx", self._codec.labels(keys[keep]), vals[keep].tolist(),
+            "approx", self._codec.entries(keys[keep], vals[keep].tolist()),
             threshold=tau, k=s.k, eps=s.eps, delta=s.delta, noise=s.noise,
             relation="add_remove", unit_cap=s.unit_cap,
             error_bound={
@@ -178,18 +175,23 @@ class PMG:
 
     # ---------------------------------------------------------------- state
     def memory_bytes(self) -> int:
-        """Bytes of sketch state: k keys + k counters (+ str labels)."""
-        return self._mg.memory_bytes() + self._codec.memory_bytes()
+        """Bytes of sketch state: k keys + k counters (str keys: their bytes)."""
+        return self._mg.memory_bytes()
 
     def to_bytes(self) -> bytes:
-        """Versioned binary state (:mod:`sketches.serialization`; str labels in the header)."""
+        """Versioned binary state (:mod:`sketches.serialization`).
+
+        Arrays ``dummy``, ``counts`` and the slot keys: ``keys`` (uint64, int
+        items) or ``key_blob``/``key_lengths`` (exact bytes of str items, dummies
+        empty).
+        """
         keys, dummy, counts = self._mg.arrays()
-        self._codec.prune(keys[~dummy])
         state = {"n": self._mg.n, "decrements": self._mg.decrements,
-                 "released": self._released, "labels": _labels_out(self._codec),
-                 "format": self.FORMAT_VERSION}
+                 "released": self._released, "format": self.FORMAT_VERSION}
+        if self.spec.item_kind == "str" and keys.dtype != object:  # no real key yet
+            keys = self._codec.key_array([b""] * keys.size)
         return pack(self.name, asdict(self.spec), state,
-                    {"keys": keys, "dummy": dummy, "counts": counts})
+                    {"dummy": dummy, "counts": counts, **self._codec.encode(keys, "")})
 
     @classmethod
     def from_bytes(cls, data: bytes, noise: Any) -> PMG:
@@ -197,30 +199,33 @@ class PMG:
         head, arrays = unpack(data)
         check_header(head, cls.name, None)
         st = head["state"]
-        if st.get("format") != cls.FORMAT_VERSION:
-            raise SerializationError(f"pmg: state format {st.get('format')} is not "
-                                     f"{cls.FORMAT_VERSION}; restore with a matching dpstream")
-        obj = cls(PMGSpec(**head["spec"]), noise)
-        obj._codec.names = {int(k): v for k, v in st["labels"].items()}
-        obj._mg = MGState.from_arrays(obj.spec.k, arrays["keys"], arrays["dummy"],
+        spec = PMGSpec(**head["spec"])
+        fmt = st.get("format")
+        if fmt == 1 and spec.item_kind == "str":
+            raise SerializationError(
+                "pmg: state format 1 keyed str items by a public-seed 64-bit hash, under which "
+                "a forged item can take another item's published label (issue 8); it cannot be "
+                "converted exactly. Release or discard this window with the dpstream that wrote "
+                "it, or delete the window's checkpoint (docs/OPERATIONS.md, checkpoint formats)")
+        if fmt not in (1, cls.FORMAT_VERSION):
+            raise SerializationError(f"pmg: state format {fmt} is not {cls.FORMAT_VERSION}; "
+                                     "restore with a matching dpstream")
+        obj = cls(spec, noise)
+        obj._mg = MGState.from_arrays(obj.spec.k, obj._codec.decode(arrays, ""), arrays["dummy"],
                                       arrays["counts"], int(st["n"]), int(st["decrements"]))
         obj._released = bool(st["released"])
         return obj
 
 
-def _payload(mode: str, items: list[Any], est: list[Any], **fields: Any) -> dict[str, Any]:
+def _payload(mode: str, entries: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
     """The heavy-hitter release of either mode: header, ``items`` list, then ``fields``."""
     return {
         "kind": "heavy_hitters",
         "mechanism": PMG.name,
         "release_mode": mode,
-        "items": [{"item": x, "estimate": e} for x, e in zip(items, est, strict=True)],
+        "items": entries,
         **fields,
     }
-
-
-def _labels_out(codec: ItemCodec) -> dict[str, str]:
-    return {str(k): v for k, v in codec.names.items()}
 
 
 def _pure_release(spec: PMGSpec, mg: MGState, noise: Any) -> dict[str, Any]:
@@ -260,7 +265,8 @@ def _pure_release(spec: PMGSpec, mg: MGState, noise: Any) -> dict[str, Any]:
         best_v, best_i = cat_v, cat_i
     order = np.lexsort((best_i, -best_v))
     return _payload(
-        "pure", best_i[order].tolist(), (best_v[order] / k1).tolist(),
+        "pure", [{"item": x, "estimate": e} for x, e in
+                 zip(best_i[order].tolist(), (best_v[order] / k1).tolist(), strict=True)],
         threshold=None, k=spec.k, eps=spec.eps, delta=0.0, noise=spec.noise,
         relation="add_remove",
         error_bound={

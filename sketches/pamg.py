@@ -43,6 +43,7 @@ from sketches.base import MechanismEntry, register
 from sketches.candidates import decode_items, encode_items
 from sketches.errors import IncompatibleSpecError, PrivacyError, SerializationError, SpecError
 from sketches.gshm import gshm_calibrate, gshm_delta, gshm_release
+from sketches.hashing import HashSpec
 from sketches.mg_state import ItemCodec, worker_params
 from sketches.misra_gries import PMG
 from sketches.serialization import check_header, pack, unpack
@@ -98,14 +99,13 @@ class MergedMG:
         self.k, self.eps, self.delta, self.release_rule = k, eps, delta, release
         self._noise = noise
         self._codec = ItemCodec(item_kind, hash_seed)
-        self.keys = np.zeros(0, np.uint64)
+        self.keys = self._codec.empty_keys()
         self.counts = np.zeros(0, np.int64)
         self._released = False
 
-    def add(self, keys: np.ndarray, counts: np.ndarray, names: dict[int, str]) -> None:
-        """Merge one more standard MG sketch (keys with counts > 0)."""
+    def add(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        """Merge one more standard MG sketch (exact keys with counts > 0)."""
         self.keys, self.counts = _merge_arrays(self.keys, self.counts, keys, counts, self.k)
-        self._codec.names.update(names)
 
     def threshold(self) -> float:
         """Release threshold of the chosen rule."""
@@ -127,10 +127,8 @@ class MergedMG:
             vals = self.counts + self._noise.discrete_laplace(self.k / self.eps, self.keys.size)
             keep = vals >= tau
             keys, est = self.keys[keep], vals[keep]
-        labels = self._codec.labels(keys)
         return {"kind": "heavy_hitters", "mechanism": "merged_mg", "release": self.release_rule,
-                "items": [{"item": x, "estimate": int(e)}
-                          for x, e in zip(labels, est.tolist(), strict=True)],
+                "items": self._codec.entries(keys, [int(e) for e in est.tolist()]),
                 "threshold": tau, "k": self.k, "eps": self.eps, "delta": self.delta,
                 "relation": "add_remove",
                 "error_bound": {"sketch_error": "N/(k+1) over all shards (§7)",
@@ -160,7 +158,7 @@ def merge_mg(sketches: Sequence[PMG], noise: Any, release: str = "geometric") ->
                                "merging it would spend its budget twice")
         keys, counts = s._mg.real_items()
         pos = counts > 0
-        out.add(keys[pos], counts[pos], s._codec.names)
+        out.add(keys[pos], counts[pos])
         s._released = True  # consumed: the shard may not be released on its own any more
     return out
 
@@ -228,7 +226,9 @@ class PAMG:
     """Privacy-aware Misra-Gries (Algorithm 4) with GSHM release (Theorem 12)."""
 
     name: ClassVar[str] = "pamg"
-    FORMAT_VERSION: ClassVar[int] = 2  # 2: exact unit names; 1 (readable): hashed units
+    # 3: str items keyed by their exact bytes; 2: exact unit names; 1: hashed units
+    # (formats 1-2 are readable for item_kind 'int' only)
+    FORMAT_VERSION: ClassVar[int] = 3
 
     def __init__(self, spec: PAMGSpec, noise: Any) -> None:
         self.spec = spec
@@ -242,7 +242,7 @@ class PAMG:
         self._pending: dict[str | int, list[int]] = {}
         # a window restored from a format-1 state keeps that format's hashed unit keys
         # until it is released, so a unit's earlier and later events share one set
-        self._legacy_units: ItemCodec | None = None
+        self._legacy_units: HashSpec | None = None
         self._released = False
         self.dropped = 0  # items over the cap (private, operator metric)
 
@@ -269,8 +269,7 @@ class PAMG:
         if self._legacy_units is None:
             ukeys: list[Any] = names.tolist()
         else:
-            ukeys = self._legacy_units.keys(names).tolist()
-            self._legacy_units.names.clear()  # unit names are never needed again
+            ukeys = self._legacy_units.item_keys(names).tolist()
         pending, m = self._pending, self.spec.m
         for u, x in zip(ukeys, keys, strict=True):
             s = pending.get(u)
@@ -300,7 +299,7 @@ class PAMG:
     def counts(self) -> dict[Any, int]:
         """Exact (private) PAMG counters if the window closed now."""
         c = self._fold()
-        keys = np.array(list(c), dtype=np.uint64)
+        keys = self._codec.key_array(list(c))
         return dict(zip(self._codec.labels(keys), c.values(), strict=True))
 
     def release(self) -> dict[str, Any]:
@@ -310,38 +309,36 @@ class PAMG:
         self._released = True
         c = self._fold()
         sigma, tau = self.spec.gshm()
-        keys, est = gshm_release(np.array(list(c), dtype=np.uint64),
+        keys, est = gshm_release(self._codec.key_array(list(c)),
                                   np.array(list(c.values()), dtype=np.int64), sigma, tau,
                                   self._noise)
-        labels = self._codec.labels(keys)
         s = self.spec
         return {"kind": "heavy_hitters", "mechanism": self.name,
-                "items": [{"item": x, "estimate": int(e)}
-                          for x, e in zip(labels, est.tolist(), strict=True)],
+                "items": self._codec.entries(keys, [int(e) for e in est.tolist()]),
                 "threshold": tau, "sigma": sigma, "k": s.k, "m": s.m, "eps": s.eps,
                 "delta": s.delta, "relation": "add_remove", "unit": "user",
                 "error_bound": {"vs_truth": f"N/(k+1) + {2 * tau - 1:.6g} w.p. 1-2*delta",
                                 "source": "paper 000 Theorem 12"}}
 
     def memory_bytes(self) -> int:
-        """Buffered unit sets (8 bytes per item + dict overhead estimate)."""
-        return sum(8 * len(v) + 64 for v in self._pending.values()) + self._codec.memory_bytes()
+        """Buffered unit sets (8 bytes per item, or its exact bytes for str items, + overhead)."""
+        return sum(sum(len(x) + 33 if isinstance(x, bytes) else 8 for x in v) + 64
+                   for v in self._pending.values())
 
     def to_bytes(self) -> bytes:
         """Versioned state: the buffered sets as (unit, item) arrays in order."""
         ids = list(self._pending)
         lens = np.array([len(self._pending[u]) for u in ids], dtype=np.int64)
-        flat = np.array([x for u in ids for x in self._pending[u]], dtype=np.uint64)
+        flat = self._codec.key_array([x for u in ids for x in self._pending[u]])
         kinds = np.array([_NAMED if isinstance(u, str) else _ANON if u > _MASK else _HASHED
                           for u in ids], dtype=np.uint8)
         names = np.array([u for u in ids if isinstance(u, str)], dtype=object)
         state = {"format": self.FORMAT_VERSION, "released": self._released,
                  "legacy_hashed_units": self._legacy_units is not None,
-                 "dropped": self.dropped,
-                 "labels": {str(k): v for k, v in self._codec.names.items()}}
+                 "dropped": self.dropped}
         units = np.array([0 if isinstance(u, str) else u & _MASK for u in ids], np.uint64)
         arrays: dict[str, np.ndarray] = {"units": units, "unit_kind": kinds, "lens": lens,
-                                         "items": flat}
+                                         **self._codec.encode(flat, "item_")}
         arrays.update({f"unit_name_{k}": v for k, v in encode_items(names).items()})
         return pack(self.name, asdict(self.spec), state, arrays)
 
@@ -351,17 +348,25 @@ class PAMG:
         head, arr = unpack(data)
         check_header(head, cls.name, None)
         st = head["state"]
-        if st.get("format") not in (1, cls.FORMAT_VERSION):
-            raise SerializationError(f"pamg: state format {st.get('format')} unsupported")
-        obj = cls(PAMGSpec(**head["spec"]), noise)
+        spec = PAMGSpec(**head["spec"])
+        fmt = st.get("format")
+        if fmt in (1, 2) and spec.item_kind == "str":
+            raise SerializationError(
+                f"pamg: state format {fmt} keyed str items by a public-seed 64-bit hash, under "
+                "which a forged item can take another item's published label (issue 8); it "
+                "cannot be converted exactly. Release or discard this window with the dpstream "
+                "that wrote it, or delete the window's checkpoint (docs/OPERATIONS.md)")
+        if fmt not in (1, 2, cls.FORMAT_VERSION):
+            raise SerializationError(f"pamg: state format {fmt} unsupported")
+        obj = cls(spec, noise)
         obj._released, obj.dropped = bool(st["released"]), int(st["dropped"])
-        if st["format"] == 1 or st.get("legacy_hashed_units"):
-            obj._legacy_units = ItemCodec("str", obj.spec.hash_seed ^ 0x5A5A)
-        obj._codec.names = {int(k): v for k, v in st["labels"].items()}
-        if int(arr["lens"].sum()) != arr["items"].size:
+        if fmt == 1 or st.get("legacy_hashed_units"):
+            obj._legacy_units = HashSpec(seed=obj.spec.hash_seed ^ 0x5A5A, depth=1, width=1)
+        flat = arr["items"] if fmt in (1, 2) else obj._codec.decode(arr, "item_")
+        if int(arr["lens"].sum()) != flat.size:
             raise SerializationError("pamg: lens do not add up to the item count")
-        items = arr["items"].tolist()
-        if st["format"] == 1:
+        items = flat.tolist()
+        if fmt == 1:
             kinds = np.where(arr["anon"], _ANON, _HASHED).tolist()
             names: list[str] = []
         else:
@@ -398,8 +403,7 @@ def merge_pamg(sketches: Sequence[PAMG], noise: Any) -> MergedMG:
         if s._released:
             raise PrivacyError("sketches: a PAMG shard was already released or merged")
         c = s._fold()
-        out.add(np.array(list(c), dtype=np.uint64), np.array(list(c.values()), dtype=np.int64),
-                s._codec.names)
+        out.add(s._codec.key_array(list(c)), np.array(list(c.values()), dtype=np.int64))
         s._released = True
     return out
 

@@ -132,11 +132,15 @@ def length_counter_calibration(
     rounds: int,
     calibrator: Calibrator = Calibrator.DISCRETE,
     unit_cap: int = 1,
+    m: int = 1,
 ) -> Calibration:
     """Calibration of the DP stream-length counter (one GaussBM counter, ``m = 1``).
 
     Under add/remove one event changes the per-tick count of exactly one counter
     by 1 (``c`` with a unit cap): Theorem 1 with ``m = 1``, ``Δ_2 = c sqrt(h)``.
+    ``m = 2``: neighbours that also differ by up to ``c`` events pushed out by a
+    truncation at a public event bound (two ticks change, ``Δ_2 = c sqrt(2h)``;
+    LazyHH on the tick clock, docs/PRIVACY.md 10.5).
     Its noise error at ``|I|`` query times is :func:`counter_error_bound` with
     ``n = 1``.
 
@@ -146,7 +150,7 @@ def length_counter_calibration(
     >>> cal.m, cal.levels, cal.integer_noise
     (1, 13, True)
     """
-    return calibrate(eps, delta, m=1, rounds=rounds, calibrator=calibrator, unit_cap=unit_cap)
+    return calibrate(eps, delta, m=m, rounds=rounds, calibrator=calibrator, unit_cap=unit_cap)
 
 
 @dataclass(frozen=True)

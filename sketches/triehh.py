@@ -139,10 +139,20 @@ class TrieHHSpec:
 
     @property
     def sampling_rate(self) -> float:
-        """Public Poisson sampling rate p (note: ``-ln(1 - theta p) = eps / share``)."""
+        """Public Poisson sampling rate p (note: ``-ln(1 - theta p) = eps / share``).
+
+        Rounded *down* to the ``2**-53`` grid of the noise sources' uniforms
+        (``u = j 2**-53``), so that ``P[u < p] = p`` exactly: unrounded, the
+        realised rate is ``ceil(p 2**53) 2**-53``, up to ``2**-53`` above the rate
+        the accountant used (issue 8 item 9). Rounding down only lowers the
+        privacy loss (eps_l is increasing in p), and the release states the
+        (eps, delta) of this exact rate.
+        """
         if self.accountant == "exact":
-            return exact_calibration(*self.level_budget())[1]
-        return -math.expm1(-self.level_budget()[0]) / self.theta
+            p = exact_calibration(*self.level_budget())[1]
+        else:
+            p = -math.expm1(-self.level_budget()[0]) / self.theta
+        return math.floor(p * 2.0**53) * 2.0**-53
 
 
 class TrieHH:

@@ -91,8 +91,8 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
         "lag_bound": payload.get("lag_bound"),
         "payload": payload,
     }
-    if "delta_tilde" in payload:
-        doc["delta_tilde"] = payload["delta_tilde"]
+    if "delta_tilde" in payload:  # LazyHH: delta is the guarantee, not the sketch parameter
+        doc["delta"] = doc["delta_tilde"] = payload["delta_tilde"]
     return doc
 
 

@@ -174,3 +174,17 @@ def test_spec_and_registry() -> None:
     assert entry.build_spec({"p": 0.5, "eps": 2.0}).eps == pytest.approx(2.0)
     with pytest.raises(SpecError, match="pad_mass"):   # explicit padding too small for eps
         entry.build_spec({"p": 0.5, "eps": 0.1, "pad_mass": 10.0})
+
+
+def test_release_is_quantized_to_a_relative_grid() -> None:
+    """Issue 8 item 8: estimate and bounds carry 4 significant digits (no raw float bits)."""
+    from sketches.fp_sketch import FpSketch, FpSketchSpec
+    from sketches.noise import make_noise
+
+    spec = FpSketchSpec(p=0.5, rows=50, max_value=1.0, pad_mass=1e6)
+    sk = FpSketch(spec, make_noise("fast", 5, allow_insecure=True))
+    sk.update_batch(np.repeat(np.arange(300), 37))
+    out = sk.release()
+    values = [out["estimate"], out["error_bound"]["low"], out["error_bound"]["high"]]
+    assert all(v == float(f"{v:.4g}") for v in values)
+    assert values[0] > 0 and "significant" in out["quantization"]

@@ -53,12 +53,24 @@ class ConstantNoise:
 
 
 # --------------------------------------------------------------------------- reference
+class _KeyedHash:
+    """A HashSpec whose ``item_keys`` is LazyHH's (keyed PRF for str items)."""
+
+    def __init__(self, inner: object, keyer: object) -> None:
+        self._inner, self.item_keys = inner, keyer
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+
 class ReferenceHH:
     """Per-event Algorithm 6 (arrival clock) and its tick-clock variant (test oracle)."""
 
     def __init__(self, hh: LazyHH, noise: object) -> None:
         self.spec, self.th = hh.spec, hh.params.thresholds
         self.sk = LazyCMS(hh.sketch_spec, noise)  # type: ignore[arg-type]
+        # LazyHH keys str items by its secret keyed PRF (issue 8), not the public chain
+        self.sk.hash = _KeyedHash(self.sk.hash, hh._item_keys)  # type: ignore[assignment]
         cal = hh.params.count
         self.counter = None if cal is None else ContinualCounters(
             1, hh.spec.horizon, cal.sigma, cal.integer_noise, noise)  # type: ignore[arg-type]

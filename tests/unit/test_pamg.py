@@ -293,11 +293,11 @@ def test_unreleased_format_1_window_keeps_hashed_units_for_its_cap() -> None:
     # the same unit must still hit the same set (else it gets 2 caps: sensitivity 2m)
     from dataclasses import asdict
 
-    from sketches.mg_state import ItemCodec
+    from sketches.hashing import HashSpec
     from sketches.serialization import pack
 
     spec = PAMGSpec(k=8, m=2, eps=1.0, delta=1e-6, item_kind="int", hash_seed=1)
-    alice = int(ItemCodec("str", spec.hash_seed ^ 0x5A5A).keys(np.array(["alice"]))[0])
+    alice = int(HashSpec(seed=spec.hash_seed ^ 0x5A5A, depth=1, width=1).item_keys(["alice"])[0])
     v1 = pack("pamg", asdict(spec), {"format": 1, "released": False, "dropped": 0, "labels": {}},
               {"units": np.array([alice], np.uint64), "anon": np.array([False]),
                "lens": np.array([2], np.int64), "items": np.array([1, 2], np.uint64)})

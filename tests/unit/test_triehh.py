@@ -252,3 +252,20 @@ def test_accountant_module_reexported() -> None:
         assert getattr(triehh, name) is getattr(acc, name)
     theta = acc.theta_for_delta(1e-6)
     assert acc.level_privacy(0.01, theta)[1] <= 1e-6 < acc.level_privacy(0.01, theta - 1)[1]
+
+
+def test_sampling_rate_is_exact_on_the_53_bit_uniform_grid() -> None:
+    """Issue 8 item 9: P[u < p] for u on the 2^-53 grid equals p only for p on that grid."""
+    import math
+
+    from sketches.triehh import TrieHHSpec
+
+    for acc in ("note", "exact"):
+        for eps in (0.3, 1.0, 2.7):
+            spec = TrieHHSpec(levels=4, bits=8, eps=eps, delta=1e-6, accountant=acc,
+                              window_ticks=4)
+            p = spec.sampling_rate
+            assert p * 2.0**53 == math.floor(p * 2.0**53)  # on the grid: P[u < p] = p exactly
+            e = spec.level_budget()[0]
+            if acc == "note":
+                assert -math.log1p(-spec.theta * p) <= e * (1 + 1e-12)  # stated eps holds

@@ -369,6 +369,8 @@ class Engine:
         m.epoch.labels(**labels).set(st.epoch)
         m.epoch_progress.labels(**labels).set(st.rounds)
         m.epoch_length.labels(**labels).set(topo.horizon)
+        m.release_period.labels(topology=topo.name).set(
+            topo.privacy.tick_ms * topo.release.every_ticks / 1000)
 
     async def _commit(self, ps: PartitionState, force: bool = False) -> None:
         """Checkpoint ``ps`` (state + offsets + pending releases), then publish pending."""
@@ -379,7 +381,11 @@ class Engine:
         cp = PartitionCheckpoint(topo.name, ps.partition, ps.next_offset,
                                  [st.to_bytes() for st in ps.shards.values()],
                                  [raw for _, _, raw, _ in ps.pending])
-        written = await self.store.write(cp)
+        try:
+            written = await self.store.write(cp)
+        except Exception:
+            self.metrics.checkpoint_failures.labels(topology=topo.name).inc()
+            raise
         self.metrics.checkpoint_latency.labels(topology=topo.name).observe(
             time.perf_counter() - t0)
         self.metrics.checkpoint_bytes.labels(topology=topo.name).inc(written)

@@ -82,6 +82,11 @@ class Metrics:
         self.checkpoint_latency = Histogram("dpstream_checkpoint_duration_seconds",
                                             "Time to write and acknowledge one checkpoint", t,
                                             buckets=_LAT_BUCKETS, registry=r)
+        self.checkpoint_failures = Counter("dpstream_checkpoint_failures", "Checkpoint writes "
+                                           "that failed (the worker then fails and restarts)",
+                                           t, registry=r)
+        self.release_period = Gauge("dpstream_release_period_seconds", "Public release "
+                                    "cadence: tick_ms * release.every_ticks", t, registry=r)
         self.shards_owned = Gauge("dpstream_shards_owned", "Shards whose state this worker "
                                   "holds", t, registry=r)
         self.ready = Gauge("dpstream_worker_ready", "1 if the worker is ready (/readyz: "

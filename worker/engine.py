@@ -205,6 +205,11 @@ class Engine:
                         ps = await self._restore(topo, p)
                         self._add_allowed_shards(ps)
                         self.parts[(topo.name, p)] = ps
+                    if self.metrics.value("dpstream_last_release_timestamp_seconds",
+                                          topology=topo.name) is None:
+                        # the "no release for N periods" alert counts from the assignment
+                        self.metrics.last_release.labels(topology=topo.name).set(
+                            self.now_ms() / 1000)
                     off = ps.next_offset if ps.next_offset > 0 else None
                     if (topic, p) not in out:
                         out[(topic, p)] = off
@@ -401,6 +406,7 @@ class Engine:
         for _, key, _, oldest in ps.pending:
             shard = key.decode().split("/", 1)[1]
             self.metrics.releases.labels(topology=topo.name, shard=shard).inc()
+            self.metrics.last_release.labels(topology=topo.name).set(now / 1000)
             if oldest is not None:
                 self.metrics.release_latency.labels(topology=topo.name).observe(
                     max(0.0, (now - oldest) / 1000))

@@ -87,6 +87,9 @@ class Metrics:
                                            t, registry=r)
         self.release_period = Gauge("dpstream_release_period_seconds", "Public release "
                                     "cadence: tick_ms * release.every_ticks", t, registry=r)
+        self.last_release = Gauge("dpstream_last_release_timestamp_seconds", "Unix time of "
+                                  "the last published release (set to the assignment time "
+                                  "before the first one)", t, registry=r)
         self.shards_owned = Gauge("dpstream_shards_owned", "Shards whose state this worker "
                                   "holds", t, registry=r)
         self.ready = Gauge("dpstream_worker_ready", "1 if the worker is ready (/readyz: "

@@ -109,3 +109,15 @@ def test_worker_readiness_follows_the_rebalance() -> None:
     w.request_stop()
     assert w.readiness() == Probe(False, "stopping")
     assert w.liveness().ok
+
+
+def test_run_refuses_to_start_an_embedded_broker_when_forbidden(monkeypatch: Any,
+                                                               capsys: Any) -> None:
+    """The container image sets DPSTREAM_EMBEDDED_BROKER=false: no broker is an error."""
+    from worker.cli import main
+
+    monkeypatch.delenv("DPSTREAM_BROKER", raising=False)
+    monkeypatch.setenv("DPSTREAM_EMBEDDED_BROKER", "false")
+    assert main(["run", "--no-faust", "--topology", "topologies/netmon.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "DPSTREAM_BROKER: no broker configured" in err

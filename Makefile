@@ -19,12 +19,12 @@ demo: install
 	$(BIN)/dpstream demo
 
 test: install
-	$(BIN)/ruff check sketches worker tests benchmarks scripts
+	$(BIN)/ruff check sketches worker tests benchmarks scripts deploy
 	$(BIN)/mypy sketches worker
 	$(BIN)/python -m pytest -q --doctest-modules sketches worker tests
 
 lint: install
-	$(BIN)/ruff check sketches worker tests benchmarks scripts
+	$(BIN)/ruff check sketches worker tests benchmarks scripts deploy
 	$(BIN)/mypy sketches worker
 
 bench: install

@@ -4,9 +4,9 @@ kubectl kustomize, check-jsonschema, a Prometheus server)."""
 from __future__ import annotations
 
 import os
-import sys
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest

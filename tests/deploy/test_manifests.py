@@ -111,9 +111,9 @@ def test_sasl_tls_come_from_the_secret() -> None:
 
 
 def test_bad_values_fail_with_the_field_name() -> None:
-    with pytest.raises(Exception, match="kafka.securityProtocol"):
+    with pytest.raises(Exception, match=r"kafka\.securityProtocol"):
         render({"kafka": {"securityProtocol": "TLS"}})
-    with pytest.raises(Exception, match="kafka.sasl.username"):
+    with pytest.raises(Exception, match=r"kafka\.sasl\.username"):
         render({"kafka": {"securityProtocol": "SASL_PLAINTEXT"}})
 
 

@@ -53,7 +53,7 @@ def served() -> Any:
 
 
 def test_endpoints_follow_the_worker_state(served: Any) -> None:
-    m, box, base = served
+    _m, box, base = served
     status, body = _get(base + "/readyz")
     assert status == 503 and body.startswith("rebalancing")
     assert _get(base + "/healthz") == (200, "alive\n")

@@ -13,12 +13,19 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,deploy]'
 	touch $@
 
+# tests/deploy validates the chart's custom resources with node (KEDA and Prometheus
+# Operator schemas from the npm registry, pinned by package-lock.json).
+CRD    := tests/deploy/crd
+$(CRD)/node_modules/.installed: $(CRD)/package-lock.json
+	npm ci --prefix $(CRD) --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
 install: $(VENV)/.installed
 
 demo: install
 	$(BIN)/dpstream demo
 
-test: install
+test: install $(CRD)/node_modules/.installed
 	$(BIN)/ruff check sketches worker tests benchmarks scripts deploy
 	$(BIN)/mypy sketches worker
 	$(BIN)/python -m pytest -q --doctest-modules sketches worker tests

@@ -112,6 +112,7 @@ def test_deployment_probes_group_and_grace() -> None:
     c = pod["containers"][0]
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["DPSTREAM_GROUP_ID"] == "dpstream" and env["DPSTREAM_ASSIGNMENT"] == "group"
+    assert env["DPSTREAM_EMBEDDED_BROKER"] == "false"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert pod["terminationGracePeriodSeconds"] >= 60

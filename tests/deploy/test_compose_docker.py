@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,30 @@ def test_entry_point_runs_from_the_venv() -> None:
     out = subprocess.run([str(script), "tail", "--help"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and "--topic" in out.stdout, out.stderr
+
+
+def test_image_install_steps_in_a_fresh_venv(tmp_path: Path) -> None:
+    """The Dockerfile's two pip steps, replayed in a fresh venv (no Docker engine here):
+    the pinned requirements, then the project without dependencies; ``pip check`` finds
+    the set consistent and the entry point starts (with no broker it refuses, as in the
+    image, instead of starting the embedded one)."""
+    venv = tmp_path / "image"
+    run(sys.executable, "-m", "venv", str(venv))
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile",
+           "--disable-pip-version-check"]
+    run(*pip, "-r", str(ROOT / "deploy" / "docker" / "requirements.txt"))
+    src = tmp_path / "src"  # what the Dockerfile copies, nothing else
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for name in ("sketches", "worker"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    run(*pip, "--no-deps", str(src))
+    run(str(venv / "bin" / "python"), "-m", "pip", "check")
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "DPSTREAM_EMBEDDED_BROKER": "false",
+           "DPSTREAM_TOPOLOGIES": str(ROOT / "topologies" / "netmon.yaml"),
+           "HOME": str(tmp_path)}
+    out = subprocess.run(["dpstream", "run", "--no-faust"], capture_output=True, text=True,
+                         timeout=120, env=env, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "DPSTREAM_BROKER: no broker configured" in out.stderr

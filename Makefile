@@ -12,7 +12,14 @@ BIN    := $(VENV)/bin
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,deploy]'
+	touch $@
+
+# tests/deploy validates the chart's custom resources with node (KEDA and Prometheus
+# Operator schemas from the npm registry, pinned by package-lock.json).
+CRD    := tests/deploy/crd
+$(CRD)/node_modules/.installed: $(CRD)/package-lock.json
+	npm ci --prefix $(CRD) --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $@
 
 install: $(VENV)/.installed
@@ -21,13 +28,13 @@ demo: install
 	@echo "dpstream demo: the dashboard will be on http://127.0.0.1:8050/ (Ctrl-C stops everything)"
 	$(BIN)/dpstream demo
 
-test: install
-	$(BIN)/ruff check sketches worker privacy_audit tests benchmarks scripts examples
+test: install $(CRD)/node_modules/.installed
+	$(BIN)/ruff check sketches worker privacy_audit tests benchmarks scripts examples deploy
 	$(BIN)/mypy sketches worker privacy_audit
 	$(BIN)/python -m pytest -q --doctest-modules sketches worker privacy_audit tests
 
 lint: install
-	$(BIN)/ruff check sketches worker privacy_audit tests benchmarks scripts examples
+	$(BIN)/ruff check sketches worker privacy_audit tests benchmarks scripts examples deploy
 	$(BIN)/mypy sketches worker privacy_audit
 
 # empirical privacy audit, large version (~15 min CPU): writes results/privacy_audit.md

@@ -17,7 +17,8 @@ plus validated topologies in, a :class:`Worker` out. The worker
   offsets are never trusted);
 - runs a timer that advances clocks and publishes due releases
   (checkpoint first, publish second);
-- exposes Prometheus metrics on ``metrics_host:metrics_port``.
+- exposes Prometheus metrics on ``metrics_host:metrics_port`` (``/metrics``),
+  next to the probes ``/healthz`` and ``/readyz`` (:mod:`worker.health`).
 
 The Kafka producer runs with idempotence disabled and ``acks=all`` (the
 idempotent producer does not work against every Kafka-protocol broker; crash
@@ -48,6 +49,7 @@ from worker.event_time import (
     describe_timestamp_types,
     topic_configs,
 )
+from worker.health import Probe, liveness, readiness
 from worker.mechanisms import load_mechanisms
 from worker.metrics import Metrics
 from worker.settings import Settings
@@ -120,6 +122,10 @@ class Worker:
         self._stopping = asyncio.Event()
         self.engine: Engine
         self.failed: BaseException | None = None
+        self.started = False
+        """:meth:`start` completed (clients connected, topics declared, subscribed)."""
+        self.broker_connected = True
+        """The Kafka clients reach the broker (read by :func:`worker.health.readiness`)."""
         self.rebalancing = settings.assignment != "static"
         """True from a revocation until the assigned partitions are restored and seeked.
 
@@ -130,6 +136,19 @@ class Worker:
         waited: aiokafka only returns records that start at the partition's
         current position and advances it, so dropping them would lose them.
         """
+
+    @property
+    def stopping(self) -> bool:
+        """A stop was requested (signal, failure or time limit)."""
+        return self._stopping.is_set()
+
+    def liveness(self) -> Probe:
+        """``/healthz`` (see :mod:`worker.health`)."""
+        return liveness(self)
+
+    def readiness(self) -> Probe:
+        """``/readyz`` (see :mod:`worker.health`)."""
+        return readiness(self)
 
     def _common(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.settings.broker,
@@ -180,6 +199,9 @@ class Worker:
     async def _start(self) -> None:
         s = self.settings
         load_mechanisms(s.plugins)
+        if s.metrics_port:  # first, so /healthz answers while the worker connects
+            self.metrics_port = self.metrics.serve(s.metrics_host, s.metrics_port,
+                                                   live=self.liveness, ready=self.readiness)
         await self._declare_topics()
         self.producer = AIOKafkaProducer(
             enable_idempotence=False, acks="all", linger_ms=2,
@@ -209,12 +231,11 @@ class Worker:
             await self.restore_and_seek(tps)
         else:
             self.consumer.subscribe(topics, listener=_Listener(self))
-        if s.metrics_port:
-            self.metrics_port = self.metrics.serve(s.metrics_host, s.metrics_port)
         self._tasks = [asyncio.create_task(self._consume(), name="dpstream-consume"),
                        asyncio.create_task(self._timer(), name="dpstream-timer")]
         for task in self._tasks:
             task.add_done_callback(self._on_task_done)
+        self.started = True
         log.info("worker started: %d topologies, group %s, assignment %s", len(self.topologies),
                  s.group_id, s.assignment)
 

@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from sketches.errors import DPStreamError
+from sketches.errors import DPStreamError, SpecError
 from worker.settings import Settings
 
 log = logging.getLogger("dpstream")
@@ -106,9 +106,14 @@ async def _run(settings: Settings, topology: Sequence[str] | None) -> None:
     await worker.run_until_stopped()
 
 
-def _with_broker(settings: Settings) -> tuple[Settings, contextlib.AbstractContextManager[object]]:
+def _with_broker(settings: Settings, *, demo: bool = False,
+                 ) -> tuple[Settings, contextlib.AbstractContextManager[object]]:
     if settings.broker:
         return settings, contextlib.nullcontext()
+    if not (demo or settings.embedded_broker):
+        raise SpecError("DPSTREAM_BROKER: no broker configured; set host:port[,host:port] "
+                        "(DPSTREAM_EMBEDDED_BROKER=false forbids starting the embedded "
+                        "in-memory broker; `dpstream demo` always starts one)")
     from worker.broker import EmbeddedBroker
 
     broker = EmbeddedBroker()
@@ -223,7 +228,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """``dpstream demo``."""
     settings = Settings.from_env()
     _logging(settings.log_level)
-    settings, broker = _with_broker(settings)
+    settings, broker = _with_broker(settings, demo=True)
     with broker:
         if args.faust:
             from worker.app import create_faust_app

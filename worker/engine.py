@@ -215,6 +215,11 @@ class Engine:
                         ps = await self._restore(topo, p)
                         self._add_allowed_shards(ps)
                         self.parts[(topo.name, p)] = ps
+                    if self.metrics.value("dpstream_last_release_timestamp_seconds",
+                                          topology=topo.name) is None:
+                        # the "no release for N periods" alert counts from the assignment
+                        self.metrics.last_release.labels(topology=topo.name).set(
+                            self.now_ms() / 1000)
                     off = ps.next_offset if ps.next_offset > 0 else None
                     if (topic, p) not in out:
                         out[(topic, p)] = off
@@ -468,6 +473,8 @@ class Engine:
         m.epoch.labels(**labels).set(st.epoch)
         m.epoch_progress.labels(**labels).set(st.rounds)
         m.epoch_length.labels(**labels).set(topo.horizon)
+        m.release_period.labels(topology=topo.name).set(
+            topo.privacy.tick_ms * topo.release.every_ticks / 1000)
 
     async def _commit(self, ps: PartitionState, force: bool = False) -> None:
         """Checkpoint ``ps`` (state + offsets + pending releases), then publish pending."""
@@ -482,7 +489,11 @@ class Engine:
         cp = PartitionCheckpoint(topo.name, ps.partition, resume,
                                  [st.to_bytes() for st in ps.shards.values()],
                                  [raw for _, _, raw, _, _ in ps.pending], done, wm)
-        written = await self.store.write(cp)
+        try:
+            written = await self.store.write(cp)
+        except Exception:
+            self.metrics.checkpoint_failures.labels(topology=topo.name).inc()
+            raise
         self.metrics.checkpoint_latency.labels(topology=topo.name).observe(
             time.perf_counter() - t0)
         self.metrics.checkpoint_bytes.labels(topology=topo.name).inc(written)
@@ -499,6 +510,7 @@ class Engine:
         for _, key, _, oldest, _ in ps.pending:
             shard = key.decode().split("/", 1)[1]
             self.metrics.releases.labels(topology=topo.name, shard=shard).inc()
+            self.metrics.last_release.labels(topology=topo.name).set(now / 1000)
             if oldest is not None:
                 self.metrics.release_latency.labels(topology=topo.name).observe(
                     max(0.0, (now - oldest) / 1000))

@@ -2,8 +2,9 @@
 
 Every metric lives in one :class:`Metrics` object with its own registry, so
 tests can run several workers in one process. :meth:`Metrics.serve` exposes
-them over HTTP, on 127.0.0.1 unless configured otherwise. The list with
-meanings is in docs/OPERATIONS.md.
+them over HTTP at ``/metrics``, next to the probes ``/healthz`` and
+``/readyz`` (:mod:`worker.health`), on 127.0.0.1 unless configured
+otherwise. The list with meanings is in docs/OPERATIONS.md.
 
 Examples
 --------
@@ -16,10 +17,16 @@ Examples
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import make_wsgi_app
+
+from worker.health import Probe
 
 log = logging.getLogger(__name__)
 
@@ -75,20 +82,46 @@ class Metrics:
         self.checkpoint_latency = Histogram("dpstream_checkpoint_duration_seconds",
                                             "Time to write and acknowledge one checkpoint", t,
                                             buckets=_LAT_BUCKETS, registry=r)
+        self.checkpoint_failures = Counter("dpstream_checkpoint_failures", "Checkpoint writes "
+                                           "that failed (the worker then fails and restarts)",
+                                           t, registry=r)
+        self.release_period = Gauge("dpstream_release_period_seconds", "Public release "
+                                    "cadence: tick_ms * release.every_ticks", t, registry=r)
+        self.last_release = Gauge("dpstream_last_release_timestamp_seconds", "Unix time of "
+                                  "the last published release (set to the assignment time "
+                                  "before the first one)", t, registry=r)
         self.shards_owned = Gauge("dpstream_shards_owned", "Shards whose state this worker "
                                   "holds", t, registry=r)
+        self.ready = Gauge("dpstream_worker_ready", "1 if the worker is ready (/readyz: "
+                           "connected, partitions assigned and restored, not rebalancing)",
+                           registry=r)
         self._server: Any = None
+        self._thread: threading.Thread | None = None
 
     def value(self, name: str, **labels: str) -> float | None:
         """Current sample value (for tests and the demo)."""
         return self.registry.get_sample_value(name, labels)
 
-    def serve(self, host: str, port: int) -> int:
-        """Start the HTTP endpoint; return the bound port (``port`` 0 picks a free one)."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        self._server = server
+    def serve(self, host: str, port: int, *, live: Callable[[], Probe] | None = None,
+              ready: Callable[[], Probe] | None = None) -> int:
+        """Start the HTTP endpoint; return the bound port (``port`` 0 picks a free one).
+
+        ``/metrics`` is the Prometheus exposition; ``/healthz`` and ``/readyz``
+        answer 200 or 503 with the probe's reason as the body (``live`` and
+        ``ready``; absent ones always answer 200). ``ready`` also drives the
+        ``dpstream_worker_ready`` gauge, evaluated at every scrape.
+        """
+        if ready is not None:
+            probe = ready
+            self.ready.set_function(lambda: float(probe().ok))
+        app = _probe_app(make_wsgi_app(self.registry), live, ready)
+        server = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        thread = threading.Thread(target=server.serve_forever, name="dpstream-metrics",
+                                  daemon=True)
+        thread.start()
+        self._server, self._thread = server, thread
         bound = int(server.server_address[1])
-        log.info("metrics on http://%s:%d/metrics", host, bound)
+        log.info("metrics on http://%s:%d/metrics (probes /healthz, /readyz)", host, bound)
         return bound
 
     def close(self) -> None:
@@ -97,3 +130,38 @@ class Metrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # no access log per scrape
+        pass
+
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _probe_app(metrics_app: WSGIApp, live: Callable[[], Probe] | None,
+               ready: Callable[[], Probe] | None) -> WSGIApp:
+    """WSGI app: ``/healthz`` and ``/readyz`` from the probes, anything else to metrics."""
+    probes = {"/healthz": live, "/readyz": ready}
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path not in probes:
+            return metrics_app(environ, start_response)
+        fn = probes[path]
+        probe = Probe(True, "ok") if fn is None else fn()
+        status = "200 OK" if probe.ok else "503 Service Unavailable"
+        body = (probe.reason + "\n").encode()
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
+                                ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app

@@ -43,7 +43,11 @@ class Settings:
     ----------
     broker
         Kafka bootstrap servers ``host:port[,host:port]``; empty starts the
-        embedded broker (CLI only).
+        embedded broker (CLI only) if :attr:`embedded_broker` allows it.
+    embedded_broker
+        Whether ``dpstream run`` may start the embedded broker when no broker
+        is configured (the container image sets it false: a missing
+        ``DPSTREAM_BROKER`` is then an error, not a private in-memory broker).
     topologies
         Topology files or directories (``os.pathsep``-separated in the env).
     group_id
@@ -73,6 +77,7 @@ class Settings:
     """
 
     broker: str = ""
+    embedded_broker: bool = True
     topologies: tuple[str, ...] = ("topologies",)
     group_id: str = "dpstream"
     assignment: str = "group"

@@ -258,3 +258,41 @@ def test_privacy_gauges_report_the_mechanism_guarantee() -> None:
             assert eps == stated["eps"] == topo.privacy.eps
         else:
             assert (eps, delta) == (topo.privacy.eps, topo.privacy.delta)
+
+
+def test_checkpoint_failure_is_counted_and_raised_and_period_is_exported() -> None:
+    """Alerts need dpstream_checkpoint_failures_total and dpstream_release_period_seconds."""
+
+    class FailingStore(MemStore):
+        async def write(self, cp: Any) -> int:
+            raise OSError("broker unavailable")
+
+    clock = Clock(T0)
+    eng = Engine([make(every=5)], FailingStore(), MemSink(), clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0)])
+        await eng.process_batch("in", 0, [ev(0, "r1", "a")])
+        clock.t += 0.72
+        await eng.on_timer()
+
+    with pytest.raises(OSError):
+        asyncio.run(run())
+    assert eng.metrics.value("dpstream_checkpoint_failures_total", topology="t") == 1.0
+    assert eng.metrics.value("dpstream_release_period_seconds", topology="t") == 0.5
+
+
+def test_last_release_timestamp_starts_at_assignment_and_follows_releases() -> None:
+    clock = Clock(T0)
+    eng = Engine([make(every=5)], MemStore(), MemSink(), clock=clock)
+    name = "dpstream_last_release_timestamp_seconds"
+
+    async def run() -> None:
+        await eng.assign([("in", 0)])
+        assert eng.metrics.value(name, topology="t") == T0
+        await eng.process_batch("in", 0, [ev(0, "r1", "a")])
+        clock.t += 0.72
+        await eng.on_timer()
+
+    asyncio.run(run())
+    assert eng.metrics.value(name, topology="t") == pytest.approx(T0 + 0.72)

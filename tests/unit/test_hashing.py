@@ -248,7 +248,7 @@ def test_hashing_memory_is_proportional_to_the_bytes_present():
 
     spec = HashSpec(seed=1, depth=2, width=64)
     short = [f"10.0.{i % 256}.{i % 200}" for i in range(500)]
-    batches = [short + ["a" * 100_000], short + ["\u00e9" * 30_000], [""] * 2000 + ["b" * 5000],
+    batches = [[*short, "a" * 100_000], [*short, "\u00e9" * 30_000], [""] * 2000 + ["b" * 5000],
                ["a" * 40] * 1000 + ["\u00e9" * 100] * 10]
     for batch in batches:
         items = np.array(batch, dtype=object)

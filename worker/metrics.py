@@ -15,11 +15,14 @@ Examples
 
 from __future__ import annotations
 
+import errno
 import logging
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import start_http_server
+
+from sketches.errors import SpecError
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +80,61 @@ class Metrics:
                                             buckets=_LAT_BUCKETS, registry=r)
         self.shards_owned = Gauge("dpstream_shards_owned", "Shards whose state this worker "
                                   "holds", t, registry=r)
+        self.broker_connected = Gauge("dpstream_broker_connected", "1 while the worker reaches "
+                                      "the broker, 0 during an outage", registry=r)
+        self.broker_outages = Counter("dpstream_broker_outages", "Broker outages detected "
+                                      "(connection lost or embedded broker died)", registry=r)
         self._server: Any = None
+
+    _PER_TOPOLOGY = ("events_in", "messages_in", "dropped", "over_horizon")
+
+    def init_topology(self, topology: str, reasons: tuple[str, ...]) -> None:
+        """Create every error and throughput series of ``topology`` at 0, so that
+        ``increase(...) > 0`` alerts fire on the first event (a series without a
+        sample has no increase)."""
+        for name in self._PER_TOPOLOGY:
+            getattr(self, name).labels(topology=topology)
+        for reason in reasons:
+            self.decode_errors.labels(topology=topology, reason=reason)
+            self.dead_letters.labels(topology=topology, reason=reason)
+
+    def forget_shard(self, topology: str, shard: str) -> None:
+        """Remove the per-shard gauges of a shard this worker no longer owns (after a
+        revocation another worker reports them; a stale copy would double-count)."""
+        for gauge in (self.memory, self.eps, self.delta, self.epoch, self.epoch_progress,
+                      self.epoch_length):
+            try:
+                gauge.remove(topology, shard)
+            except KeyError:
+                pass
+
+    def forget_partition(self, topology: str, partition: int) -> None:
+        """Remove the lag gauge of a revoked partition (summed lag must not double-count)."""
+        try:
+            self.lag.remove(topology, str(partition))
+        except KeyError:
+            pass
 
     def value(self, name: str, **labels: str) -> float | None:
         """Current sample value (for tests and the demo)."""
         return self.registry.get_sample_value(name, labels)
 
     def serve(self, host: str, port: int) -> int:
-        """Start the HTTP endpoint; return the bound port (``port`` 0 picks a free one)."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        """Start the HTTP endpoint; return the bound port (``port`` 0 picks a free one).
+
+        Raises
+        ------
+        SpecError
+            The port is in use (names the port and the fix).
+        """
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise SpecError(f"metrics port {host}:{port} is already in use (another dpstream "
+                            "worker or demo?); pass --metrics-port with a free port, set "
+                            "DPSTREAM_METRICS_PORT, or 0 to disable metrics") from None
         self._server = server
         bound = int(server.server_address[1])
         log.info("metrics on http://%s:%d/metrics", host, bound)

@@ -377,8 +377,10 @@ class Worker:
         for client in (getattr(self, "consumer", None), getattr(self, "ck_consumer", None),
                        getattr(self, "producer", None)):
             if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.stop()
+                # Bounded: with the broker gone, leaving the group or flushing can hang,
+                # and aiokafka's fetcher may end in CancelledError.
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(client.stop(), 10)
         self.metrics.close()
 
 

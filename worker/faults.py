@@ -89,14 +89,24 @@ class RateLimitedLog(logging.Filter):
 
 
 def install_rate_limit(interval_s: float) -> RateLimitedLog:
-    """Attach one :class:`RateLimitedLog` to the Kafka client loggers (idempotent)."""
-    for name in KAFKA_LOGGERS:
-        for f in logging.getLogger(name).filters:
+    """Attach one :class:`RateLimitedLog` to every Kafka client logger (idempotent).
+
+    A logger's filters only see records created on that logger (not on its
+    children), so the filter goes on each existing ``aiokafka.*``/``kafka.*``
+    logger; the client modules create theirs at import, before the worker starts.
+    """
+    import aiokafka  # noqa: F401  # its loggers exist once it is imported
+
+    names = [n for n in list(logging.Logger.manager.loggerDict)
+             if n.split(".")[0] in KAFKA_LOGGERS]
+    loggers = [logging.getLogger(n) for n in sorted({*names, *KAFKA_LOGGERS})]
+    for lg in loggers:
+        for f in lg.filters:
             if isinstance(f, RateLimitedLog):
                 return f
     flt = RateLimitedLog(interval_s)
-    for name in KAFKA_LOGGERS:
-        logging.getLogger(name).addFilter(flt)
+    for lg in loggers:
+        lg.addFilter(flt)
     return flt
 
 

@@ -232,7 +232,7 @@ class Worker:
         self.watch = BrokerWatch(self._probe, s.broker, outage_limit_s=s.broker_outage_limit_s,
                                  on_fatal=lambda exc: self.fail(exc, "broker watch"),
                                  embedded_exit=self.embedded_exit,
-                                 on_change=lambda up: self.metrics.broker_connected.set(int(up)))
+                                 on_change=self._on_broker_change)
         self.metrics.broker_connected.set(1)
         self._tasks = [asyncio.create_task(self._consume(), name="dpstream-consume"),
                        asyncio.create_task(self._timer(), name="dpstream-timer"),
@@ -246,6 +246,11 @@ class Worker:
         exc = None if task.cancelled() else task.exception()
         if exc is not None:
             self.fail(exc, task.get_name())
+
+    def _on_broker_change(self, up: bool) -> None:
+        self.metrics.broker_connected.set(int(up))
+        if not up:
+            self.metrics.broker_outages.inc()
 
     async def _probe(self) -> bool:
         await self.producer.client.fetch_all_metadata()

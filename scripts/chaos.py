@@ -105,7 +105,7 @@ def run_phase(phase: int, port: int, args: argparse.Namespace, rng: random.Rando
     try:
         asyncio.run(create_topic(broker.bootstrap, f"{name}-in", 3))
         for k in range(args.rounds):
-            crash = "after_checkpoint:0.1,mid_publish:0.1" if k % 2 else ""
+            crash = "after_checkpoint:0.3,mid_publish:0.3" if k % 2 else ""
             proc = procs.start(topo, group=name, assignment="static", crash_points=crash,
                                extra_env=WORKER_ENV)
             chunk: list[tuple[bytes | None, bytes]] = []
@@ -127,7 +127,7 @@ def run_phase(phase: int, port: int, args: argparse.Namespace, rng: random.Rando
                     time.sleep(rng.uniform(1.0, 3.0))
                     os.kill(proc.pid, signal.SIGCONT)
                     stats["worker_pauses"] += 1
-            _sleep_alive(proc, rng.uniform(0.5, 3.0))
+            _sleep_alive(proc, rng.uniform(1.5, 4.0))
             if proc.poll() is None:
                 stats["worker_kills"] += 1
             else:
@@ -197,7 +197,8 @@ def main() -> int:
     line = (f"{'PASS' if ok else 'FAIL'}: {args.phases} phases (broker on port {port}, "
             f"restarted {stats['broker_starts'] - 1} times on the same port), faults injected "
             f"{faults} (worker kill -9 {stats['worker_kills']}, worker self-kills at crash "
-            f"points {stats['worker_self_kills']}, SIGSTOP/SIGCONT {stats['worker_pauses']}, "
+            f"points {stats['worker_self_kills']} (crash-point lines in the logs "
+            f"{stats['crash_point_kills']}), SIGSTOP/SIGCONT {stats['worker_pauses']}, "
             f"broker kill -9 {stats['broker_kills']} with clear worker exit "
             f"{stats['broker_kill_clear_exits']}/{stats['broker_kills']}, slowest "
             f"{stats['broker_kill_exit_seconds_max']} s), good events {stats['good_events']}, "

@@ -135,6 +135,11 @@ def run_phase(phase: int, port: int, args: argparse.Namespace, rng: random.Rando
             procs.kill9(proc)
             print(f"phase {phase + 1} round {k + 1}/{args.rounds}", flush=True)
         final = procs.start(topo, group=name, assignment="static", extra_env=WORKER_ENV)
+        final_log = procs.log_dir / f"worker-{len(procs.procs) - 1}.log"
+        deadline = time.monotonic() + 60  # the broker kill below must hit a running worker
+        while ("worker started" not in final_log.read_text(errors="replace")
+               and time.monotonic() < deadline and final.poll() is None):
+            time.sleep(0.05)
 
         def done(msgs: list) -> bool:
             latest = latest_by_shard(msgs)
@@ -161,7 +166,8 @@ def run_phase(phase: int, port: int, args: argparse.Namespace, rng: random.Rando
         stats["broker_kills"] += 1
         t0 = time.monotonic()
         _sleep_alive(final, 60)
-        clear = final.poll() is not None and "unreachable for" in procs.full_logs()
+        clear = final.poll() is not None and final.returncode != 0 and (
+            "unreachable for" in final_log.read_text(errors="replace"))
         stats["broker_kill_clear_exits"] += int(clear)
         stats["broker_kill_exit_seconds_max"] = max(stats["broker_kill_exit_seconds_max"],
                                                     int(time.monotonic() - t0))

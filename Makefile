@@ -9,11 +9,22 @@ BIN    := $(VENV)/bin
 
 .PHONY: install demo test lint bench audit clean
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+# The stamp names the Python that built the venv: another $(PYTHON) (or a venv left
+# half-built by a failed install, which has no stamp) is recreated from scratch.
+PYVER  := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+STAMP  := $(VENV)/.installed-py$(PYVER)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "dpstream needs Python >= 3.11; run: make PYTHON=python3.11"; exit 1; }
+	@if [ ! -x $(BIN)/python ] || ! ls $(VENV)/.installed-py$(PYVER) >/dev/null 2>&1 && \
+	    [ "$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" \
+	      != "$(PYVER)" -o ! -e $(VENV)/.installed ]; then \
+	  echo "creating $(VENV) with $(PYTHON) $(PYVER) (replacing any other or half-built one)"; \
+	  rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); fi
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev,deploy]'
-	touch $@
+	touch $(VENV)/.installed $@
 
 # tests/deploy validates the chart's custom resources with node (KEDA and Prometheus
 # Operator schemas from the npm registry, pinned by package-lock.json).
@@ -22,7 +33,7 @@ $(CRD)/node_modules/.installed: $(CRD)/package-lock.json
 	npm ci --prefix $(CRD) --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $@
 
-install: $(VENV)/.installed
+install: $(STAMP)
 
 demo: install
 	@echo "dpstream demo: the dashboard will be on http://127.0.0.1:8050/ (Ctrl-C stops everything)"

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -49,9 +50,11 @@ from worker.event_time import (
     describe_timestamp_types,
     topic_configs,
 )
+from worker.faults import BrokerUnavailable, BrokerWatch, install_rate_limit
 from worker.health import Probe, liveness, readiness
 from worker.mechanisms import load_mechanisms
 from worker.metrics import Metrics
+from worker.poison import BROKER_ERRORS, PoisonGuard, process_guarded
 from worker.settings import Settings
 from worker.topology import Topology, load_topologies
 
@@ -90,6 +93,7 @@ class _Listener(ConsumerRebalanceListener):
         self.worker.rebalancing = True
         try:
             await self.worker.engine.revoke([(tp.topic, tp.partition) for tp in revoked])
+            self.worker.forget_partitions(revoked)
         except Exception as exc:
             self._failed(exc)
 
@@ -121,11 +125,13 @@ class Worker:
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = asyncio.Event()
         self.engine: Engine
+        self.guard = PoisonGuard(settings.poison_attempts)
+        self.embedded_exit: Callable[[], str | None] | None = None
+        """Set by the CLI for an embedded broker: None while it runs, else how it ended."""
+        self.watch: BrokerWatch | None = None
         self.failed: BaseException | None = None
         self.started = False
         """:meth:`start` completed (clients connected, topics declared, subscribed)."""
-        self.broker_connected = True
-        """The Kafka clients reach the broker (read by :func:`worker.health.readiness`)."""
         self.rebalancing = settings.assignment != "static"
         """True from a revocation until the assigned partitions are restored and seeked.
 
@@ -187,10 +193,35 @@ class Worker:
                     f"{t.source}: input.partitions: topic {t.input.topic!r} has {len(parts)} "
                     f"partitions, the topology says {t.input.partitions}; make them equal")
 
+    @property
+    def broker_connected(self) -> bool:
+        """True unless the broker is currently unreachable (readiness; worker.faults)."""
+        return self.watch is None or self.watch.connected
+
+    def forget_partitions(self, tps: Any) -> None:
+        """Metrics and poison bookkeeping of revoked partitions go (they moved away)."""
+        for tp in tps:
+            self.guard.forget(tp.topic, tp.partition)
+            for t in self.engine.by_topic.get(tp.topic, []):
+                self.metrics.forget_partition(t.name, tp.partition)
+
     async def start(self) -> None:
-        """Connect, declare topics, join (or assign) and start consuming and the timer."""
+        """Connect, declare topics, join (or assign) and start consuming and the timer.
+
+        Raises
+        ------
+        BrokerUnavailable
+            The broker does not answer (one line naming the address and the fix).
+        """
+        install_rate_limit(self.settings.log_interval_s)
         try:
             await self._start()
+        except BROKER_ERRORS as exc:
+            self.failed = None
+            await self._close_clients()
+            raise BrokerUnavailable(
+                f"cannot reach the broker at {self.settings.broker} ({type(exc).__name__}: "
+                f"{exc}); check --broker / DPSTREAM_BROKER and that the broker runs") from None
         except BaseException:
             self.failed = None
             await self._close_clients()
@@ -205,7 +236,7 @@ class Worker:
         await self._declare_topics()
         self.producer = AIOKafkaProducer(
             enable_idempotence=False, acks="all", linger_ms=2,
-            max_request_size=4 * 1024 * 1024, **self._common())
+            max_request_size=s.producer_max_request_bytes, **self._common())
         await self.producer.start()
         self.ck_consumer = AIOKafkaConsumer(enable_auto_commit=False, group_id=None,
                                             auto_offset_reset="earliest", **self._common())
@@ -215,7 +246,8 @@ class Worker:
         await self.ck_consumer.seek_to_beginning(ck_tp)
         store = CheckpointStore(self.producer, self.ck_consumer, s.checkpoint_topic)
         self.engine = Engine(self.topologies, store, KafkaSink(self.producer), self.metrics,
-                             crash_points=s.crash_probabilities())
+                             crash_points=s.crash_probabilities(),
+                             dead_letter_max_bytes=s.producer_max_request_bytes - 4096)
         self.consumer = AIOKafkaConsumer(
             group_id=s.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
@@ -231,8 +263,14 @@ class Worker:
             await self.restore_and_seek(tps)
         else:
             self.consumer.subscribe(topics, listener=_Listener(self))
+        self.watch = BrokerWatch(self._probe, s.broker, outage_limit_s=s.broker_outage_limit_s,
+                                 on_fatal=lambda exc: self.fail(exc, "broker watch"),
+                                 embedded_exit=self.embedded_exit,
+                                 on_change=self._on_broker_change)
+        self.metrics.broker_connected.set(1)
         self._tasks = [asyncio.create_task(self._consume(), name="dpstream-consume"),
-                       asyncio.create_task(self._timer(), name="dpstream-timer")]
+                       asyncio.create_task(self._timer(), name="dpstream-timer"),
+                       asyncio.create_task(self.watch.run(), name="dpstream-broker-watch")]
         for task in self._tasks:
             task.add_done_callback(self._on_task_done)
         self.started = True
@@ -244,9 +282,25 @@ class Worker:
         if exc is not None:
             self.fail(exc, task.get_name())
 
+    def _on_broker_change(self, up: bool) -> None:
+        self.metrics.broker_connected.set(int(up))
+        if not up:
+            self.metrics.broker_outages.inc()
+
+    async def _probe(self) -> bool:
+        await self.producer.client.fetch_all_metadata()
+        return True
+
+    def _broker_error(self, exc: BaseException) -> None:
+        if self.watch is not None:
+            self.watch.report_error(exc)
+
     def fail(self, exc: BaseException, where: str = "rebalance callback") -> None:
         """Record ``exc`` as the worker's failure and stop it (first failure wins)."""
-        log.error("worker %s failed: %r", where, exc)
+        if isinstance(exc, BrokerUnavailable):
+            log.error("%s", exc)
+        else:
+            log.error("worker %s failed: %r", where, exc)
         if self.failed is None:
             self.failed = exc
         self._stopping.set()
@@ -272,7 +326,8 @@ class Worker:
                 # this check): the seeks will move the positions back to the
                 # checkpointed offsets, these records are fetched again from there.
                 if batches:
-                    log.info("dropped %d records fetched before the restore's seek: %s",
+                    log.info("rebalance: %d prefetched records set aside; they are read "
+                             "again from the checkpointed offsets (nothing is lost): %s",
                              sum(map(len, batches.values())),
                              sorted(f"{tp.topic}/{tp.partition}" for tp in batches))
                 continue
@@ -281,13 +336,35 @@ class Worker:
                     break  # revoked meanwhile: the restore seeks every partition again
                 self.timestamps.check_batch(tp.topic, msgs)
                 records = [(m.offset, m.key, m.value, m.timestamp) for m in msgs]
-                await self.engine.process_batch(tp.topic, tp.partition, records)
+                try:
+                    await process_guarded(self.guard, self.engine, tp.topic, tp.partition,
+                                          records, functools.partial(self.restore_and_seek, [tp]))
+                except BROKER_ERRORS as exc:
+                    # The batch may be half-applied: reset to the checkpoint once the
+                    # broker answers again (the checkpoint is on the broker).
+                    self._broker_error(exc)
+                    await self._reset_after_outage(tp)
+                    break
+
+    async def _reset_after_outage(self, tp: TopicPartition) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self.engine.discard([(tp.topic, tp.partition)])
+                await self.restore_and_seek([tp])
+                return
+            except BROKER_ERRORS as exc:
+                self._broker_error(exc)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), 1.0)
 
     async def _timer(self) -> None:
         period = max(0.02, min(1.0, min(t.privacy.tick_ms for t in self.topologies) / 4000))
         while not self._stopping.is_set():
-            await self.engine.on_timer()
-            await self._update_lag()
+            try:
+                await self.engine.on_timer()
+                await self._update_lag()
+            except BROKER_ERRORS as exc:  # pending releases stay queued: retried next round
+                self._broker_error(exc)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), period)
 
@@ -331,14 +408,20 @@ class Worker:
             with contextlib.suppress(Exception):
                 await self.engine.checkpoint_all()
         await self._close_clients()
-        log.info("worker stopped (owned partitions checkpointed)")
+        if self.failed is None:
+            log.info("worker stopped (owned partitions checkpointed)")
+        else:
+            log.info("worker stopped after a failure (state since the last checkpoint is "
+                     "re-read from the input on restart)")
 
     async def _close_clients(self) -> None:
         for client in (getattr(self, "consumer", None), getattr(self, "ck_consumer", None),
                        getattr(self, "producer", None)):
             if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.stop()
+                # Bounded: with the broker gone, leaving the group or flushing can hang,
+                # and aiokafka's fetcher may end in CancelledError.
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(client.stop(), 10)
         self.metrics.close()
 
 

@@ -34,6 +34,25 @@ class BrokerStartError(RuntimeError):
     """The embedded broker did not start or did not answer in time."""
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: ask the kernel to SIGKILL this (child) process when its parent dies.
+
+    ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` through ctypes; without it a ``kill -9``
+    of ``dpstream run`` would orphan the embedded broker (its own session), which
+    keeps its memory and its port. Elsewhere it does nothing.
+    """
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent already died between fork and prctl
+        os._exit(1)
+
+
 def free_port(host: str = LOOPBACK) -> int:
     """Return a TCP port that is free on ``host`` right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -137,7 +156,8 @@ class EmbeddedBroker:
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
         self._proc = subprocess.Popen(
-            cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         log_file.close()
         deadline = time.monotonic() + self.startup_timeout
@@ -155,6 +175,14 @@ class EmbeddedBroker:
             f"embedded broker did not answer on {self.bootstrap} within "
             f"{self.startup_timeout:.0f}s; see {self.log_path}"
         )
+
+    def exit_status(self) -> str | None:
+        """None while the broker process runs; else how it ended (for error messages)."""
+        proc = self._proc
+        if proc is None or proc.poll() is None:
+            return None
+        rc = proc.returncode
+        return f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
 
     def stop(self) -> None:
         """Terminate the broker process we started (by PID) and wait for it."""

@@ -5,9 +5,12 @@
     ``--no-faust``: the plain asyncio runner). With no broker configured (no
     ``--broker``, no ``DPSTREAM_BROKER``) it starts the embedded broker on
     loopback and stops it on exit.
-``dpstream demo [--no-faust]``
+``dpstream demo [--no-faust] [--metrics-port PORT]``
     Embedded broker + demo producer + worker on ``topologies/netmon.yaml``;
     prints releases as they are published.
+``dpstream validate TOPOLOGY...``
+    Check topology files (or directories) without a broker; exit 2 on the
+    first error, which names the file, the field and the fix.
 ``dpstream tail ...`` / ``dpstream query ...``
     Read releases (see ``worker.reader``).
 ``dpstream dashboard ...``
@@ -54,10 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     _faust_flags(run)
     demo = sub.add_parser("demo", help="embedded broker + demo producer + worker")
     _faust_flags(demo)
+    demo.add_argument("--metrics-port", type=int, help="Prometheus port (default "
+                      "$DPSTREAM_METRICS_PORT or 9108; 0 disables)")
     demo.add_argument("--rate", type=float, default=20000.0, help="events per second")
     demo.add_argument("--seconds", type=float, default=None, help="stop after this long")
     demo.add_argument("--dashboard-port", type=int, default=8050,
                       help="serve the dashboard (dpstream dashboard) on this port; 0: none")
+    val = sub.add_parser("validate", help="check topology files without a broker")
+    val.add_argument("topology", nargs="+", help="topology file or directory")
     sub.add_parser("tail", help="tail a release topic (see dpstream tail -h)", add_help=False)
     sub.add_parser("query", help="point queries on releases (see dpstream query -h)",
                    add_help=False)
@@ -93,10 +100,12 @@ def _logging(level: str) -> None:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
 
-async def _run(settings: Settings, topology: Sequence[str] | None) -> None:
+async def _run(settings: Settings, topology: Sequence[str] | None,
+               embedded_exit: ExitStatus | None = None) -> None:
     from worker.app import create_worker
 
     worker = create_worker(settings, topology)
+    worker.embedded_exit = embedded_exit
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.request_stop)
@@ -106,10 +115,23 @@ async def _run(settings: Settings, topology: Sequence[str] | None) -> None:
     await worker.run_until_stopped()
 
 
+ExitStatus = Callable[[], "str | None"]
+
+
 def _with_broker(settings: Settings, *, demo: bool = False,
-                 ) -> tuple[Settings, contextlib.AbstractContextManager[object]]:
+                 ) -> tuple[Settings, contextlib.AbstractContextManager[object], ExitStatus | None]:
+    """The configured broker (checked reachable), or a new embedded one.
+
+    The embedded broker keeps everything in memory and dies with this process
+    (parent-death signal): a restart starts a new, empty one. To keep data
+    across worker restarts, run a broker of your own and pass ``--broker``.
+    ``DPSTREAM_EMBEDDED_BROKER=false`` forbids starting it (``demo`` always does).
+    """
+    from worker.faults import check_broker
+
     if settings.broker:
-        return settings, contextlib.nullcontext()
+        asyncio.run(check_broker(settings.broker, settings.kafka_security_kwargs()))
+        return settings, contextlib.nullcontext(), None
     if not (demo or settings.embedded_broker):
         raise SpecError("DPSTREAM_BROKER: no broker configured; set host:port[,host:port] "
                         "(DPSTREAM_EMBEDDED_BROKER=false forbids starting the embedded "
@@ -118,8 +140,31 @@ def _with_broker(settings: Settings, *, demo: bool = False,
 
     broker = EmbeddedBroker()
     broker.start()
-    log.info("no broker configured: started the embedded broker on %s", broker.bootstrap)
-    return settings.with_broker(broker.bootstrap), contextlib.closing(_Stopper(broker))
+    log.warning("no broker configured: started a NEW embedded broker on %s (pid %s). It keeps "
+                "topics and checkpoints in memory only and dies with this process: data of "
+                "earlier runs is not there. Use --broker HOST:PORT for a persistent broker",
+                broker.bootstrap, broker.pid)
+    return (settings.with_broker(broker.bootstrap), contextlib.closing(_Stopper(broker)),
+            broker.exit_status)
+
+
+def _check_metrics_port(settings: Settings) -> None:
+    """Fail fast, in one line, if the metrics port is taken (before any broker starts)."""
+    import errno
+    import socket
+
+    if not settings.metrics_port:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((settings.metrics_host, settings.metrics_port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise DPStreamError(
+                f"metrics port {settings.metrics_host}:{settings.metrics_port} is already in "
+                "use (another dpstream worker or demo?); pass --metrics-port with a free port, "
+                "set DPSTREAM_METRICS_PORT, or 0 to disable metrics") from None
 
 
 class _Stopper:
@@ -138,13 +183,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
     _logging(settings.log_level)
-    settings, broker = _with_broker(settings)
+    _check_metrics_port(settings)
+    settings, broker, exit_status = _with_broker(settings)
     with broker:
         if args.faust:
             from worker.app import create_faust_app
 
-            return _run_faust(create_faust_app(settings, args.topology), settings)
-        asyncio.run(_run(settings, args.topology))
+            app = create_faust_app(settings, args.topology)
+            app.dpstream_worker.embedded_exit = exit_status
+            return _run_faust(app, settings)
+        asyncio.run(_run(settings, args.topology, exit_status))
     return 0
 
 
@@ -185,10 +233,12 @@ def _demo_extras(settings: Settings, rate: float) -> list[Extra]:
 
 
 async def _demo(settings: Settings, rate: float, seconds: float | None,
-                more: Sequence[Extra] = ()) -> None:
+                more: Sequence[Extra] = (),
+                embedded_exit: ExitStatus | None = None) -> None:
     from worker.app import create_worker
 
     worker = create_worker(settings, DEMO_TOPOLOGIES)
+    worker.embedded_exit = embedded_exit
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.request_stop)
@@ -227,8 +277,11 @@ async def _print_releases(settings: Settings, topics: Sequence[str], probe: str)
 def cmd_demo(args: argparse.Namespace) -> int:
     """``dpstream demo``."""
     settings = Settings.from_env()
+    if args.metrics_port is not None:
+        settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
     _logging(settings.log_level)
-    settings, broker = _with_broker(settings, demo=True)
+    _check_metrics_port(settings)
+    settings, broker, exit_status = _with_broker(settings, demo=True)
     with broker:
         if args.faust:
             from worker.app import create_faust_app
@@ -243,8 +296,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
                 extras.append(stop_later)
             app = create_faust_app(settings, DEMO_TOPOLOGIES, extras=extras)
+            app.dpstream_worker.embedded_exit = exit_status
             return _run_faust(app, settings)
-        asyncio.run(_demo(settings, args.rate, args.seconds, _dashboard(settings, args)))
+        asyncio.run(_demo(settings, args.rate, args.seconds, _dashboard(settings, args),
+                          exit_status))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``dpstream validate``: load and check topologies; no broker needed."""
+    from worker.mechanisms import load_mechanisms
+    from worker.topology import load_topologies
+
+    load_mechanisms(Settings.from_env().plugins)
+    for t in load_topologies(args.topology):
+        print(f"ok {t.source}: topology {t.name!r}, mechanism {t.mechanism}, "
+              f"eps {t.privacy.eps}, delta {t.privacy.delta}, input {t.input.topic} "
+              f"({t.input.partitions} partitions), releases on {t.release.topic}")
     return 0
 
 
@@ -274,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return cmd_run(args)
+        if args.command == "validate":
+            return cmd_validate(args)
         return cmd_demo(args)
     except DPStreamError as exc:
         print(f"dpstream: {exc}", file=sys.stderr)

@@ -47,7 +47,7 @@ import numpy as np
 
 from worker.decode_columnar import COLUMNAR_VERSION, _decode_columnar
 from worker.decode_common import (
-    _NUL_ESCAPE,
+    DEAD_LETTER_MAX_BYTES,
     REASONS,
     DeadLetter,
     Decoded,
@@ -55,16 +55,19 @@ from worker.decode_common import (
     Record,
     _accept_all,
     _Bad,
+    _concat,
     _empty,
     _gated,
     _key_str,
     _load,
-    _no_nul,
+    _max_len,
+    _maybe_special,
+    _text,
 )
 from worker.topology import InputSpec
 
-__all__ = ["COLUMNAR_VERSION", "REASONS", "DeadLetter", "Decoded", "Gate", "Record",
-           "decode_batch"]
+__all__ = ["COLUMNAR_VERSION", "DEAD_LETTER_MAX_BYTES", "REASONS", "DeadLetter", "Decoded",
+           "Gate", "Record", "decode_batch"]
 
 
 def _getter(path: str) -> tuple[str, ...]:
@@ -92,23 +95,51 @@ def _item(value: Any, item_type: str) -> Any:
 def _weight(value: Any, signed: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _Bad("wrong_type", "weight must be a number")
-    if signed and not math.isfinite(value):
+    try:
+        finite = math.isfinite(value)  # NaN and 1e999 (inf) are not
+    except OverflowError:  # an integer too large for a float
+        finite = False
+    if not finite:
         raise _Bad("wrong_type", "weight must be a finite number")
-    if not signed and not value >= 0:  # NaN fails too
+    if not signed and not value >= 0:
         raise _Bad("wrong_type", "weight must be a non-negative number (set "
                    "input.signed_weights: true to allow deletions)")
     return value
 
 
 def decode_batch(spec: InputSpec, records: Sequence[Record], gate: Gate = _accept_all) -> Decoded:
-    """Decode ``records`` according to ``spec.encoding``; never raises on bad input.
+    """Decode ``records`` according to ``spec.encoding``; never raises.
 
     ``gate`` (see :class:`worker.routing.ShardGate`) rejects shard keys that
-    are unknown or belong to another partition.
+    are unknown or belong to another partition. Every per-record failure
+    becomes a dead letter: bad input with its reason code, and if the decoder
+    itself raises (a bug or an input nobody foresaw, whatever the exception
+    type) the batch is decoded again record by record and each record that
+    still raises becomes an ``undecodable`` dead letter naming the exception.
     """
+    try:
+        return _decode(spec, records, gate)
+    except Exception:
+        return _isolate(spec, records, gate)
+
+
+def _decode(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
     if spec.encoding == "columnar":
         return _decode_columnar(spec, records, gate)
     return _decode_json(spec, records, gate)
+
+
+def _isolate(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
+    parts: list[Decoded] = []
+    dead: list[DeadLetter] = []
+    for rec in records:
+        try:
+            parts.append(_decode(spec, [rec], gate))
+        except Exception as exc:
+            offset, key, value, ts = rec
+            dead.append(DeadLetter(offset, key, value, ts, "undecodable",
+                                   f"the decoder raised {type(exc).__name__}: {str(exc)[:300]}"))
+    return _concat(spec, parts, dead)
 
 
 def _parse_joined(records: Sequence[Record], limit: int) -> tuple[list[Any] | None, bool]:
@@ -128,19 +159,21 @@ def _parse_joined(records: Sequence[Record], limit: int) -> tuple[list[Any] | No
     if not all(values) or max(map(len, values)) > limit:  # type: ignore[arg-type]
         return None, True
     joined = b",".join(values)  # type: ignore[arg-type]
-    nul = _NUL_ESCAPE in joined  # no JSON NUL escape anywhere: no NUL in any string
+    nul = _maybe_special(joined)  # no NUL/surrogate escape anywhere: plain text strings
     try:
         docs = json.loads(b"[" + joined + b"]")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None, nul
     if not isinstance(docs, list) or len(docs) != len(values):
         return None, nul
     return docs, nul
 
 
-def _simple_columns(docs: list[Any], ks: str, ki: str, gate: Gate) -> Decoded | None:
+def _simple_columns(docs: list[Any], ks: str, ki: str, gate: Gate,
+                    limit: int) -> Decoded | None:
     """Whole-batch fast path: every doc an object with string shard and item fields, every
-    shard accepted, no NUL anywhere. Column-level checks only (no per-event branches);
+    shard accepted, no NUL or surrogate anywhere, every string surely within ``limit``
+    UTF-8 bytes (``input.max_item_bytes``). Column-level checks only (no per-event branches);
     returns None (caller decodes message by message) if anything is off.
     """
     try:
@@ -149,6 +182,8 @@ def _simple_columns(docs: list[Any], ks: str, ki: str, gate: Gate) -> Decoded | 
     except (KeyError, TypeError, IndexError):
         return None
     if set(map(type, shards)) != {str} or set(map(type, items)) != {str}:
+        return None
+    if 4 * max(_max_len(items), _max_len(shards)) > limit:  # maybe over input.max_item_bytes
         return None
     if any(gate(sh) is not None for sh in set(shards)):
         return None
@@ -166,7 +201,7 @@ def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
     units: list[str] = []
     weights: list[float] = []
     dead: list[DeadLetter] = []
-    limit, item_type = spec.max_message_bytes, spec.item_type
+    limit, item_type, max_item = spec.max_message_bytes, spec.item_type, spec.max_item_bytes
     docs, maybe_nul = _parse_joined(records, limit)
     simple = (len(p_shard) == 1 and len(p_item) == 1 and p_unit is None and p_weight is None
               and item_type == "str")
@@ -174,33 +209,32 @@ def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
     signed = spec.signed_weights
     top = None if spec.item_bits is None else 1 << spec.item_bits
     if simple and docs and not maybe_nul:
-        fast = _simple_columns(docs, ks, ki, gate)
+        fast = _simple_columns(docs, ks, ki, gate, max_item)
         if fast is not None:
             return fast
     for n, (offset, key, value, ts) in enumerate(records):
         try:
             doc = _load(value, limit) if docs is None else docs[n]
-            nul = maybe_nul and value is not None and _NUL_ESCAPE in value
-            if simple and not nul and type(doc) is dict:  # fast path: plain string fields
+            special = maybe_nul and value is not None and _maybe_special(value)
+            if simple and not special and type(doc) is dict:  # fast path: plain string fields
                 shard, item = doc.get(ks), doc.get(ki)
-                if type(shard) is str and type(item) is str and gate(shard) is None:
+                if (type(shard) is str and type(item) is str
+                        and 4 * max(len(shard), len(item)) <= max_item and gate(shard) is None):
                     shards.append(shard)
                     items.append(item)
                     continue
             if not isinstance(doc, dict):
                 raise _Bad("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
-            shard = _key_str(_dig(doc, p_shard, f.shard), "shard key")
+            shard = _text(_key_str(_dig(doc, p_shard, f.shard), "shard key"), "shard key",
+                          max_item, special)
             item = _item(_dig(doc, p_item, f.item), item_type)
+            if isinstance(item, str):
+                _text(item, "item", max_item, special)
             if top is not None and not 0 <= item < top:
                 raise _Bad("out_of_domain", f"item outside [0, 2**{spec.item_bits}) (the "
                            "mechanism's `bits`)")
-            unit = _key_str(_dig(doc, p_unit, str(f.unit)), "unit") if p_unit else None
-            if nul:
-                _no_nul(shard, "shard key")
-                if isinstance(item, str):
-                    _no_nul(item, "item")
-                if unit is not None:
-                    _no_nul(unit, "unit")
+            unit = (_text(_key_str(_dig(doc, p_unit, str(f.unit)), "unit"), "unit", max_item,
+                          special) if p_unit else None)
             shard = _gated(gate, shard)
             weight = _weight(_dig(doc, p_weight, str(f.weight)), signed) if p_weight else None
         except _Bad as bad:

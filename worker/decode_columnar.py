@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from worker.decode_common import (
-    _NUL_ESCAPE,
     DeadLetter,
     Decoded,
     Gate,
@@ -39,7 +38,9 @@ from worker.decode_common import (
     _gated,
     _key_str,
     _load,
-    _no_nul,
+    _max_len,
+    _maybe_special,
+    _text,
 )
 from worker.topology import InputSpec
 
@@ -55,6 +56,13 @@ def _column(doc: dict[str, Any], name: str, n: int | None) -> list[Any]:
     if n is not None and len(col) != n:
         raise _Bad("length_mismatch", f"column {name!r} has {len(col)} values, 'item' has {n}")
     return col
+
+
+def _text_column(col: list[str], what: str, limit: int, special: bool) -> None:
+    """Column-level string checks: the longest value decides whether any needs measuring."""
+    if special or 4 * _max_len(col) > limit:
+        for v in col:
+            _text(v, what, limit, special)
 
 
 def _item_column(col: list[Any], item_type: str) -> np.ndarray:
@@ -96,15 +104,14 @@ def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> 
             shard = _key_str(doc.get("shard"), "shard key") if "shard" in doc else None
             if shard is None:
                 raise _Bad("missing_field", "column 'shard' is missing")
-            nul = _NUL_ESCAPE in value  # type: ignore[operator]  # _load refused None
-            if nul:
-                _no_nul(shard, "shard key")
+            special = _maybe_special(value)  # type: ignore[arg-type]  # _load refused None
+            _text(shard, "shard key", spec.max_item_bytes, special)
             _gated(gate, shard)
             raw_items = _column(doc, "item", None)
             n = len(raw_items)
-            if nul and spec.item_type == "str":
-                _no_nul("".join(v for v in raw_items if isinstance(v, str)), "column 'item'")
             items = _item_column(raw_items, spec.item_type)
+            if spec.item_type == "str":
+                _text_column(items.tolist(), "column 'item'", spec.max_item_bytes, special)
             if spec.item_bits is not None and n and (
                     int(items.min()) < 0 or int(items.max()) >= 1 << spec.item_bits):
                 raise _Bad("out_of_domain", f"column 'item' has values outside "
@@ -112,8 +119,7 @@ def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> 
             units = None
             if f.unit:
                 ulist = [_key_str(u, "unit") for u in _column(doc, "unit", n)]
-                if nul:
-                    _no_nul("".join(ulist), "column 'unit'")
+                _text_column(ulist, "column 'unit'", spec.max_item_bytes, special)
                 units = np.array(ulist, dtype=object)
             weights = None
             if f.weight:
@@ -121,11 +127,14 @@ def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> 
                 if n and not all(isinstance(w, (int, float)) and not isinstance(w, bool)
                                  for w in weights):
                     raise _Bad("wrong_type", "column 'weight' must hold numbers")
-                weights = weights.astype(np.float64)
-                if n and not (np.all(np.isfinite(weights)) if spec.signed_weights
-                              else np.all(weights >= 0)):
-                    raise _Bad("wrong_type", "column 'weight' must be non-negative (finite "
-                               "with input.signed_weights)")
+                try:
+                    weights = weights.astype(np.float64)
+                except OverflowError:  # an integer too large for a float
+                    raise _Bad("wrong_type", "column 'weight' must hold finite numbers") from None
+                if n and not (np.all(np.isfinite(weights)) and (
+                        spec.signed_weights or np.all(weights >= 0))):
+                    raise _Bad("wrong_type", "column 'weight' must hold finite numbers, "
+                               "non-negative unless input.signed_weights is true")
         except _Bad as bad:
             dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
             continue

@@ -19,6 +19,7 @@ not_an_object
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,10 +32,27 @@ from worker.topology import InputSpec
 Record = tuple[int, bytes | None, bytes | None, int]
 """``(offset, key, value, timestamp_ms)`` as handed to ``process_batch``."""
 
-REASONS = ("oversized", "empty", "not_utf8", "malformed_json", "not_an_object",
+REASONS = ("oversized", "empty", "not_utf8", "malformed_json", "too_deep", "not_an_object",
            "missing_field", "wrong_type", "bad_version", "length_mismatch",
-           "unknown_shard", "wrong_partition", "nul_in_field", "out_of_domain")
-"""Every dead-letter reason code (also the ``reason`` label of the metrics)."""
+           "unknown_shard", "wrong_partition", "nul_in_field", "out_of_domain",
+           "oversized_item", "undecodable", "poison", "late", "future")
+"""Every dead-letter reason code (also the ``reason`` label of the metrics).
+
+``late`` / ``future`` (event time, :mod:`worker.event_time`): the record's
+tick was already closed by the watermark, or its timestamp is further ahead
+of the wall clock than the allowed lateness plus one tick; they are dead
+letters but not decode errors.
+
+``undecodable``: the decoder itself raised on this record (a bug or an
+unforeseen input; the detail names the exception). ``poison``: the record
+defeated the worker after the decode, on every one of a bounded number of
+attempts, and was skipped by offset (:mod:`worker.poison`).
+"""
+
+
+DEAD_LETTER_MAX_BYTES = 1_048_576 - 4096
+"""Default size cap of one dead-letter record (a producer limit of 1 MiB minus headroom
+for the record's key and framing); the worker passes its own producer limit."""
 
 
 @dataclass(frozen=True)
@@ -48,21 +66,54 @@ class DeadLetter:
     reason: str
     detail: str
 
-    def to_json(self, topology: str, topic: str, partition: int) -> bytes:
+    def to_json(self, topology: str, topic: str, partition: int,
+                max_bytes: int = DEAD_LETTER_MAX_BYTES) -> bytes:
         """The dead-letter topic record (JSON, ``schema_version`` 1, raw bytes base64).
+
+        A record that would exceed ``max_bytes`` (the producer's limit minus
+        headroom) keeps the head of the key and value, their original lengths
+        (``key_bytes``, ``value_bytes``) and SHA-256 (``key_sha256``,
+        ``value_sha256``), with ``"truncated": true``; it never exceeds
+        ``max_bytes``.
 
         >>> DeadLetter(5, None, b"\\xff", 0, "not_utf8", "value is not UTF-8").to_json(
         ...     "t", "in", 0)[:60]
         b'{"schema_version":1,"reason":"not_utf8","detail":"value is n'
+        >>> import json
+        >>> doc = json.loads(DeadLetter(1, b"k", b"x" * 5000, 0, "oversized", "big").to_json(
+        ...     "t", "in", 0, max_bytes=2048))
+        >>> doc["truncated"], doc["value_bytes"], len(base64.b64decode(doc["value_b64"])) < 2048
+        (True, 5000, True)
         """
-        doc = {
-            "schema_version": 1, "reason": self.reason, "detail": self.detail,
+        doc: dict[str, Any] = {
+            "schema_version": 1, "reason": self.reason, "detail": self.detail[:1000],
             "topology": topology, "topic": topic, "partition": partition,
             "offset": self.offset, "timestamp": self.timestamp,
             "key_b64": None if self.key is None else base64.b64encode(self.key).decode(),
             "value_b64": None if self.value is None else base64.b64encode(self.value).decode(),
         }
-        return json.dumps(doc, separators=(",", ":")).encode()
+        raw = json.dumps(doc, separators=(",", ":")).encode()
+        if len(raw) <= max_bytes:
+            return raw
+        doc["truncated"] = True
+        for name, data in (("key", self.key), ("value", self.value)):
+            if data is not None:
+                doc[f"{name}_bytes"] = len(data)
+                doc[f"{name}_sha256"] = hashlib.sha256(data).hexdigest()
+                doc[f"{name}_b64"] = ""
+        room = max_bytes - len(json.dumps(doc, separators=(",", ":")).encode())
+        key_head = min(len(self.key or b""), max(0, room // 8) * 3 // 4, 1024)
+        value_room = room - 4 * ((key_head + 2) // 3)
+        value_head = max(0, value_room // 4 * 3 - 3)
+        if self.key is not None:
+            doc["key_b64"] = base64.b64encode(self.key[:key_head]).decode()
+        if self.value is not None:
+            doc["value_b64"] = base64.b64encode(self.value[:value_head]).decode()
+        out = json.dumps(doc, separators=(",", ":")).encode()
+        if len(out) > max_bytes:  # a tiny limit: lengths and hashes only
+            doc.update(key_b64="", value_b64="", detail=self.detail[:100])
+            out = json.dumps(doc, separators=(",", ":")).encode()
+        return out
 
 
 @dataclass
@@ -106,6 +157,40 @@ def _no_nul(value: str, what: str) -> str:
     return value
 
 
+_SURROGATE_ESCAPES = (b"\\ud", b"\\uD")
+"""How JSON writes a UTF-16 surrogate (``\\ud800``-``\\udfff``); a lone one decodes to a
+str that is not valid Unicode text (it cannot be encoded as UTF-8)."""
+
+
+def _maybe_special(value: bytes) -> bool:
+    """True if ``value`` may hold a string with a NUL or a lone surrogate (JSON escapes)."""
+    return _NUL_ESCAPE in value or any(e in value for e in _SURROGATE_ESCAPES)
+
+
+def _text(value: str, what: str, limit: int, special: bool) -> str:
+    """Check one decoded string: UTF-8 length within ``limit`` (``input.max_item_bytes``)
+    and, if ``special`` (the message has NUL or surrogate escapes), no NUL and no lone
+    surrogate."""
+    if len(value) * 4 > limit:  # maybe too long: measure its UTF-8 bytes
+        n = len(value.encode("utf-8", "surrogatepass"))
+        if n > limit:
+            raise _Bad("oversized_item", f"{what} of {n} UTF-8 bytes exceeds "
+                       f"input.max_item_bytes={limit}; shorten it at the producer or raise "
+                       "the limit")
+    if special:
+        _no_nul(value, what)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Bad("not_utf8", f"{what} contains a lone UTF-16 surrogate escape "
+                       "(\\ud800-\\udfff without its pair), which is not Unicode text") from None
+    return value
+
+
+def _max_len(values: list[str]) -> int:
+    return max(map(len, values), default=0)
+
+
 def _load(value: bytes | None, limit: int) -> Any:
     if value is None or len(value) == 0:
         raise _Bad("empty", "message has no value")
@@ -121,6 +206,9 @@ def _load(value: bytes | None, limit: int) -> Any:
         raise _Bad("malformed_json", f"not valid JSON: {exc.msg} at char {exc.pos}") from None
     except ValueError as exc:  # e.g. numbers too long to convert
         raise _Bad("malformed_json", f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise _Bad("too_deep", "JSON nested deeper than the parser's recursion limit "
+                   "(about 1,000 levels); flatten the document") from None
     if not isinstance(doc, dict):
         raise _Bad("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
     return doc
@@ -141,8 +229,32 @@ def _accept_all(shard: str) -> str | None:
     return None
 
 
+_GATE_DETAIL = {
+    "unknown_shard": "shard key {!r} is not in the topology's shards.allowed; add it there "
+                     "or fix the producer",
+    "wrong_partition": "shard key {!r} belongs to another partition (the producer must use "
+                       "the shard key as the Kafka message key with the default partitioner)",
+}
+
+
 def _gated(gate: Gate, shard: str) -> str:
     reason = gate(shard)
     if reason is not None:
-        raise _Bad(reason, f"shard key {shard!r} is not accepted on this partition")
+        template = _GATE_DETAIL.get(reason, "shard key {!r} is not accepted on this partition")
+        raise _Bad(reason, template.format(shard[:100]))
     return shard
+
+
+def _concat(spec: InputSpec, parts: list[Decoded], dead: list[DeadLetter]) -> Decoded:
+    """One :class:`Decoded` from several (in order) plus extra dead letters."""
+    for p in parts:
+        dead.extend(p.dead)
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return _empty(spec, sorted(dead, key=lambda d: d.offset))
+    f = spec.fields
+    return Decoded(
+        np.concatenate([p.items for p in parts]), np.concatenate([p.shards for p in parts]),
+        np.concatenate([p.units for p in parts if p.units is not None]) if f.unit else None,
+        np.concatenate([p.weights for p in parts if p.weights is not None])
+        if f.weight else None, sorted(dead, key=lambda d: d.offset))

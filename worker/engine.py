@@ -55,7 +55,14 @@ import numpy as np
 from sketches.base import lookup
 from sketches.errors import SpecError
 from worker.checkpoint import PartitionCheckpoint
-from worker.decode import DeadLetter, Decoded, Record, decode_batch
+from worker.decode import (
+    DEAD_LETTER_MAX_BYTES,
+    REASONS,
+    DeadLetter,
+    Decoded,
+    Record,
+    decode_batch,
+)
 from worker.epoch_params import check_hard, epoch_params, soft_changes
 from worker.metrics import Metrics
 from worker.partition import (
@@ -79,7 +86,8 @@ class Engine:
 
     def __init__(self, topologies: Sequence[Topology], store: Store, sink: Sink,
                  metrics: Metrics | None = None, *, crash_points: dict[str, float] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 dead_letter_max_bytes: int = DEAD_LETTER_MAX_BYTES) -> None:
         self.topologies = {t.name: t for t in topologies}
         self.by_topic: dict[str, list[Topology]] = {}
         for t in topologies:
@@ -95,7 +103,9 @@ class Engine:
         self.lock = asyncio.Lock()
         self._rng = np.random.default_rng()
         self._noise_for = NoiseFactory()
+        self.dead_letter_max_bytes = dead_letter_max_bytes
         for t in topologies:
+            self.metrics.init_topology(t.name, REASONS)
             self.metrics.privacy_info.labels(topology=t.name).info({
                 "mechanism": t.mechanism, "relation": t.privacy.relation,
                 "unit": t.privacy.unit_field or "event", "clock": t.privacy.clock,
@@ -306,7 +316,7 @@ class Engine:
                     if ps is not None:
                         await self._commit(ps, force=True)
                         for shard in ps.shards:
-                            self.metrics.memory.remove(topo.name, shard)
+                            self.metrics.forget_shard(topo.name, shard)
 
     async def checkpoint_all(self) -> None:
         """Checkpoint every owned partition (graceful shutdown)."""
@@ -366,10 +376,7 @@ class Engine:
         for d in dead:
             if d.reason not in ("late", "future"):
                 m.decode_errors.labels(topology=topo.name, reason=d.reason).inc()
-            m.dead_letters.labels(topology=topo.name, reason=d.reason).inc()
-            log.debug("dead letter %s at %s/%d@%d", d.reason, topic, ps.partition, d.offset)
-            await self.sink.publish(topo.dead_letter_topic, d.key or b"",
-                                    d.to_json(topo.name, topic, ps.partition))
+            await self._dead_letter(ps, topic, d)
 
     async def _drain(self, ps: PartitionState, topic: str, now: int) -> int:
         """Event time: apply held records the watermark has reached, tick by tick."""
@@ -431,6 +438,44 @@ class Engine:
         if dropped - over_total:
             m.dropped.labels(topology=topo.name).inc(dropped - over_total)
         return applied
+
+    async def _dead_letter(self, ps: PartitionState, topic: str, d: DeadLetter) -> None:
+        """Publish one dead letter, truncated to fit the producer's limit."""
+        topo = ps.topology
+        self.metrics.dead_letters.labels(topology=topo.name, reason=d.reason).inc()
+        log.debug("dead letter %s at %s/%d@%d", d.reason, topic, ps.partition, d.offset)
+        await self.sink.publish(topo.dead_letter_topic, (d.key or b"")[:256],
+                                d.to_json(topo.name, topic, ps.partition,
+                                          self.dead_letter_max_bytes))
+
+    async def discard(self, tps: Iterable[tuple[str, int]]) -> None:
+        """Drop the in-memory state of these input partitions *without* checkpointing.
+
+        Used after a record raised mid-batch (the state may be half-updated): the
+        partitions are then restored from their last checkpoint (:meth:`assign`),
+        exactly as after a crash of this worker.
+        """
+        async with self.lock:
+            for topic, p in tps:
+                for topo in self.by_topic.get(topic, []):
+                    ps = self.parts.pop((topo.name, p), None)
+                    if ps is not None:
+                        for shard in ps.shards:
+                            self.metrics.forget_shard(topo.name, shard)
+
+    async def skip(self, topic: str, partition: int, record: Record, detail: str) -> None:
+        """Dead-letter ``record`` as ``poison`` and move past its offset without applying it."""
+        offset, key, value, ts = record
+        async with self.lock:
+            for topo in self.by_topic.get(topic, []):
+                ps = self.parts.get((topo.name, partition))
+                if ps is None or offset < ps.next_offset:
+                    continue
+                log.error("topology %s: record %s/%d@%d skipped as poison: %s", topo.name,
+                          topic, partition, offset, detail)
+                await self._dead_letter(ps, topic, DeadLetter(offset, key, value, ts, "poison",
+                                                              detail))
+                ps.next_offset, ps.dirty = offset + 1, True
 
     async def on_timer(self) -> None:
         """Advance clocks, roll epochs, make due releases; checkpoint, then publish."""

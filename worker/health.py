@@ -40,8 +40,11 @@ class WorkerState(Protocol):
 
     started: bool
     """``Worker.start`` completed (clients connected, topics declared, subscribed)."""
-    broker_connected: bool
-    """The Kafka clients reach the broker."""
+    @property
+    def broker_connected(self) -> bool:
+        """The Kafka clients reach the broker (:class:`worker.faults.BrokerWatch`)."""
+        ...
+
     rebalancing: bool
     """From a revocation (or the start in group mode) until the assigned
     partitions are restored and seeked."""

@@ -16,6 +16,7 @@ Examples
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import make_wsgi_app
 
+from sketches.errors import SpecError
 from worker.health import Probe
 
 log = logging.getLogger(__name__)
@@ -95,8 +97,41 @@ class Metrics:
         self.ready = Gauge("dpstream_worker_ready", "1 if the worker is ready (/readyz: "
                            "connected, partitions assigned and restored, not rebalancing)",
                            registry=r)
+        self.broker_connected = Gauge("dpstream_broker_connected", "1 while the worker reaches "
+                                      "the broker, 0 during an outage", registry=r)
+        self.broker_outages = Counter("dpstream_broker_outages", "Broker outages detected "
+                                      "(connection lost or embedded broker died)", registry=r)
         self._server: Any = None
         self._thread: threading.Thread | None = None
+
+    _PER_TOPOLOGY = ("events_in", "messages_in", "dropped", "over_horizon")
+
+    def init_topology(self, topology: str, reasons: tuple[str, ...]) -> None:
+        """Create every error and throughput series of ``topology`` at 0, so that
+        ``increase(...) > 0`` alerts fire on the first event (a series without a
+        sample has no increase)."""
+        for name in self._PER_TOPOLOGY:
+            getattr(self, name).labels(topology=topology)
+        for reason in reasons:
+            self.decode_errors.labels(topology=topology, reason=reason)
+            self.dead_letters.labels(topology=topology, reason=reason)
+
+    def forget_shard(self, topology: str, shard: str) -> None:
+        """Remove the per-shard gauges of a shard this worker no longer owns (after a
+        revocation another worker reports them; a stale copy would double-count)."""
+        for gauge in (self.memory, self.eps, self.delta, self.epoch, self.epoch_progress,
+                      self.epoch_length):
+            try:
+                gauge.remove(topology, shard)
+            except KeyError:
+                pass
+
+    def forget_partition(self, topology: str, partition: int) -> None:
+        """Remove the lag gauge of a revoked partition (summed lag must not double-count)."""
+        try:
+            self.lag.remove(topology, str(partition))
+        except KeyError:
+            pass
 
     def value(self, name: str, **labels: str) -> float | None:
         """Current sample value (for tests and the demo)."""
@@ -110,12 +145,24 @@ class Metrics:
         answer 200 or 503 with the probe's reason as the body (``live`` and
         ``ready``; absent ones always answer 200). ``ready`` also drives the
         ``dpstream_worker_ready`` gauge, evaluated at every scrape.
+
+        Raises
+        ------
+        SpecError
+            The port is in use (names the port and the fix).
         """
         if ready is not None:
             probe = ready
             self.ready.set_function(lambda: float(probe().ok))
         app = _probe_app(make_wsgi_app(self.registry), live, ready)
-        server = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        try:
+            server = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise SpecError(f"metrics port {host}:{port} is already in use (another dpstream "
+                            "worker or demo?); pass --metrics-port with a free port, set "
+                            "DPSTREAM_METRICS_PORT, or 0 to disable metrics") from None
         thread = threading.Thread(target=server.serve_forever, name="dpstream-metrics",
                                   daemon=True)
         thread.start()

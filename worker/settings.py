@@ -74,6 +74,18 @@ class Settings:
         itself with SIGKILL (crash-consistency tests); empty in production.
     log_level
         Python logging level name.
+    producer_max_request_bytes
+        The producer's ``max_request_size`` (default 4 MiB); keep it at most the
+        broker's ``message.max.bytes``. Dead-letter copies are truncated to fit it.
+    poison_attempts
+        A record that makes the worker raise this many times is dead-lettered by
+        offset (reason ``poison``) and skipped (:mod:`worker.poison`).
+    broker_outage_limit_s
+        Stop with a clear error after the broker was unreachable this long
+        (seconds; 0 waits forever). Readiness is false during an outage.
+    log_interval_s
+        Kafka client log lines: at most one per cause per this many seconds,
+        with a count of the suppressed ones.
     """
 
     broker: str = ""
@@ -97,6 +109,10 @@ class Settings:
     plugins: tuple[str, ...] = ()
     crash_points: str = ""
     log_level: str = "INFO"
+    producer_max_request_bytes: int = 4 * 1024 * 1024
+    poison_attempts: int = 3
+    broker_outage_limit_s: int = 300
+    log_interval_s: int = 30
 
     def __post_init__(self) -> None:
         if self.security_protocol not in _PROTOCOLS:
@@ -112,6 +128,14 @@ class Settings:
             raise SpecError("DPSTREAM_METRICS_PORT: must be in 0..65535 (0 disables metrics)")
         if self.max_batch < 1:
             raise SpecError("DPSTREAM_MAX_BATCH: must be >= 1")
+        if self.producer_max_request_bytes < 65_536:
+            raise SpecError("DPSTREAM_PRODUCER_MAX_REQUEST_BYTES: must be >= 65536 (bytes; "
+                            "at most the broker's message.max.bytes)")
+        if self.poison_attempts < 1:
+            raise SpecError("DPSTREAM_POISON_ATTEMPTS: must be >= 1")
+        if self.broker_outage_limit_s < 0 or self.log_interval_s < 0:
+            raise SpecError("DPSTREAM_BROKER_OUTAGE_LIMIT_S and DPSTREAM_LOG_INTERVAL_S: must "
+                            "be >= 0 seconds")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise SpecError(
                 "DPSTREAM_HEARTBEAT_INTERVAL_MS: must be smaller than DPSTREAM_SESSION_TIMEOUT_MS "

@@ -73,6 +73,9 @@ class InputSpec:
     """Accept negative weights (turnstile deletions, e.g. ``weight: -1``)."""
     item_bits: int | None = None
     """Integer items must lie in ``[0, 2**item_bits)`` (from the mechanism's ``bits``)."""
+    max_item_bytes: int = 1024
+    """Longest item, shard key or unit in UTF-8 bytes; longer ones are dead-lettered as
+    ``oversized_item`` (bounds the work and memory per event)."""
 
 
 @dataclass(frozen=True)
@@ -231,7 +234,7 @@ def _check_production(top: SpecReader, allowed: frozenset[str] | None,
 
 def _parse_input(r: SpecReader) -> InputSpec:
     r.reject_unknown(["topic", "partitions", "encoding", "fields", "max_message_bytes",
-                      "item_type", "signed_weights"])
+                      "item_type", "signed_weights", "max_item_bytes"])
     f = r.sub("fields")
     f.reject_unknown(["shard", "item", "unit", "weight"])
     fields_ = FieldPaths(f.get("shard", str), f.get("item", str),
@@ -240,7 +243,8 @@ def _parse_input(r: SpecReader) -> InputSpec:
                      r.choice("encoding", ENCODINGS, "json"), fields_,
                      r.positive_int("max_message_bytes", 1_048_576),
                      r.choice("item_type", ITEM_TYPES, "str"),
-                     r.get("signed_weights", bool, False))
+                     r.get("signed_weights", bool, False),
+                     max_item_bytes=r.positive_int("max_item_bytes", 1024))
 
 
 def _parse_privacy(r: SpecReader, fields_: FieldPaths, production: bool = False) -> PrivacySpec:

@@ -18,6 +18,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sketches.base import MechanismEntry, register
+from sketches.hashing import HashSpec
+
+POISON = "__poison__"
+"""An item that makes ``update_batch`` raise (tests of worker.poison)."""
+_HASH = HashSpec(seed=0, depth=1, width=2)
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,9 @@ class ExactCounts:
                      weights: np.ndarray | None = None) -> None:
         if ticks is not None and len(ticks) and int(ticks.max()) >= self.spec.horizon:
             raise ValueError("tick beyond horizon")
+        if POISON in items.tolist():  # test-only fault: a record that defeats a mechanism
+            raise RuntimeError("test poison item")
+        _HASH.item_keys(items)  # the real item-hashing path (as a sketch would hash them)
         w = np.ones(len(items)) if weights is None else weights
         for item, x in zip(items.tolist(), w.tolist(), strict=True):
             self.counts[str(item)] += int(x)

@@ -233,3 +233,105 @@ def test_int_items_outside_the_mechanism_domain_are_dead_lettered() -> None:
     out = decode_batch(cols, [rec(0, b'{"v": 1, "shard": "r", "item": [1, 16]}'),
                               rec(1, b'{"v": 1, "shard": "r", "item": [1, 2]}')])
     assert out.items.tolist() == [1, 2] and [d.reason for d in out.dead] == ["out_of_domain"]
+
+
+POISON_PILLS = [  # issue 9: each of these crashed the worker
+    (b'{"router": "r1", "src": {"ip": "\\ud800"}, "user": "u"}', "not_utf8"),
+    (b'{"router": "r1", "src": {"ip": ' + b"[" * 3000 + b"]" * 3000 + b"}}", "too_deep"),
+    (b"[" * 3000, "too_deep"),
+    (b'{"router": "r1", "src": {"ip": "' + b"x" * 900_000 + b'"}, "user": "u"}',
+     "oversized_item"),
+    (b'{"router": "\\udfff", "src": {"ip": "a"}, "user": "u"}', "not_utf8"),
+]
+
+
+@pytest.mark.parametrize(("raw", "reason"), POISON_PILLS)
+def test_poison_pills_are_dead_lettered_with_a_reason(raw: bytes, reason: str) -> None:
+    spec = InputSpec("in", 1, "json", FieldPaths("router", "src.ip", "user", None), 2_000_000)
+    good = rec(1, b'{"router": "r1", "src": {"ip": "10.0.0.1"}, "user": "u"}')
+    for batch in ([rec(0, raw), good], [rec(0, raw)]):
+        out = decode_batch(spec, batch)
+        assert [(d.offset, d.reason) for d in out.dead] == [(0, reason)]
+        assert out.items.tolist() == ["10.0.0.1"] * (len(batch) - 1)
+
+
+def test_columnar_pills_and_non_finite_weights() -> None:
+    col = InputSpec("in", 1, "columnar", FieldPaths("router", "src", None, "pkts"), 2_000_000)
+    pills = [(b'{"v": 1, "shard": "r1", "item": ["\\ud800"], "pkts": [1]}', "not_utf8"),
+             (b'{"v": 1, "shard": "r1", "item": ["' + b"x" * 2000 + b'"], "pkts": [1]}',
+              "oversized_item"),
+             (b'{"v": 1, "shard": "r1", "item": ["a"], "weight": [1e999]}', "wrong_type"),
+             (b'{"v": 1, "shard": "r1", "item": ["a"], "weight": [' + b"9" * 400 + b"]}",
+              "wrong_type"),
+             (b'{"v": 1, "shard": "r1", "item": ' + b"[" * 3000, "too_deep")]
+    out = decode_batch(col, [rec(i, raw) for i, (raw, _) in enumerate(pills)])
+    assert [d.reason for d in out.dead] == [r for _, r in pills]
+    js = InputSpec("in", 1, "json", FieldPaths("router", "src", None, "pkts"))
+    for w in (b"1e999", b"9" * 400, b"-1e999"):
+        out = decode_batch(js, [rec(0, b'{"router": "r1", "src": "a", "pkts": ' + w + b"}")])
+        assert [d.reason for d in out.dead] == ["wrong_type"], w
+
+
+def test_max_item_bytes_counts_utf8_bytes_of_items_shards_and_units() -> None:
+    spec = InputSpec("in", 1, "json", FieldPaths("router", "src", "user", None),
+                     max_item_bytes=8)
+    vals = [b'{"router": "r1", "src": "12345678", "user": "u"}',  # 8 bytes: accepted
+            b'{"router": "r1", "src": "\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9", "user": "u"}',
+            b'{"router": "r123456789", "src": "a", "user": "u"}',
+            b'{"router": "r1", "src": "a", "user": "u123456789"}']
+    out = decode_batch(spec, [rec(i, v) for i, v in enumerate(vals)])
+    assert out.items.tolist() == ["12345678"]
+    assert [(d.offset, d.reason) for d in out.dead] == [(1, "oversized_item"),
+                                                        (2, "oversized_item"),
+                                                        (3, "oversized_item")]
+    assert "input.max_item_bytes=8" in out.dead[0].detail
+
+
+def test_unknown_shard_and_wrong_partition_have_distinct_details() -> None:
+    spec = InputSpec("in", 4, "json", FieldPaths("router", "src"))
+    gate = ShardGate(partition=0, partitions=4, allowed=frozenset({"r1", "r3"}))
+    out = decode_batch(spec, [rec(0, b'{"router": "r9", "src": "a"}'),
+                              rec(1, b'{"router": "r3", "src": "a"}')], gate)
+    (u, w) = out.dead
+    assert (u.reason, w.reason) == ("unknown_shard", "wrong_partition")
+    assert "shards.allowed" in u.detail and "partition" in w.detail and u.detail != w.detail
+
+
+def test_a_decoder_bug_becomes_an_undecodable_dead_letter(monkeypatch) -> None:
+    """Whatever the decoder raises on one record, the others still decode."""
+    import worker.decode as dec
+
+    real = dec._decode_json
+
+    def flaky(spec, records, gate):
+        if any(r[2] == b"boom" for r in records):
+            raise ZeroDivisionError("a bug")
+        return real(spec, records, gate)
+
+    monkeypatch.setattr(dec, "_decode_json", flaky)
+    spec = InputSpec("in", 1, "json", FieldPaths("router", "src"))
+    out = decode_batch(spec, [rec(0, b'{"router": "r1", "src": "a"}'), rec(1, b"boom"),
+                              rec(2, b"{}")])
+    assert out.items.tolist() == ["a"]
+    assert [(d.offset, d.reason) for d in out.dead] == [(1, "undecodable"), (2, "missing_field")]
+    assert "ZeroDivisionError" in out.dead[0].detail
+
+
+def test_dead_letter_copy_is_truncated_to_the_limit_with_length_and_hash() -> None:
+    import base64
+    import hashlib
+
+    from worker.decode import DeadLetter
+
+    value = b"v" * 5_000_000
+    d = DeadLetter(7, b"k" * 3000, value, 0, "oversized", "big")
+    raw = d.to_json("t", "in", 0, max_bytes=100_000)
+    assert len(raw) <= 100_000
+    doc = json.loads(raw)
+    assert doc["truncated"] is True and doc["value_bytes"] == 5_000_000
+    assert doc["value_sha256"] == hashlib.sha256(value).hexdigest()
+    assert value.startswith(base64.b64decode(doc["value_b64"]))
+    assert len(base64.b64decode(doc["value_b64"])) > 50_000
+    assert doc["key_bytes"] == 3000
+    small = DeadLetter(1, None, b"x", 0, "empty", "e").to_json("t", "in", 0)
+    assert "truncated" not in json.loads(small)

@@ -221,3 +221,49 @@ def test_public_round_trip_and_validation():
         HashSpec(seed=0, depth=1, width=0)
     with pytest.raises(SpecError, match=r"^items:"):
         spec.item_keys(np.array([1.5]))
+
+
+def test_ragged_items_match_the_reference_and_never_depend_on_the_batch():
+    """Batches whose padding to the longest item would be large take the ragged path;
+    keys still follow the documented definition item by item."""
+    spec = HashSpec(seed=11, depth=2, width=64)
+    u = ref_words(11, 2)
+    rng = np.random.default_rng(3)
+    items = [("y" * int(rng.integers(0, 30))) + str(i) + "\x00" * int(rng.integers(0, 3))
+             for i in range(300)] + ["é" * 5000, "z" * 20001, ""]
+    for group in (items, [s.encode() for s in items]):
+        obj = np.empty(len(group), dtype=object)
+        obj[:] = group
+        keys = spec.item_keys(obj)
+        assert [int(k) for k in keys] == [ref_key(u, x) for x in group]
+
+
+def test_hashing_memory_is_proportional_to_the_bytes_present():
+    """Adversarial batches (one long item among short ones, non-ASCII, many empty
+    items): peak memory stays under the documented bound of sketches.hash_keys,
+    48 x (characters present + 16 x items) + 64 KiB -- not batch size x longest
+    item (the old fixed-width matrix needed 501 x 100 KB x 4 bytes = 200 MB for
+    the first batch)."""
+    import tracemalloc
+
+    spec = HashSpec(seed=1, depth=2, width=64)
+    short = [f"10.0.{i % 256}.{i % 200}" for i in range(500)]
+    batches = [[*short, "a" * 100_000], [*short, "\u00e9" * 30_000], [""] * 2000 + ["b" * 5000],
+               ["a" * 40] * 1000 + ["\u00e9" * 100] * 10]
+    for batch in batches:
+        items = np.array(batch, dtype=object)
+        present = sum(len(s) for s in batch)
+        tracemalloc.start()
+        try:
+            spec.item_keys(items)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak <= 48 * (present + 16 * len(batch)) + 65_536, (len(batch), present, peak)
+
+
+def test_lone_surrogate_is_a_spec_error_naming_utf8():
+    spec = HashSpec(seed=1, depth=1, width=8)
+    for batch in (["\ud800"], ["a", "\ud800" * 3000]):
+        with pytest.raises(SpecError, match="items"):
+            spec.item_keys(np.array(batch, dtype=object))

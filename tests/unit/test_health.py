@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 import urllib.error
 import urllib.request
 from types import SimpleNamespace
@@ -102,10 +103,10 @@ def test_worker_readiness_follows_the_rebalance() -> None:
     assert w.readiness() == Probe(True, "ready")
     asyncio.run(_Listener(w).on_partitions_revoked({tp}))
     assert not w.readiness().ok
-    w.broker_connected = False
+    w.watch = types.SimpleNamespace(connected=False)  # type: ignore[assignment]
     asyncio.run(_Listener(w).on_partitions_assigned({tp}))
     assert w.readiness() == Probe(False, "broker not connected")
-    w.broker_connected = True
+    w.watch = None
     w.request_stop()
     assert w.readiness() == Probe(False, "stopping")
     assert w.liveness().ok

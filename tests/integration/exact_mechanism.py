@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sketches.base import MechanismEntry, register
+from sketches.core.base import MechanismEntry, register
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Tests of sketches/dp_cms_hh.py: DP Count-Min heavy hitters with a private hierarchical
-candidate search (paper 003's DP CMS per prefix level).
+"""Tests of sketches/windowed/linear/dp_cms_hh.py: DP Count-Min heavy hitters with a
+private hierarchical candidate search (paper 003's DP CMS per prefix level).
 
 Exactness tests use ZeroNoise; statistical tests use FastNoise with fixed seeds and state
 their false-failure rate for a correct implementation.
@@ -13,11 +13,11 @@ import json
 import numpy as np
 import pytest
 
-import sketches.dp_cms_hh as hhmod
-from sketches.base import lookup
-from sketches.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec
+import sketches.windowed.linear.dp_cms_hh as hhmod
+from sketches.core.base import lookup
+from sketches.core.noise import FastNoise, ZeroNoise
 from sketches.errors import PrivacyError
-from sketches.noise import FastNoise, ZeroNoise
+from sketches.windowed.linear.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec
 
 ZERO = ZeroNoise()
 

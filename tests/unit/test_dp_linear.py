@@ -1,4 +1,6 @@
-"""Tests of sketches/dp_linear.py: paper 003's DP Count-Min / Count Sketch (single release).
+"""Tests of sketches/windowed/linear/dp_linear.py.
+
+Paper 003's DP Count-Min / Count Sketch (single release).
 
 Exactness tests use ZeroNoise; statistical tests use FastNoise with fixed seeds
 and state their false-failure rate for a correct implementation.
@@ -15,13 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sketches.dp_linear as dpl
-from sketches.base import lookup
-from sketches.dp_linear import DPLinearSketch, DPLinearSpec, linear_l2_sensitivity
+import sketches.windowed.linear.dp_linear as dpl
+from sketches.continual.release import query_release
+from sketches.core.base import lookup
+from sketches.core.hashing import HashSpec
+from sketches.core.noise import FastNoise, ZeroNoise
 from sketches.errors import PrivacyError, SerializationError, SpecError
-from sketches.hashing import HashSpec
-from sketches.noise import FastNoise, ZeroNoise
-from sketches.release import query_release
+from sketches.windowed.linear.dp_linear import DPLinearSketch, DPLinearSpec, linear_l2_sensitivity
 
 ZERO = ZeroNoise()
 

@@ -1,5 +1,6 @@
-"""Tests of sketches/dyadic_quantiles.py (paper 003's private dyadic Count Sketch, turnstile)
-and of the shared sketches/dyadic_levels.py.
+"""Tests of sketches/windowed/linear/dyadic_quantiles.py
+(paper 003's private dyadic Count Sketch, turnstile)
+and of the shared sketches/windowed/linear/dyadic_levels.py.
 
 Exactness tests use ZeroNoise; statistical tests use FastNoise with fixed seeds and state
 their false-failure rate for a correct implementation.
@@ -15,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sketches.dyadic_levels as dl
-import sketches.dyadic_quantiles as dq
-from sketches.base import lookup
-from sketches.dyadic_levels import DyadicLevels
-from sketches.dyadic_quantiles import DyadicQuantiles, DyadicQuantilesSpec
+import sketches.windowed.linear.dyadic_levels as dl
+import sketches.windowed.linear.dyadic_quantiles as dq
+from sketches.core.base import lookup
+from sketches.core.noise import FastNoise, ZeroNoise
 from sketches.errors import PrivacyError, SpecError
-from sketches.noise import FastNoise, ZeroNoise
+from sketches.windowed.linear.dyadic_levels import DyadicLevels
+from sketches.windowed.linear.dyadic_quantiles import DyadicQuantiles, DyadicQuantilesSpec
 
 ZERO = ZeroNoise()
 PHIS = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)

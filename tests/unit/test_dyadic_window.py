@@ -1,5 +1,5 @@
-"""Shared dyadic window (sketches/dyadic_window.py) and single-release guard
-(sketches/single_release.py): the refusals and checkpoint errors each mechanism
+"""Shared dyadic window (sketches/windowed/linear/dyadic_window.py) and single-release guard
+(sketches/windowed/single_release.py): the refusals and checkpoint errors each mechanism
 reported before the code was shared stay word for word the same."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sketches.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec
-from sketches.dp_linear import DPLinearSketch, DPLinearSpec
-from sketches.dyadic_quantiles import DyadicQuantiles, DyadicQuantilesSpec
+from sketches.core.noise import make_noise
+from sketches.core.serialization import pack
 from sketches.errors import PrivacyError, SerializationError
-from sketches.noise import make_noise
-from sketches.serialization import pack
+from sketches.windowed.linear.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec
+from sketches.windowed.linear.dp_linear import DPLinearSketch, DPLinearSpec
+from sketches.windowed.linear.dyadic_quantiles import DyadicQuantiles, DyadicQuantilesSpec
 
 TAIL = "; a second release after more updates reveals the exact increments"
 

@@ -1,4 +1,5 @@
-"""Tests of sketches/fp_sketch.py and sketches/fp_projection.py (paper 004's F_p sketch).
+"""Tests of sketches/windowed/fp/fp_sketch.py and sketches/windowed/fp/fp_projection.py
+(paper 004's F_p sketch).
 
 Statistical tests use fixed seeds / keys and state their false-failure rate for a correct
 implementation.
@@ -15,13 +16,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sketches.fp_projection as fpp
-import sketches.fp_sketch as fps
-from sketches.base import lookup
+import sketches.windowed.fp.fp_projection as fpp
+import sketches.windowed.fp.fp_sketch as fps
+from sketches.core.base import lookup
+from sketches.core.noise import FastNoise, ZeroNoise, make_noise
 from sketches.errors import PrivacyError, SerializationError, SpecError
-from sketches.fp_projection import DATA_TAG, PAD_TAG, chacha20_blocks, stable_columns
-from sketches.fp_sketch import FpSketch, FpSketchSpec, fp_eps, fp_rho, pad_for_eps, paper_rho_bound
-from sketches.noise import FastNoise, ZeroNoise, make_noise
+from sketches.windowed.fp.fp_projection import DATA_TAG, PAD_TAG, chacha20_blocks, stable_columns
+from sketches.windowed.fp.fp_sketch import (
+    FpSketch,
+    FpSketchSpec,
+    fp_eps,
+    fp_rho,
+    pad_for_eps,
+    paper_rho_bound,
+)
 
 stats = pytest.importorskip("scipy.stats")
 
@@ -178,8 +186,8 @@ def test_spec_and_registry() -> None:
 
 def test_release_is_quantized_to_a_relative_grid() -> None:
     """Issue 8 item 8: estimate and bounds carry 4 significant digits (no raw float bits)."""
-    from sketches.fp_sketch import FpSketch, FpSketchSpec
-    from sketches.noise import make_noise
+    from sketches.core.noise import make_noise
+    from sketches.windowed.fp.fp_sketch import FpSketch, FpSketchSpec
 
     spec = FpSketchSpec(p=0.5, rows=50, max_value=1.0, pad_mass=1e6)
     sk = FpSketch(spec, make_noise("fast", 5, allow_insecure=True))

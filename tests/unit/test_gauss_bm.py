@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from sketches.core.noise import FastNoise, ZeroNoise
+from sketches.counters.gauss_bm import ContinualCounters, completed_levels, trailing_zeros
 from sketches.errors import HorizonExceededError, SpecError
-from sketches.gauss_bm import ContinualCounters, completed_levels, trailing_zeros
-from sketches.noise import FastNoise, ZeroNoise
 from sketches.privacy import counter_error_bound
 
 

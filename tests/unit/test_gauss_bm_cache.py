@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sketches.gauss_bm import ContinualCounters
-from sketches.noise import FastNoise
+from sketches.core.noise import FastNoise
+from sketches.counters.gauss_bm import ContinualCounters
 
 
 def _random_calls(c: ContinualCounters, seed: int, until: int) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sketches.counters.gauss_bm import ContinualCounters
+from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
 from sketches.errors import HorizonExceededError, SpecError
-from sketches.gauss_bm import ContinualCounters
-from sketches.gauss_bm_lazy import LazyNoiseCounters
 
 
 class Pattern:

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sketches.core.noise import FastNoise
+from sketches.counters.gauss_bm import ContinualCounters
+from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
 from sketches.errors import SerializationError, SpecError
-from sketches.gauss_bm import ContinualCounters
-from sketches.gauss_bm_lazy import LazyNoiseCounters
-from sketches.noise import FastNoise
 
 
 class Sequential:

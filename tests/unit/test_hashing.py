@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from sketches.core.hashing import HashSpec
 from sketches.errors import PrivacyError, SpecError
-from sketches.hashing import HashSpec
 
 M64 = (1 << 64) - 1
 

@@ -1,7 +1,7 @@
 """Issue 8 item 1: one forged event must not change the label another item is published under.
 
 For the public seed 0 the printable string ``FORGED`` had the same 64-bit key
-as ``"10.0.0.1"`` under the old str key chain (``sketches/hash_keys.py``). With
+as ``"10.0.0.1"`` under the old str key chain (``sketches/core/hash_keys.py``). With
 ``X = 200 x "10.0.0.1"`` and ``X' = [FORGED] + X`` (add/remove neighbours) the
 old PMG, PAMG, merged MG and LazyHH (with a fixed test seed) published
 ``FORGED`` as the heavy item of ``X'``: a label no threshold protects. Zero
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from sketches.hashing import HashSpec
-from sketches.lazy_hh import LazyHH, LazyHHSpec
-from sketches.misra_gries import PMG, PMGSpec
-from sketches.noise import make_noise
-from sketches.pamg import PAMG, PAMGSpec, merge_mg, merge_pamg
+from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec
+from sketches.core.hashing import HashSpec
+from sketches.core.noise import make_noise
+from sketches.windowed.misra_gries.misra_gries import PMG, PMGSpec
+from sketches.windowed.misra_gries.pamg import PAMG, PAMGSpec, merge_mg, merge_pamg
 
 FORGED = "10.0.857b^6``e!/"
 TARGET = "10.0.0.1"
@@ -114,8 +114,8 @@ def test_old_str_states_keyed_by_the_public_hash_are_refused() -> None:
 
     import pytest
 
+    from sketches.core.serialization import pack
     from sketches.errors import SerializationError
-    from sketches.serialization import pack
 
     spec = PMGSpec(k=2, eps=1.0, delta=1e-6, item_kind="str")
     old = pack("pmg", asdict(spec), {"n": 1, "decrements": 0, "released": False, "format": 1,

@@ -3,7 +3,7 @@
 The reference below is a deliberately naive, per-event transcription of
 Algorithm 5 (paper 002) with explicit GaussBM trees: every node is an interval
 of rounds with an exact sum, and queries decompose ``[1, r]`` into dyadic
-nodes. Noise follows the documented canonical rule of sketches.gauss_bm (one
+nodes. Noise follows the documented canonical rule of sketches.counters.gauss_bm (one
 draw of ``n`` values per level completed in a call, at the end of the call,
 ascending level). It is independent of the vectorised code path.
 """
@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sketches.continual.lazy import LazyCMS, LazyCS, LazySketchSpec
+from sketches.core.noise import FastNoise, NoiseSource, ZeroNoise
 from sketches.errors import HorizonExceededError, PrivacyError, SpecError
-from sketches.lazy import LazyCMS, LazyCS, LazySketchSpec
-from sketches.noise import FastNoise, NoiseSource, ZeroNoise
 from sketches.privacy import Calibrator, Clock, Relation
 
 
@@ -295,7 +295,7 @@ def test_bad_ticks_raise():
 
 
 def test_release_payload_is_public_and_queryable():
-    from sketches.release import query_release
+    from sketches.continual.release import query_release
 
     sk = LazyCS(_spec("tick", "add_remove", cpt=4), FastNoise(1))
     items = np.random.default_rng(0).integers(0, 10, 300)
@@ -339,7 +339,7 @@ def test_lemma5_bound_holds_in_most_seeded_trials():
 
 def test_memory_close_to_minimum_and_registry():
     """memory_bytes <= 1.2 x (d*w counters + one node per level per counter)."""
-    from sketches.base import lookup
+    from sketches.core.base import lookup
 
     spec = LazySketchSpec(depth=4, width=1024, horizon=2**20, eps=1.0, delta=1e-6)
     sk = LazyCMS(spec, ZeroNoise())
@@ -418,7 +418,7 @@ def test_release_states_float_noise(calibrator, flag):
 
 
 def test_query_release_recomputes_v2_hash_and_refuses_other_versions():
-    from sketches.release import query_release
+    from sketches.continual.release import query_release
 
     sk = LazyCMS(_spec("tick", "add_remove", 8), FastNoise(2))
     items = np.array(["10.0.0.1", "10.0.0.2", "x"] * 20, dtype=object)

@@ -20,16 +20,16 @@ import math
 import numpy as np
 import pytest
 
-import sketches.candidates
-import sketches.lazy_hh
-import sketches.lazy_hh_spec
-import sketches.lazy_hh_state
-from sketches.base import lookup
+import sketches.continual.lazy_hh.sketch
+import sketches.continual.lazy_hh.spec
+import sketches.continual.lazy_hh.state
+import sketches.core.candidates
+from sketches.continual.lazy import LazyCMS
+from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec
+from sketches.core.base import lookup
+from sketches.core.noise import FastNoise, ZeroNoise
+from sketches.counters.gauss_bm import ContinualCounters
 from sketches.errors import HorizonExceededError, PrivacyError, SerializationError, SpecError
-from sketches.gauss_bm import ContinualCounters
-from sketches.lazy import LazyCMS
-from sketches.lazy_hh import LazyHH, LazyHHSpec
-from sketches.noise import FastNoise, ZeroNoise
 from sketches.privacy import Clock, alg6_gamma, delta_tilde, lazyhh_gamma
 
 
@@ -161,7 +161,7 @@ def test_arrival_batch_equals_per_event_reference(
 ) -> None:
     """Random, non-aligned batch (and internal chunk) boundaries give exactly the
     per-event Alg. 6 run (k~ = 12: the non-power-of-two column arithmetic)."""
-    monkeypatch.setattr(sketches.lazy_hh, "_CHUNK", chunk)
+    monkeypatch.setattr(sketches.continual.lazy_hh.sketch, "_CHUNK", chunk)
     n = 1600
     spec = LazyHHSpec(k=2, k_tilde=kt, horizon=n, eps=40.0, delta=1e-3,
                       calibrator=calibrator, **ARRIVAL)  # type: ignore[arg-type]
@@ -186,7 +186,7 @@ def test_fast_noise_run_is_independent_of_batch_split(
     calibrator: str, chunk: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Random noise: the sketch draws node noise lazily, at the reads of an output
-    (sketches.gauss_bm_lazy), so a seeded run can no longer be compared value for
+    (sketches.counters.gauss_bm_lazy), so a seeded run can no longer be compared value for
     value with the eager per-event LazyCMS (the node-level equivalence is tested in
     test_gauss_bm_lazy); it must still be a deterministic function of the stream,
     whatever the batch and chunk split."""
@@ -197,7 +197,7 @@ def test_fast_noise_run_is_independent_of_batch_split(
     one = LazyHH(spec, FastNoise(seed=5))
     for x in stream.tolist():
         one.update_batch(np.array([x]))
-    monkeypatch.setattr(sketches.lazy_hh, "_CHUNK", chunk)
+    monkeypatch.setattr(sketches.continual.lazy_hh.sketch, "_CHUNK", chunk)
     hh = LazyHH(spec, FastNoise(seed=5))
     for a, b in itertools.pairwise(_split(n, seed=2)):
         hh.update_batch(stream[a:b])
@@ -417,8 +417,10 @@ def test_registry_builds_from_worker_params() -> None:
         lookup("lazy_hh").build_spec({**params, "kk": 1})
 
 
-@pytest.mark.parametrize("module", [sketches.lazy_hh, sketches.lazy_hh_spec, sketches.lazy_hh_state,
-                                    sketches.candidates])
+@pytest.mark.parametrize("module", [sketches.continual.lazy_hh.sketch,
+                                    sketches.continual.lazy_hh.spec,
+                                    sketches.continual.lazy_hh.state,
+                                    sketches.core.candidates])
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.failed == 0 and result.attempted > 0
@@ -431,17 +433,17 @@ def test_candidate_trim_matches_sorted_top_k_with_ties() -> None:
         n, keep = int(rng.integers(1, 60)), int(rng.integers(1, 70))
         keys = np.sort(rng.choice(10**6, n, replace=False)).astype(np.uint64)
         est = rng.integers(0, 5, n).astype(float)  # many ties
-        c = sketches.candidates.CandidateSet(1, integer_items=True)
+        c = sketches.core.candidates.CandidateSet(1, integer_items=True)
         c.add(keys, keys.astype(np.int64), np.zeros((1, n), dtype=np.int64))
         c.trim(est, keep)
-        order = sketches.candidates.top_order(est, keys)[:keep]
+        order = sketches.core.candidates.top_order(est, keys)[:keep]
         assert c.keys.tolist() == np.sort(keys[order]).tolist()
 
 
 def test_candidate_membership_with_colliding_slots() -> None:
     """missing() is exact when members share table slots (low key bits), across add/trim."""
     rng = np.random.default_rng(1)
-    c = sketches.candidates.CandidateSet(1, integer_items=True)
+    c = sketches.core.candidates.CandidateSet(1, integer_items=True)
     universe = (rng.integers(0, 40, 300) * 256 + rng.integers(0, 6, 300)).astype(np.uint64)
     members = np.zeros(0, dtype=np.uint64)
     for _ in range(30):

@@ -1,4 +1,6 @@
-"""LazyHH catch-up (sketches.lazy_hh_catchup): a quiet shard closes many boundaries at once.
+"""LazyHH catch-up (sketches.continual.lazy_hh.catchup).
+
+A quiet shard closes many boundaries at once.
 
 Every test compares the fast path with the sequential one (``_fast_catch_up =
 False``: one ``_close`` per output boundary).
@@ -12,9 +14,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import sketches.lazy_hh
-from sketches.lazy_hh import LazyHH, LazyHHSpec
-from sketches.noise import make_noise
+import sketches.continual.lazy_hh.sketch
+from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec
+from sketches.core.noise import make_noise
 from tests.unit.test_gauss_bm_catchup import Failing, Pattern
 
 
@@ -55,13 +57,13 @@ def test_fast_path_then_events_then_ticks_is_exact(
     kw: dict[str, Any], noise: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[int] = []
-    real = sketches.lazy_hh.catch_up
+    real = sketches.continual.lazy_hh.sketch.catch_up
 
     def spy(hh: LazyHH, bounds: range) -> None:
         calls.append(len(bounds))
         real(hh, bounds)
 
-    monkeypatch.setattr(sketches.lazy_hh, "catch_up", spy)
+    monkeypatch.setattr(sketches.continual.lazy_hh.sketch, "catch_up", spy)
     fast, slow = _pair(_spec(**kw), noise)
     for hh in (fast, slow):
         hh.advance_to(301)

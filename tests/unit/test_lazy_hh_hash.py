@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from sketches.base import lookup
+from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec
+from sketches.core.base import lookup
+from sketches.core.noise import FastNoise, SecureNoise
 from sketches.errors import PrivacyError
-from sketches.lazy_hh import LazyHH, LazyHHSpec
-from sketches.noise import FastNoise, SecureNoise
 
 
 def test_str_state_round_trip_and_secret_hash_drawn_from_noise() -> None:

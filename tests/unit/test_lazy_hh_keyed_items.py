@@ -15,12 +15,12 @@ import math
 import numpy as np
 import pytest
 
+from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec
+from sketches.core.keyed_prf import siphash24, siphash24_scalar
+from sketches.core.noise import make_noise
+from sketches.core.serialization import state_from_bytes, state_to_bytes
 from sketches.errors import SerializationError
-from sketches.keyed_prf import siphash24, siphash24_scalar
-from sketches.lazy_hh import LazyHH, LazyHHSpec
-from sketches.noise import make_noise
 from sketches.privacy import delta_tilde
-from sketches.serialization import state_from_bytes, state_to_bytes
 
 FAST = make_noise("fast", 3, allow_insecure=True)
 

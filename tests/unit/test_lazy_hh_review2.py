@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from sketches.lazy_hh import LazyHH
-from sketches.lazy_hh_spec import LazyHHSpec, derive_params, item_output_pairs
-from sketches.noise import make_noise
+from sketches.continual.lazy_hh.sketch import LazyHH
+from sketches.continual.lazy_hh.spec import LazyHHSpec, derive_params, item_output_pairs
+from sketches.core.noise import make_noise
 
 
 def _tick_spec(**kw: object) -> LazyHHSpec:

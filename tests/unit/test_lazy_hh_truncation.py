@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sketches.calibration import calibrate
-from sketches.lazy_hh import LazyHH, LazyHHSpec
-from sketches.noise import make_noise
+from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec
+from sketches.core.noise import make_noise
+from sketches.privacy.calibration import calibrate
 
 FAST = make_noise("fast", 7, allow_insecure=True)
 

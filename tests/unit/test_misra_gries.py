@@ -1,4 +1,4 @@
-"""Tests of sketches.misra_gries (PMG, paper 000 Algorithms 1-3).
+"""Tests of sketches.windowed.misra_gries.misra_gries (PMG, paper 000 Algorithms 1-3).
 
 Statistical tests use FastNoise with fixed seeds; each docstring states the
 false-failure rate the check would have under a fresh seed.
@@ -13,9 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sketches.core.noise import make_noise
 from sketches.errors import PrivacyError, SerializationError, SpecError
-from sketches.misra_gries import PMG, MGState, PMGSpec, pmg_error_bound, pmg_threshold
-from sketches.noise import make_noise
+from sketches.windowed.misra_gries.misra_gries import (
+    PMG,
+    MGState,
+    PMGSpec,
+    pmg_error_bound,
+    pmg_threshold,
+)
 
 ZERO = make_noise("zero", allow_insecure=True)
 
@@ -257,7 +263,7 @@ def test_spec_errors_name_the_field() -> None:
 
 
 def test_registered_single_release() -> None:
-    from sketches.base import lookup
+    from sketches.core.base import lookup
 
     entry = lookup("pmg")
     assert entry.continual is False
@@ -316,11 +322,11 @@ def test_count_one_key_rarely_crosses_threshold() -> None:
 
 def test_worker_params_and_group_privacy() -> None:
     """Worker fields are honoured or refused; unit_cap m scales eps/m, delta/(m e^eps)."""
-    import sketches.pamg
-    import sketches.triehh  # registration
-    from sketches.base import lookup
+    import sketches.windowed.misra_gries.pamg
+    import sketches.windowed.triehh.triehh  # registration
+    from sketches.core.base import lookup
 
-    assert sketches.pamg.PAMG.name == "pamg"
+    assert sketches.windowed.misra_gries.pamg.PAMG.name == "pamg"
 
     entry = lookup("pmg")
     common = {"eps": 1.0, "delta": 1e-6, "relation": "add_remove", "clock": "tick",
@@ -341,10 +347,11 @@ def test_worker_params_and_group_privacy() -> None:
 
 
 def test_split_modules_keep_the_old_import_paths() -> None:
-    """ItemCodec, MGState and worker_params moved to sketches.mg_state; the old
-    names in sketches.misra_gries must be the same objects (callers unchanged)."""
-    import sketches.mg_state as mg_state
-    import sketches.misra_gries as misra_gries
+    """ItemCodec, MGState and worker_params moved to sketches.windowed.misra_gries.mg_state; the old
+    names in sketches.windowed.misra_gries.misra_gries must be the same objects
+    (callers unchanged)."""
+    import sketches.windowed.misra_gries.mg_state as mg_state
+    import sketches.windowed.misra_gries.misra_gries as misra_gries
 
     for name in ("ItemCodec", "MGState", "worker_params"):
         assert getattr(misra_gries, name) is getattr(mg_state, name)

@@ -4,7 +4,7 @@ For neighbouring streams X ~ X' (add/remove one event, or replace one event),
 the zero-noise input streams to the d*w output counters of LazyCMS/LazyCS must
 be m-neighbouring: with D_c = sum over rounds |v_c - v'_c| per counter c,
 sum_c D_c^2 <= m = neighbouring_cells(relation, d, signed) (the per-level
-L2 bound of sketches.calibration), and for CMS at most m counters differ, by
+L2 bound of sketches.privacy.calibration), and for CMS at most m counters differ, by
 at most 1 each (paper Definition 2). Both clocks (tick: any columns_per_tick).
 """
 
@@ -16,9 +16,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sketches.gauss_bm import ContinualCounters
-from sketches.lazy import LazyCMS, LazyCS, LazySketchSpec
-from sketches.noise import ZeroNoise
+from sketches.continual.lazy import LazyCMS, LazyCS, LazySketchSpec
+from sketches.core.noise import ZeroNoise
+from sketches.counters.gauss_bm import ContinualCounters
 from sketches.privacy import Clock, Relation, neighbouring_cells
 
 

@@ -1,4 +1,4 @@
-"""Tests of sketches.noise / sketches.noise_tables.
+"""Tests of sketches.core.noise / sketches.core.noise_tables.
 
 False-failure rates (stated per test; all randomized tests are seeded except the
 SecureNoise ones, which by design cannot be):
@@ -23,9 +23,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sketches.errors import PrivacyError, SpecError
-from sketches.noise import FastNoise, NoiseSource, SecureNoise, ZeroNoise, make_noise
-from sketches.noise_tables import (
+from sketches.core.noise import FastNoise, NoiseSource, SecureNoise, ZeroNoise, make_noise
+from sketches.core.noise_tables import (
     MAX_DISCRETE_LAPLACE_SCALE,
     MAX_DISCRETE_SIGMA,
     MAX_HALF_WIDTH,
@@ -36,6 +35,7 @@ from sketches.noise_tables import (
     validate_discrete_laplace_scale,
     validate_discrete_sigma,
 )
+from sketches.errors import PrivacyError, SpecError
 
 Z = 5.5  # per-statistic z threshold (two-sided tail 3.8e-8)
 
@@ -90,7 +90,7 @@ def test_make_noise_refuses_insecure_kinds_without_flag() -> None:
 def test_make_noise_logs_warning_naming_the_mode(caplog: pytest.LogCaptureFixture) -> None:
     for kind in ("fast", "zero"):
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="sketches.noise"):
+        with caplog.at_level(logging.WARNING, logger="sketches.core.noise"):
             src = make_noise(kind, 5 if kind == "fast" else None, allow_insecure=True)
         assert src.kind == kind
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]

@@ -1,4 +1,4 @@
-"""Tests of sketches.pamg: merged MG (paper 000 §7), PAMG + GSHM (§8)."""
+"""Tests of sketches.windowed.misra_gries.pamg: merged MG (paper 000 §7), PAMG + GSHM (§8)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sketches.calibration import analytic_gaussian_delta
+from sketches.core.noise import make_noise
 from sketches.errors import PrivacyError, SpecError
-from sketches.misra_gries import PMG, MGState, PMGSpec
-from sketches.noise import make_noise
-from sketches.pamg import (
+from sketches.privacy.calibration import analytic_gaussian_delta
+from sketches.windowed.misra_gries.misra_gries import PMG, MGState, PMGSpec
+from sketches.windowed.misra_gries.pamg import (
     PAMG,
     PAMGSpec,
     _merge_arrays,
@@ -211,7 +211,7 @@ def test_merge_release_zero_noise_and_consumes_shards() -> None:
 
 def test_merge_pamg_shards_zero_noise() -> None:
     """PAMG shards merged (Corollary 10) and released once with GSHM(l = k)."""
-    from sketches.pamg import merge_pamg
+    from sketches.windowed.misra_gries.pamg import merge_pamg
 
     spec = PAMGSpec(k=4, m=2, eps=1.0, delta=1e-3)
     shards = [PAMG(spec, ZERO) for _ in range(2)]
@@ -227,10 +227,11 @@ def test_merge_pamg_shards_zero_noise() -> None:
 
 
 def test_gshm_module_reexported_and_release_thresholds() -> None:
-    """The GSHM functions moved to sketches.gshm; sketches.pamg re-exports them.
+    """The GSHM functions moved to sketches.privacy.gshm; sketches.windowed.misra_gries.pamg
+    re-exports them.
     With zero noise gshm_release keeps exactly the counts >= tau, rounded."""
-    import sketches.gshm as gshm
-    import sketches.pamg as pamg
+    import sketches.privacy.gshm as gshm
+    import sketches.windowed.misra_gries.pamg as pamg
 
     assert pamg.gshm_delta is gshm.gshm_delta
     assert pamg.gshm_calibrate is gshm.gshm_calibrate
@@ -243,7 +244,7 @@ def test_units_are_matched_exactly_not_by_hash(monkeypatch: pytest.MonkeyPatch) 
     # Review 2 F3: with units hashed under a public seed, two colliding units shared
     # one cap of m (a unit's removal could then change 2m counts). Make every str
     # hash collide: PAMG must still cap each unit on its own.
-    import sketches.mg_state as mg_state
+    import sketches.windowed.misra_gries.mg_state as mg_state
 
     orig = mg_state.ItemCodec.keys
 
@@ -275,7 +276,7 @@ def test_state_round_trip_keeps_named_and_anonymous_units() -> None:
 def test_format_1_state_with_hashed_units_still_restores() -> None:
     from dataclasses import asdict
 
-    from sketches.serialization import pack
+    from sketches.core.serialization import pack
 
     spec = PAMGSpec(k=8, m=2, eps=1.0, delta=1e-6, item_kind="int", hash_seed=1)
     mask = (1 << 64) - 1
@@ -293,8 +294,8 @@ def test_unreleased_format_1_window_keeps_hashed_units_for_its_cap() -> None:
     # the same unit must still hit the same set (else it gets 2 caps: sensitivity 2m)
     from dataclasses import asdict
 
-    from sketches.hashing import HashSpec
-    from sketches.serialization import pack
+    from sketches.core.hashing import HashSpec
+    from sketches.core.serialization import pack
 
     spec = PAMGSpec(k=8, m=2, eps=1.0, delta=1e-6, item_kind="int", hash_seed=1)
     alice = int(HashSpec(seed=spec.hash_seed ^ 0x5A5A, depth=1, width=1).item_keys(["alice"])[0])

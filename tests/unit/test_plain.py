@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sketches.base import lookup
+from sketches.continual.plain import CMS, CS, PlainSketchSpec
+from sketches.continual.release import query_release
+from sketches.core.base import lookup
 from sketches.errors import IncompatibleSpecError, PrivacyError, SpecError
-from sketches.plain import CMS, CS, PlainSketchSpec
-from sketches.release import query_release
 
 
 def _reference(spec: PlainSketchSpec, items: np.ndarray, weights: np.ndarray,

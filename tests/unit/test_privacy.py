@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from sketches.core.noise import FastNoise
 from sketches.errors import PrivacyError, SpecError
-from sketches.noise import FastNoise
 from sketches.privacy import (
     BudgetAccountant,
     Calibrator,

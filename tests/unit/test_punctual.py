@@ -7,12 +7,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sketches.base import lookup
+from sketches.continual.plain import CMS, CS, PlainSketchSpec
+from sketches.continual.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
+from sketches.core.base import lookup
+from sketches.core.noise import ZeroNoise
 from sketches.errors import HorizonExceededError, PrivacyError, SpecError
-from sketches.noise import ZeroNoise
-from sketches.plain import CMS, CS, PlainSketchSpec
 from sketches.privacy import Calibrator, Relation
-from sketches.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
 
 
 class CountingNoise(ZeroNoise):

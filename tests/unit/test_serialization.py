@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sketches.continual.lazy import LazyCMS, LazyCS, LazySketchSpec
+from sketches.continual.plain import CMS, CS, PlainSketchSpec
+from sketches.continual.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
+from sketches.core.noise import FastNoise, NoiseSource
+from sketches.core.serialization import MAGIC, pack, unpack
 from sketches.errors import IncompatibleSpecError, SerializationError
-from sketches.lazy import LazyCMS, LazyCS, LazySketchSpec
-from sketches.noise import FastNoise, NoiseSource
-from sketches.plain import CMS, CS, PlainSketchSpec
 from sketches.privacy import Calibrator, Clock, Relation
-from sketches.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
-from sketches.serialization import MAGIC, pack, unpack
 
 
 class SwitchNoise:

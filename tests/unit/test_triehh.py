@@ -1,4 +1,4 @@
-"""Tests of sketches.triehh (TrieHH with counts, paper 001, windowed)."""
+"""Tests of sketches.windowed.triehh.triehh (TrieHH with counts, paper 001, windowed)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from sketches.core.noise import make_noise
 from sketches.errors import PrivacyError, SpecError
-from sketches.noise import make_noise
-from sketches.triehh import (
+from sketches.windowed.triehh.triehh import (
     TrieHH,
     TrieHHSpec,
     exact_calibration,
@@ -242,10 +242,11 @@ def test_exact_accountant_calibration() -> None:
 
 
 def test_accountant_module_reexported() -> None:
-    """The accountant moved to sketches.triehh_accounting; sketches.triehh re-exports
+    """The accountant moved to sketches.windowed.triehh.accounting;
+    sketches.windowed.triehh.triehh re-exports
     the same functions, and the note's theta meets its delta exactly at the boundary."""
-    import sketches.triehh as triehh
-    import sketches.triehh_accounting as acc
+    import sketches.windowed.triehh.accounting as acc
+    import sketches.windowed.triehh.triehh as triehh
 
     for name in ("level_privacy", "theta_for_delta", "exact_level_delta",
                  "exact_calibration"):
@@ -258,7 +259,7 @@ def test_sampling_rate_is_exact_on_the_53_bit_uniform_grid() -> None:
     """Issue 8 item 9: P[u < p] for u on the 2^-53 grid equals p only for p on that grid."""
     import math
 
-    from sketches.triehh import TrieHHSpec
+    from sketches.windowed.triehh.triehh import TrieHHSpec
 
     for acc in ("note", "exact"):
         for eps in (0.3, 1.0, 2.7):

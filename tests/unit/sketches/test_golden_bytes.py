@@ -114,7 +114,9 @@ def _run(registry_name: str, params: dict[str, Any], kind: str) -> dict[str, str
 
 def test_every_registered_mechanism_has_a_golden_case() -> None:
     covered = {lookup(name).build for _, name, _, _ in CASES}  # aliases share a builder
-    missing = [name for name in registered() if lookup(name).build not in covered]
+    missing = [name for name in registered()  # tests register their own mechanisms too
+               if lookup(name).build.__module__.startswith("sketches.")
+               and lookup(name).build not in covered]
     assert not missing, f"add a golden case for {missing}"
 
 

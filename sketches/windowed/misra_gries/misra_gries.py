@@ -135,6 +135,25 @@ class PMG:
         """Number of events processed (private)."""
         return self._mg.n
 
+    def take_for_merge(self) -> tuple[np.ndarray, np.ndarray]:
+        """Hand this shard's exact summary (real keys, counts) to a merge; consumes the sketch.
+
+        Used by :func:`sketches.windowed.misra_gries.pamg.merge_mg`: the merged
+        release spends this window's budget, so the shard is marked released and
+        may not be released (or merged) again.
+
+        Raises
+        ------
+        PrivacyError
+            The sketch was already released or merged.
+        """
+        if self._released:
+            raise PrivacyError("sketches: a shard sketch was already released or merged; "
+                               "merging it would spend its budget twice")
+        keys, counts = self._mg.real_items()
+        self._released = True
+        return keys, counts
+
     # ---------------------------------------------------------------- release
     def release(self) -> dict[str, Any]:
         """Single DP release of this window; a second call raises PrivacyError."""

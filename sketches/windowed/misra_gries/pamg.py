@@ -153,13 +153,9 @@ def merge_mg(sketches: Sequence[PMG], noise: Any, release: str = "geometric") ->
                                         "hash_seed; build the shards from one spec")
     out = MergedMG(s0.k, s0.eps, s0.delta, noise, release, s0.item_kind, s0.hash_seed)
     for s in sketches:
-        if s._released:
-            raise PrivacyError("sketches: a shard sketch was already released or merged; "
-                               "merging it would spend its budget twice")
-        keys, counts = s._mg.real_items()
+        keys, counts = s.take_for_merge()  # consumed: no release on its own any more
         pos = counts > 0
         out.add(keys[pos], counts[pos])
-        s._released = True  # consumed: the shard may not be released on its own any more
     return out
 
 

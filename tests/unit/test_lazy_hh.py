@@ -132,8 +132,8 @@ def _assert_same(hh: LazyHH, ref: ReferenceHH) -> None:
     assert [(x, v) for x, v in zip(items.tolist(), est.tolist(), strict=True)] == [
         (x, float(v) if isinstance(v, float) else v) for x, v in ref.hh]
     assert hh.release()["threshold"] == ref.threshold
-    assert hh._cands is not None
-    assert sorted(hh._cands.keys.tolist()) == sorted(ref.cands)
+    assert hh._st.cands is not None
+    assert sorted(hh._st.cands.keys.tolist()) == sorted(ref.cands)
 
 
 def _skewed_stream(n: int, seed: int, universe: int = 300) -> np.ndarray:
@@ -202,7 +202,7 @@ def test_fast_noise_run_is_independent_of_batch_split(
     for a, b in itertools.pairwise(_split(n, seed=2)):
         hh.update_batch(stream[a:b])
     assert hh.to_bytes() == one.to_bytes() and hh.release() == one.release()
-    drawn = hh._counters._node_noise[hh._counters._drawn]  # real, varied noise values
+    drawn = hh._st.counters._node_noise[hh._st.counters._drawn]  # real, varied noise values
     assert hh.heavy_hitters()[1].size >= 1 and np.unique(drawn).size > 20
 
 
@@ -469,7 +469,7 @@ def test_private_length_upper_bound_covers_true_length() -> None:
         hh.update_batch(rng.integers(0, 50, n), np.full(n, tick))
         hh.advance_to(tick + 1)  # closes the tick: one output per tick
         t += n
-        last = hh._last
+        last = hh._st.last
         assert last["t_up"] >= t
         slack.append(last["t_hat"] - t)
     assert hh.release()["outputs"] == 200
@@ -489,6 +489,6 @@ def test_unit_cap_enters_calibration_thresholds_and_length_bound() -> None:
         hh.update_batch(np.zeros(10, dtype=np.int64), np.zeros(10, dtype=np.int64))
         hh.advance_to(1)
     th1, th3 = one.params.thresholds, three.params.thresholds
-    assert three._last["t_up"] - 10 == pytest.approx(3 * (one._last["t_up"] - 10 - 1) + 3)
+    assert three._st.last["t_up"] - 10 == pytest.approx(3 * (one._st.last["t_up"] - 10 - 1) + 3)
     assert th3.threshold(100.0, 200.0) - th3.tau2(200.0) == 3
     assert th1.threshold(100.0, 200.0) - th1.tau2(200.0) == 1

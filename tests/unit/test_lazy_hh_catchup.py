@@ -1,4 +1,4 @@
-"""LazyHH catch-up (sketches.continual.lazy_hh.catchup).
+"""LazyHH catch-up (``LazyHH._catch_up``).
 
 A quiet shard closes many boundaries at once.
 
@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import sketches.continual.lazy_hh.sketch
 from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec
 from sketches.core.noise import make_noise
 from tests.unit.test_gauss_bm_catchup import Failing, Pattern
@@ -57,20 +56,20 @@ def test_fast_path_then_events_then_ticks_is_exact(
     kw: dict[str, Any], noise: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[int] = []
-    real = sketches.continual.lazy_hh.sketch.catch_up
+    real = LazyHH._catch_up
 
     def spy(hh: LazyHH, bounds: range) -> None:
         calls.append(len(bounds))
         real(hh, bounds)
 
-    monkeypatch.setattr(sketches.continual.lazy_hh.sketch, "catch_up", spy)
+    monkeypatch.setattr(LazyHH, "_catch_up", spy)
     fast, slow = _pair(_spec(**kw), noise)
     for hh in (fast, slow):
         hh.advance_to(301)
     _same(fast, slow)
     assert calls == [301 // fast.spec.output_every]  # the fast path ran (once, not for slow)
-    if fast._counter is not None and noise == "pattern":  # the max comes from a skipped output
-        assert fast._last["t_up"] > fast._last["t_hat"] + fast.params.count_error + 1
+    if fast._st.counter is not None and noise == "pattern":  # the max comes from a skipped output
+        assert fast._st.last["t_up"] > fast._st.last["t_hat"] + fast.params.count_error + 1
     for tick in (301, 302, 305):
         for hh in (fast, slow):
             _events(hh, tick)
@@ -99,12 +98,12 @@ def test_checkpoint_between_catch_ups_and_failed_draw() -> None:
     back = LazyHH.from_bytes(fast.to_bytes(), noise)  # same stream, continues from there
     assert back.to_bytes() == fast.to_bytes()
     saved = back.to_bytes()
-    assert back._counter is not None
-    back._counter._noise_src = Failing()
+    assert back._st.counter is not None
+    back._st.counter._noise_src = Failing()
     with pytest.raises(RuntimeError):
         back.advance_to(200)
     assert back.to_bytes() == saved  # atomic: nothing closed, nothing counted
-    back._counter._noise_src = noise
+    back._st.counter._noise_src = noise
     back.advance_to(200)
     slow.advance_to(91)
     slow.advance_to(200)
@@ -131,7 +130,7 @@ def test_threshold_distribution_is_unchanged() -> None:
             hh = LazyHH(spec, make_noise("fast", seed=seed, allow_insecure=True))
             hh._fast_catch_up = on
             hh.advance_to(256)
-            out[s] = hh._last["t_up"], hh._last["t_hat"]
+            out[s] = hh._st.last["t_up"], hh._st.last["t_hat"]
     assert fast[:, 0].std() > 0 and not np.array_equal(fast[:, 0], slow[:, 0])
     assert stats.ks_2samp(fast[:, 0], slow[:, 0]).pvalue > 1e-3
     assert stats.ks_2samp(fast[:, 1], slow[:, 1]).pvalue > 1e-3

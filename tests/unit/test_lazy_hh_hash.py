@@ -24,8 +24,8 @@ def test_str_state_round_trip_and_secret_hash_drawn_from_noise() -> None:
     hh.update_batch(np.array(["a"] * 120 + ["b", b"c"] * 40, dtype=object))
     back = LazyHH.from_bytes(hh.to_bytes(), FastNoise(seed=3))  # hash from the checkpoint
     assert back.hash == hh.hash
-    assert back._cands is not None and hh._cands is not None
-    assert back._cands.items.tolist() == hh._cands.items.tolist()
+    assert back._st.cands is not None and hh._st.cands is not None
+    assert back._st.cands.items.tolist() == hh._st.cands.items.tolist()
     assert back.release() == hh.release()
 
 

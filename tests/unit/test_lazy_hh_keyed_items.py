@@ -49,7 +49,7 @@ def test_secret_item_key_is_drawn_per_sketch_checkpointed_and_never_released() -
     again = LazyHH.from_bytes(a.to_bytes(), FAST)
     assert again._item_key == a._item_key
     keys = siphash24(a._item_key, np.array(["x", "y"], dtype=object))
-    assert again._cands.keys.tolist() == a._cands.keys.tolist() == sorted(keys.tolist())
+    assert again._st.cands.keys.tolist() == a._st.cands.keys.tolist() == sorted(keys.tolist())
     a.advance_to(2)
     assert a._item_key.hex() not in json.dumps(a.release())
 

@@ -44,7 +44,7 @@ def test_tau2_never_decreases_under_add_remove() -> None:
         t_hats.append(rel["t_estimate"])
     assert np.all(np.diff(taus) >= 0), "tau2 decreased between outputs"
     assert np.any(np.diff(t_hats) < 0), "the test needs a noisy, non-monotone t_hat"
-    last = hh._last  # the bound is at least the current t_hat + E + c
+    last = hh._st.last  # the bound is at least the current t_hat + E + c
     assert last["t_up"] >= last["t_hat"] + hh.params.count_error + hh.spec.unit_cap
 
 
@@ -107,7 +107,7 @@ def test_failed_lazy_draw_in_an_output_leaves_the_last_output_intact() -> None:
     for tick in range(6):
         hh.update_batch(rng.integers(0, 30, 40), ticks=np.full(40, tick))
     hh.advance_to(6)
-    before = (hh.release(), dict(hh._last), hh._outputs)
+    before = (hh.release(), dict(hh._st.last), hh._st.outputs)
     hh.update_batch(rng.integers(100, 130, 40), ticks=np.full(40, 6))  # new cells to read
     noise.fail = True
     try:
@@ -116,4 +116,4 @@ def test_failed_lazy_draw_in_an_output_leaves_the_last_output_intact() -> None:
         pass
     else:  # every node it reads was drawn before: nothing to fail on
         raise AssertionError("the output should have needed a fresh draw")
-    assert (hh.release(), hh._last, hh._outputs) == before
+    assert (hh.release(), hh._st.last, hh._st.outputs) == before

@@ -52,10 +52,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from sketches.continual.lazy import LazySketchSpec
-from sketches.continual.lazy_hh.catchup import catch_up, quiet
 from sketches.continual.lazy_hh.release import release_payload
 from sketches.continual.lazy_hh.spec import LazyHHSpec, derive_params, guarantee
 from sketches.continual.lazy_hh.state import (
+    LazyHHState,
     check_seed,
     hash_from_state,
     item_key_from_state,
@@ -127,24 +127,17 @@ class LazyHH:
             eps_s, delta_s, m=cells,
             rounds=self.sketch_spec.rounds, calibrator=spec.calibrator, unit_cap=spec.unit_cap)
         dw = depth * spec.k_tilde
-        self._counters = LazyNoiseCounters(dw, self.sketch_spec.rounds, self.calibration.sigma,
-                                           self.calibration.integer_noise, noise)
-        # exact increments not pushed yet: [0] current round, [1] the next (arrival clock)
-        self._carry = np.zeros((2, dw), dtype=np.int64)
-        self._open = 0  # tick clock: the open tick
+        counters = LazyNoiseCounters(dw, self.sketch_spec.rounds, self.calibration.sigma,
+                                     self.calibration.integer_noise, noise)
         self.params = derive_params(spec, self.calibration, depth)
         cal = self.params.count
-        self._counter = None if cal is None else ContinualCounters(
-            1, spec.horizon, cal.sigma, cal.integer_noise, noise)
-        self._cands: CandidateSet | None = None
-        self._events = 0  # events ingested
-        self._boundary = 0  # tick clock: last output boundary (all ticks < it are closed)
-        self._tick_counts = np.zeros(spec.output_every, dtype=np.int64)
-        self._outputs = 0
-        self._hh_keys = np.zeros(0, dtype=np.uint64)
-        self._hh_items: np.ndarray = np.zeros(0, dtype=np.int64)
-        self._hh_est: np.ndarray = np.zeros(0, dtype=np.float64)
-        self._last: dict[str, float] = {}
+        self._st = LazyHHState(
+            counters=counters,
+            counter=None if cal is None else ContinualCounters(
+                1, spec.horizon, cal.sigma, cal.integer_noise, noise),
+            carry=np.zeros((2, dw), dtype=np.int64),
+            tick_counts=np.zeros(spec.output_every, dtype=np.int64),
+        )
         self._fast_catch_up = True  # tests set False to force the sequential path
 
     # ------------------------------------------------------------ updates
@@ -183,18 +176,18 @@ class LazyHH:
 
     def _check_items(self, items: np.ndarray) -> None:
         limit = self.spec.horizon if self.spec.clock is Clock.ARRIVAL else self.spec.event_horizon
-        if items.size and self._events + items.size > limit:
+        if items.size and self._st.events + items.size > limit:
             raise HorizonExceededError(
-                f"horizon: {self._events + items.size} events exceed the epoch's bound of"
+                f"horizon: {self._st.events + items.size} events exceed the epoch's bound of"
                 f" {limit}; start a new epoch (or raise event_horizon)")
         if not items.size:
             return
         integer = items.dtype.kind in "iub"
         if not integer and items.dtype.kind not in "USO":
             raise SpecError(f"items: unsupported dtype {items.dtype}; pass integers, str or bytes")
-        if self._cands is None:
-            self._cands = CandidateSet(self.sketch_spec.depth, integer)
-        elif self._cands.integer_items != integer:
+        if self._st.cands is None:
+            self._st.cands = CandidateSet(self.sketch_spec.depth, integer)
+        elif self._st.cands.integer_items != integer:
             raise SpecError("items: a LazyHH holds either integer or str/bytes items, not both;"
                             " convert the items to one type")
 
@@ -207,28 +200,28 @@ class LazyHH:
         increments of every (round, cell); a round ends, and an output happens,
         when ``s + 1`` is a multiple of ``w = k~``: the only per-round Python work.
         """
-        w, dw = self.spec.k_tilde, self._carry.shape[1]
+        w, dw = self.spec.k_tilde, self._st.carry.shape[1]
         for c0 in range(0, items.size, _CHUNK):
             seg = items[c0:c0 + _CHUNK]
-            s0, m = self._events, seg.size
+            s0, m = self._st.events, seg.size
             base = s0 // w
             keys = self._item_keys(seg)
             buckets = self.hash.buckets(keys)
             slots = (s0 + m - 1) // w - base + 3
             acc = self._round_sums(buckets, s0, slots).reshape(slots, dw)
-            acc[:2] += self._carry
+            acc[:2] += self._st.carry
             done = (s0 + m) // w - base  # rounds completed by this chunk
             for r in range(done):
                 a, b = max(0, (base + r) * w - s0), (base + r + 1) * w - s0
-                self._counters.push(acc[r], 1)  # one round (same noise rule as advance)
+                self._st.counters.push(acc[r], 1)  # one round (same noise rule as advance)
                 self._absorb(seg[a:b], keys[a:b], buckets[:, a:b])
-                self._events = s0 + b
+                self._st.events = s0 + b
                 self._output()
             a = max(0, (base + done) * w - s0)
             if a < m:
                 self._absorb(seg[a:], keys[a:], buckets[:, a:])
-            self._events = s0 + m
-            self._carry[:] = acc[done:done + 2]  # later slots are empty
+            self._st.events = s0 + m
+            self._st.carry[:] = acc[done:done + 2]  # later slots are empty
 
     def _round_sums(self, buckets: np.ndarray, s0: int, slots: int) -> np.ndarray:
         """``int64[slots, d, w]``: increments of every (local round, row, column).
@@ -262,13 +255,13 @@ class LazyHH:
             return
         if np.any(ticks[1:] < ticks[:-1]):
             raise SpecError("ticks: must be non-decreasing within a batch; sort the batch")
-        if int(ticks[0]) < self._open or int(ticks[-1]) >= self.spec.horizon:
-            raise SpecError(f"ticks: must lie in [{self._open}, {self.spec.horizon}) (open tick,"
+        if int(ticks[0]) < self._st.open or int(ticks[-1]) >= self.spec.horizon:
+            raise SpecError(f"ticks: must lie in [{self._st.open}, {self.spec.horizon}) (open tick,"
                             f" horizon); got {int(ticks[0])}..{int(ticks[-1])}")
-        if self._fast_catch_up and quiet(self):  # first events of the epoch: catch up first
+        if self._fast_catch_up and self._st.quiet():  # first events of the epoch: catch up first
             self.advance_to(int(ticks[0]))
         every = self.spec.output_every
-        bounds = np.arange(self._boundary + every, int(ticks[-1]) + 1, every)
+        bounds = np.arange(self._st.boundary + every, int(ticks[-1]) + 1, every)
         cuts = np.searchsorted(ticks, bounds, side="left")
         start = 0
         for b, cut in zip(bounds.tolist(), cuts.tolist(), strict=True):
@@ -285,22 +278,23 @@ class LazyHH:
         keys = self._item_keys(items)
         buckets = self.hash.buckets(keys)
         cells = buckets + self._row0
-        dw = self._carry.shape[1]
+        dw = self._st.carry.shape[1]
         uniq, first = np.unique(ticks, return_index=True)
         for tick, a, b in zip(uniq.tolist(), first.tolist(), [*first[1:].tolist(), items.size],
                               strict=True):
             self._close_ticks(tick)
-            self._carry[0] += np.bincount(cells[:, a:b].ravel(), minlength=dw)
+            self._st.carry[0] += np.bincount(cells[:, a:b].ravel(), minlength=dw)
         self._absorb(items, keys, buckets)
-        self._events += items.size
-        self._tick_counts += np.bincount(ticks - self._boundary, minlength=self.spec.output_every)
+        self._st.events += items.size
+        self._st.tick_counts += np.bincount(ticks - self._st.boundary,
+                                            minlength=self.spec.output_every)
 
     def _close_ticks(self, tick: int) -> None:
         """Push the open tick's round and empty rounds for the ticks up to ``tick``."""
-        if tick > self._open:
-            self._counters.advance(self._carry[:1], empty_rounds=tick - self._open - 1)
-            self._carry[0] = 0
-            self._open = tick
+        if tick > self._st.open:
+            self._st.counters.advance(self._st.carry[:1], empty_rounds=tick - self._st.open - 1)
+            self._st.carry[0] = 0
+            self._st.open = tick
 
     def advance_to(self, tick: int) -> None:
         """Tick clock: close every tick ``< tick``; publish at each output boundary crossed."""
@@ -310,37 +304,85 @@ class LazyHH:
         if tick > self.spec.horizon:
             raise HorizonExceededError(f"horizon: cannot close ticks up to {tick}, the horizon is"
                                        f" {self.spec.horizon} ticks; start a new epoch")
-        bounds = range(self._boundary + self.spec.output_every, tick + 1, self.spec.output_every)
-        if len(bounds) > 1 and self._fast_catch_up and quiet(self):
-            catch_up(self, bounds)  # same releases, vectorised (sketches.continual.lazy_hh.catchup)
+        bounds = range(self._st.boundary + self.spec.output_every, tick + 1, self.spec.output_every)
+        if len(bounds) > 1 and self._fast_catch_up and self._st.quiet():
+            self._catch_up(bounds)  # same releases, vectorised
         else:
             for b in bounds:
                 self._close(b)
         self._close_ticks(tick)
 
+    def _catch_up(self, bounds: range) -> None:
+        """Close the output boundaries ``bounds`` of a quiet shard at once (tick clock).
+
+        A tick-clock epoch is wall-clock aligned: a shard whose state is created (or
+        first seen) ``x`` ticks into the epoch must close ``x`` ticks, i.e. about
+        ``x / output_every`` output boundaries, before its first event. Closing them
+        one by one (:meth:`_close`) costs a Python call and a length-counter noise
+        call per boundary (~90 ms for a 3,600-tick epoch, per shard). This does the
+        same in a few vectorised calls when the shard is quiet
+        (:meth:`LazyHHState.quiet <sketches.continual.lazy_hh.state.LazyHHState.quiet>`:
+        no candidate, nothing pending). Then every skipped output reads nothing from
+        the sketch counters, so
+
+        - the sketch (:class:`~sketches.counters.gauss_bm_lazy.LazyNoiseCounters`,
+          which draws noise only at reads) takes all the empty rounds in one
+          ``push`` (its state does not depend on how rounds are split into calls);
+        - the length counter (``add_remove`` only) opens the same calls as the
+          sequential path, one per boundary, through
+          :meth:`~sketches.counters.gauss_bm.ContinualCounters.advance_empty`: the
+          same nodes are drawn (one independent draw per node, shared by the
+          outputs reading it), in the canonical order, in one noise call. Every
+          skipped output's ``t_hat`` enters the running maximum of
+          ``t_up = t_hat + E + c`` exactly as sequentially (docs/PRIVACY.md 10.3):
+          the output set ``I`` is data-independent and none is dropped;
+        - only the last output's ``last`` is observable (releases read it), and it
+          is computed by the same :meth:`_output`.
+
+        So releases, checkpoints and their distribution are those of the sequential
+        path (bit-identical for a zero or a concatenation-consistent noise source;
+        ``tests/unit/sketches/continual/lazy_hh/test_catchup.py``). Whether the fast
+        path runs depends on the data (was there an event?), which only shows in the
+        processing time: outside the DP model, like every timing signal
+        (docs/PRIVACY.md 11).
+
+        ``bounds``: ``range(boundary + every, stop, every)``, non-empty, within the
+        horizon. Atomic w.r.t. a failing noise source (the only draw comes first).
+        """
+        st = self._st
+        ends = np.arange(bounds.start, bounds.stop, bounds.step, dtype=np.int64)
+        length = None
+        if st.counter is not None:
+            t_hats = st.counter.advance_empty(ends)[:, 0].astype(np.float64)
+            length = (float(t_hats[-1]), self._running_upper(t_hats))  # every skipped output
+        self._close_ticks(int(ends[-1]))  # lazy sketch: empty rounds, no draw
+        st.boundary = int(ends[-1])
+        st.outputs += ends.size - 1  # _output counts the last one
+        self._output(length)
+
     def _close(self, boundary: int) -> None:
         self._close_ticks(boundary)
-        if self._counter is not None:
-            self._counter.advance(self._tick_counts[:, None])
-        self._tick_counts[:] = 0
-        self._boundary = boundary
+        if self._st.counter is not None:
+            self._st.counter.advance(self._st.tick_counts[:, None])
+        self._st.tick_counts[:] = 0
+        self._st.boundary = boundary
         self._output()
 
     def _absorb(self, items: np.ndarray, keys: np.ndarray, buckets: np.ndarray) -> None:
         """Alg. 6 line 9, vectorised: add the interval's distinct new items to C."""
-        assert self._cands is not None
-        pos = np.flatnonzero(self._cands.missing(keys))  # most items are candidates already
+        assert self._st.cands is not None
+        pos = np.flatnonzero(self._st.cands.missing(keys))  # most items are candidates already
         if pos.size:
             ukeys, first = np.unique(keys[pos], return_index=True)
             idx = pos[first]
-            self._cands.add(ukeys, items[idx], buckets[:, idx] + self._row0)
+            self._st.cands.add(ukeys, items[idx], buckets[:, idx] + self._row0)
 
     # ------------------------------------------------------------- outputs
     def _length(self) -> tuple[float, float]:
         """``(t_hat, t_up)``: public length (replace) or DP count and its upper bound."""
-        if self._counter is None:
-            return float(self._events), float(self._events)
-        t_hat = float(self._counter.query()[0])
+        if self._st.counter is None:
+            return float(self._st.events), float(self._st.events)
+        t_hat = float(self._st.counter.query()[0])
         return t_hat, self._running_upper(np.array([t_hat]))
 
     def _running_upper(self, t_hats: np.ndarray) -> float:
@@ -351,7 +393,7 @@ class LazyHH:
         alone is not (the maximum is post-processing, free). ``t_hats``: the new outputs'.
         """
         ups = float(t_hats.max()) + self.params.count_error + self.spec.unit_cap
-        return max(ups, float(self._last.get("t_up", -np.inf)))
+        return max(ups, float(self._st.last.get("t_up", -np.inf)))
 
     def _output(self, length: tuple[float, float] | None = None) -> None:
         """Alg. 6 ``output`` (lines 1-11) then the top-k~ trim (line 12).
@@ -361,26 +403,27 @@ class LazyHH:
         th = self.params.thresholds
         t_hat, t_up = self._length() if length is None else length
         tau = th.threshold(max(t_hat, 0.0), t_up)
-        c = self._cands
+        c = self._st.cands
         # the read may draw lazy node noise: do it before any output state changes, so a
         # failing draw never pairs new thresholds with the previous output's items
         est = None
         if c is not None and c.size > 0:
-            est = self._counters.query_at(c.cells).min(axis=0)  # Alg. 4 (min), all pushed
-        self._last = {"t_hat": t_hat, "t_up": t_up, "threshold": tau,
+            est = self._st.counters.query_at(c.cells).min(axis=0)  # Alg. 4 (min), all pushed
+        self._st.last = {"t_hat": t_hat, "t_up": t_up, "threshold": tau,
                       "tau1": th.tau1(max(t_hat, 0.0)), "tau2": th.tau2(t_up),
                       "lambda2": th.lambda2(t_up)}
-        self._outputs += 1
+        self._st.outputs += 1
         if c is None or est is None:
             return
         hot = np.flatnonzero(est > tau)
         order = hot[top_order(est[hot], c.keys[hot])]
-        self._hh_keys, self._hh_items, self._hh_est = c.keys[order], c.items[order], est[order]
+        st = self._st
+        st.hh_keys, st.hh_items, st.hh_est = c.keys[order], c.items[order], est[order]
         c.trim(est, self.spec.k_tilde)
 
     def heavy_hitters(self) -> tuple[np.ndarray, np.ndarray]:
         """``(items, estimates)`` of the last output (estimates descending)."""
-        return self._hh_items.copy(), self._hh_est.copy()
+        return self._st.hh_items.copy(), self._st.hh_est.copy()
 
     # ------------------------------------------------------------- release
     def privacy(self) -> dict[str, Any]:
@@ -392,22 +435,23 @@ class LazyHH:
 
     def release(self) -> dict[str, Any]:
         """Public ``heavy_hitters`` payload of the last output (ARCHITECTURE.md)."""
-        return release_payload(self)
+        return release_payload(self.name, self.spec, self.params, self.sketch_spec.depth,
+                               self._st, self.privacy())
 
     # --------------------------------------------------------------- state
     def memory_bytes(self) -> int:
         """Bytes of numpy state: sketch, candidates, length counter, last output."""
-        extra = 0 if self._cands is None else self._cands.memory_bytes()
-        extra += 0 if self._counter is None else self._counter.memory_bytes()
-        return int(self._counters.memory_bytes() + self._carry.nbytes + extra
-                   + self._hh_keys.nbytes + self._hh_est.nbytes + self._tick_counts.nbytes)
+        extra = 0 if self._st.cands is None else self._st.cands.memory_bytes()
+        extra += 0 if self._st.counter is None else self._st.counter.memory_bytes()
+        return int(self._st.counters.memory_bytes() + self._st.carry.nbytes + extra
+                   + self._st.hh_keys.nbytes + self._st.hh_est.nbytes + self._st.tick_counts.nbytes)
 
     def to_bytes(self) -> bytes:
         """Versioned binary state (private: exact counts, raw items, secret hash).
 
         Layout: :mod:`sketches.continual.lazy_hh.state`.
         """
-        state, arrays = state_of(self)
+        state, arrays = state_of(self._st, self.hash, self._item_key)
         return state_to_bytes(self.name, self.spec, state, arrays)
 
     @classmethod
@@ -419,7 +463,7 @@ class LazyHH:
             obj = cls.__new__(cls)
             hash_spec = hash_from_state(state, _depth(spec), spec.k_tilde)
             obj._setup(spec, noise, hash_spec, item_key_from_state(state, hash_spec))
-            restore_state(obj, state, arrays)
+            restore_state(obj._st, state, arrays, obj.hash, obj._item_keys)
         except (KeyError, TypeError, ValueError, SpecError) as exc:
             raise SerializationError(f"state: incomplete LazyHH state ({exc!r})") from None
         return obj

@@ -1,6 +1,10 @@
-"""LazyHH's secret hash and its private checkpoint state.
+"""LazyHH's private state: the secret hash and item key, the epoch state and its checkpoint.
 
-(Split from :mod:`sketches.continual.lazy_hh.sketch`.)
+:class:`LazyHHState` holds everything a :class:`~sketches.continual.lazy_hh.sketch.LazyHH`
+changes as events arrive (counters, pending increments, candidates, last output);
+the sketch owns one and passes it to :func:`state_of`/:func:`restore_state` (checkpoint)
+and to :func:`~sketches.continual.lazy_hh.release.release_payload` (release). This
+module never imports the sketch.
 
 The hash (privacy review A3)
 ----------------------------
@@ -48,6 +52,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,15 +61,53 @@ import numpy as np
 from sketches.core.candidates import CandidateSet, decode_items, encode_items
 from sketches.core.hashing import HashSpec
 from sketches.core.keyed_prf import KEY_BYTES
+from sketches.counters.gauss_bm import ContinualCounters
+from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
 from sketches.errors import PrivacyError, SerializationError
 
 if TYPE_CHECKING:
-    from sketches.continual.lazy_hh.sketch import LazyHH
     from sketches.continual.lazy_hh.spec import LazyHHSpec
     from sketches.core.noise import NoiseSource
 
-__all__ = ["check_seed", "hash_from_state", "item_key_from_state", "make_hash", "make_item_key",
-           "restore_state", "state_of"]
+__all__ = ["LazyHHState", "check_seed", "hash_from_state", "item_key_from_state", "make_hash",
+           "make_item_key", "restore_state", "state_of"]
+
+
+@dataclass(eq=False)
+class LazyHHState:
+    """The mutable state of one LazyHH epoch (private: exact counts, raw items).
+
+    Everything a checkpoint holds besides the spec, the hash and the item key.
+    """
+
+    #: the ``d x k~`` sketch counters (node noise drawn when an output reads it)
+    counters: LazyNoiseCounters
+    #: the DP stream-length counter (``add_remove``); None when the length is public
+    counter: ContinualCounters | None
+    #: exact increments not pushed yet: [0] current round, [1] the next (arrival clock)
+    carry: np.ndarray
+    #: tick clock: events per tick since the last output boundary
+    tick_counts: np.ndarray
+    open: int = 0  # tick clock: the open tick
+    events: int = 0  # events ingested
+    boundary: int = 0  # tick clock: last output boundary (all ticks < it are closed)
+    outputs: int = 0
+    cands: CandidateSet | None = None
+    #: the last output: its heavy hitters (keys, items, noisy estimates) and thresholds
+    hh_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    hh_items: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    hh_est: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    last: dict[str, float] = field(default_factory=dict)
+
+    def quiet(self) -> bool:
+        """True when no output before the next event can read the sketch counters.
+
+        No candidate, nothing pending (``carry`` and ``tick_counts`` zero): the
+        condition of LazyHH's vectorised catch-up over many output boundaries.
+        """
+        c = self.cands
+        return ((c is None or c.size == 0) and not bool(self.carry.any())
+                and not bool(self.tick_counts.any()))
 
 INSECURE_KINDS = ("fast", "zero")  # noise kinds that may carry a fixed hash_seed (tests only)
 
@@ -152,24 +196,25 @@ def hash_from_state(state: dict[str, Any], depth: int, width: int) -> HashSpec:
     return HashSpec.from_state(data)
 
 
-def state_of(hh: LazyHH) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def state_of(st: LazyHHState, hash_spec: HashSpec, item_key: bytes
+             ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``(header, arrays)`` of a LazyHH (private: exact counts, raw items, secret hash)."""
-    c = hh._cands
+    c = st.cands
     state: dict[str, Any] = {
-        "hash": hh.hash.to_state(), "item_key": hh._item_key.hex(), "events": hh._events,
-        "boundary": hh._boundary, "outputs": hh._outputs, "last": hh._last,
-        "open": hh._open, "sketch": hh._counters.state_header(),
+        "hash": hash_spec.to_state(), "item_key": item_key.hex(), "events": st.events,
+        "boundary": st.boundary, "outputs": st.outputs, "last": st.last,
+        "open": st.open, "sketch": st.counters.state_header(),
         "integer_items": None if c is None else c.integer_items,
-        "counter": None if hh._counter is None else hh._counter.state_header(),
+        "counter": None if st.counter is None else st.counter.state_header(),
     }
     arrays: dict[str, np.ndarray] = {
-        "carry": hh._carry, "tick_counts": hh._tick_counts, "hh_est": hh._hh_est,
+        "carry": st.carry, "tick_counts": st.tick_counts, "hh_est": st.hh_est,
     }
-    arrays.update({f"sketch_{k}": v for k, v in hh._counters.state_arrays().items()})
-    if hh._counter is not None:
-        arrays.update({f"counter_{k}": v for k, v in hh._counter.state_arrays().items()})
+    arrays.update({f"sketch_{k}": v for k, v in st.counters.state_arrays().items()})
+    if st.counter is not None:
+        arrays.update({f"counter_{k}": v for k, v in st.counter.state_arrays().items()})
     if c is not None:
-        for prefix, items in (("cand", c.items), ("hh", hh._hh_items)):
+        for prefix, items in (("cand", c.items), ("hh", st.hh_items)):
             if c.integer_items:
                 arrays[f"{prefix}_items"] = items.astype(np.int64)
             else:
@@ -177,35 +222,40 @@ def state_of(hh: LazyHH) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     return state, arrays
 
 
-def restore_state(hh: LazyHH, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    """Fill a freshly set-up LazyHH (same spec and hash) from :func:`state_of` output."""
-    hh._counters.restore(state["sketch"], {  # lazy (or older eager) node noise
+def restore_state(st: LazyHHState, state: dict[str, Any], arrays: dict[str, np.ndarray],
+                  hash_spec: HashSpec, item_keys: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Fill a fresh state (same spec and hash) from :func:`state_of` output.
+
+    ``item_keys``: the sketch's item-to-key map (hash bijection for ints, keyed
+    PRF for str/bytes), to rebuild the candidates' keys and cells.
+    """
+    st.counters.restore(state["sketch"], {  # lazy (or older eager) node noise
         k[len("sketch_"):]: v for k, v in arrays.items() if k.startswith("sketch_")})
-    if arrays["carry"].shape != hh._carry.shape:
-        raise SerializationError(f"arrays.carry: expected shape {hh._carry.shape}")
-    hh._carry = arrays["carry"].astype(np.int64)
-    hh._events, hh._boundary = int(state["events"]), int(state["boundary"])
-    hh._open = int(state["open"])
-    hh._outputs, hh._last = int(state["outputs"]), dict(state["last"])
-    hh._tick_counts = arrays["tick_counts"].astype(np.int64)
-    hh._hh_est = arrays["hh_est"]
-    if hh._counter is not None:
-        hh._counter.restore(state["counter"], {
+    if arrays["carry"].shape != st.carry.shape:
+        raise SerializationError(f"arrays.carry: expected shape {st.carry.shape}")
+    st.carry = arrays["carry"].astype(np.int64)
+    st.events, st.boundary = int(state["events"]), int(state["boundary"])
+    st.open = int(state["open"])
+    st.outputs, st.last = int(state["outputs"]), dict(state["last"])
+    st.tick_counts = arrays["tick_counts"].astype(np.int64)
+    st.hh_est = arrays["hh_est"]
+    if st.counter is not None:
+        st.counter.restore(state["counter"], {
             k: arrays[f"counter_{k}"] for k in ("prefix", "node_noise")})
     if state["integer_items"] is not None:
-        _restore_items(hh, bool(state["integer_items"]), arrays)
+        _restore_items(st, bool(state["integer_items"]), arrays, hash_spec, item_keys)
 
 
-def _restore_items(hh: LazyHH, integer: bool, arrays: dict[str, np.ndarray]) -> None:
+def _restore_items(st: LazyHHState, integer: bool, arrays: dict[str, np.ndarray],
+                   h: HashSpec, item_keys: Callable[[np.ndarray], np.ndarray]) -> None:
     def items(prefix: str) -> np.ndarray:
         if integer:
             return arrays[f"{prefix}_items"]
         return decode_items({k: arrays[f"{prefix}_{k}"] for k in ("blob", "lengths", "is_bytes")})
 
-    h = hh.hash
-    hh._cands = CandidateSet(hh.sketch_spec.depth, integer)
+    st.cands = CandidateSet(h.depth, integer)
     cand = items("cand")
-    keys = hh._item_keys(cand) if cand.size else np.zeros(0, dtype=np.uint64)
-    hh._cands.restore(keys, cand, h.cells(keys))
-    hh._hh_items = items("hh")
-    hh._hh_keys = hh._item_keys(hh._hh_items) if hh._hh_items.size else hh._hh_keys
+    keys = item_keys(cand) if cand.size else np.zeros(0, dtype=np.uint64)
+    st.cands.restore(keys, cand, h.cells(keys))
+    st.hh_items = items("hh")
+    st.hh_keys = item_keys(st.hh_items) if st.hh_items.size else st.hh_keys

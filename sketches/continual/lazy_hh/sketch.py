@@ -421,6 +421,11 @@ class LazyHH:
         st.hh_keys, st.hh_items, st.hh_est = c.keys[order], c.items[order], est[order]
         c.trim(est, self.spec.k_tilde)
 
+    @property
+    def events(self) -> int:
+        """Events ingested this epoch (private: an exact count, never released)."""
+        return self._st.events
+
     def heavy_hitters(self) -> tuple[np.ndarray, np.ndarray]:
         """``(items, estimates)`` of the last output (estimates descending)."""
         return self._st.hh_items.copy(), self._st.hh_est.copy()

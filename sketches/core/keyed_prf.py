@@ -16,7 +16,7 @@ probability at most ``N (N - 1) / 2**65``; a mechanism adds that to its
 Definition: the reference SipHash-2-4 of the item's exact bytes (str as
 UTF-8; trailing NUL bytes count), key = 16 bytes, output read as a
 little-endian uint64. Checked against the reference test vectors and a scalar
-implementation (``tests/unit/test_keyed_prf.py``).
+implementation (``tests/unit/sketches/continual/lazy_hh/test_keyed_items.py``).
 
 Vectorisation: the items' bytes are laid out in one flat buffer, each item
 padded to its own ``ceil((L + 1) / 8)`` words (the last one carries ``L mod

@@ -25,10 +25,10 @@ from sketches.continual.lazy_hh.spec import LazyHHSpec
 from sketches.continual.lazy_spec import LazySketchSpec
 from sketches.continual.plain import CMS, CS, PlainSketchSpec
 from sketches.continual.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
-from sketches.continual.release import query_release
 from sketches.core.base import Mechanism, MechanismEntry, lookup, register, registered
 from sketches.core.hashing import HashSpec
 from sketches.core.noise import FastNoise, NoiseSource, SecureNoise, ZeroNoise, make_noise
+from sketches.core.release import query_release
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.errors import (
     DPStreamError,

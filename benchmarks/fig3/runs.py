@@ -84,12 +84,12 @@ def punctual_final_query(
     partition [1, r]`` (Alg. 1 query; :mod:`sketches.counters.gauss_bm`), each node
     ``N(0, sigma^2)`` with the sketch's own calibration. So we take the exact
     matrix from CMS/CS (same hash), add that many seeded draws per cell, and
-    apply Alg. 4 (:func:`sketches.continual.release.estimate`). The smoke test and
+    apply Alg. 4 (:func:`sketches.core.release.estimate`). The smoke test and
     :func:`punctual_crosscheck` compare this with the real sketch. ``noise``
     defaults to ``FastNoise(setup.noise_seed)``.
     """
     from sketches.continual.plain import CMS, CS, PlainSketchSpec
-    from sketches.continual.release import estimate
+    from sketches.core.release import estimate
     from sketches.core.noise import FastNoise
 
     sketch = make_sketch(setup)  # only for its calibration and hash: never fed

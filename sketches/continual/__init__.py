@@ -4,7 +4,7 @@
   :mod:`~sketches.continual.lazy`: LazySketch (``LazyCMS``/``LazyCS``);
 - :mod:`~sketches.continual.punctual`: the punctual baseline sketches;
 - :mod:`~sketches.continual.plain`: the non-private CMS/CS baselines;
-- :mod:`~sketches.continual.release`: ``query_release`` (estimates from a
+- :mod:`~sketches.core.release`: ``query_release`` (estimates from a
   published sketch payload; what readers use);
 - :mod:`sketches.continual.lazy_hh`: LazyHH, its own small package.
 

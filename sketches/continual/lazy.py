@@ -73,7 +73,7 @@ import numpy as np
 
 from sketches.continual.lazy_schedule import batch_steps, pushed_columns, split_sums
 from sketches.continual.lazy_spec import LazySketchSpec, error_bound
-from sketches.continual.release import estimate
+from sketches.core.release import estimate
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.errors import HorizonExceededError, SerializationError, SpecError

@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sketches.continual.release import estimate
 from sketches.core.hashing import HashSpec
+from sketches.core.release import estimate
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
 from sketches.errors import IncompatibleSpecError, PrivacyError, SerializationError, SpecError
 

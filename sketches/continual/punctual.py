@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from sketches.continual.lazy_spec import coerce_enums, validate_numbers
-from sketches.continual.release import estimate
 from sketches.core.hashing import HashSpec
+from sketches.core.release import estimate
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.errors import HorizonExceededError, SerializationError, SpecError

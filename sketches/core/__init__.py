@@ -8,6 +8,8 @@
   :mod:`~sketches.core.hash_keys`, :mod:`~sketches.core.keyed_prf`: the public
   hash spec, item keys and the keyed PRF;
 - :mod:`~sketches.core.serialization`: the versioned binary checkpoint format;
+- :mod:`~sketches.core.release`: ``query_release``, point queries on a published
+  sketch matrix of either family (what readers use; post-processing);
 - :mod:`~sketches.core.candidates`: the sorted candidate-item set shared by
   LazyHH and the Misra-Gries family, and the item encoding of checkpoints.
 

@@ -173,6 +173,15 @@ class ContinualCounters:
         Draw discrete Gaussian (int64) noise instead of continuous Gaussian.
     noise : NoiseSource
         Injected noise source (only ``gaussian``/``discrete_gaussian`` are used).
+
+    Notes
+    -----
+    Subclass interface (used by
+    :class:`~sketches.counters.gauss_bm_lazy.LazyNoiseCounters`, which changes
+    *when* a node's noise is drawn, not the counters): ``_prefix`` (exact
+    prefix sums), ``_node_noise`` (latest node per level), ``_noise_now`` (the
+    query cache) and ``_draw_values``. They are read and written through
+    ``self`` only; no other module touches them.
     """
 
     def __init__(

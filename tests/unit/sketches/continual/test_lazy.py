@@ -295,7 +295,7 @@ def test_bad_ticks_raise():
 
 
 def test_release_payload_is_public_and_queryable():
-    from sketches.continual.release import query_release
+    from sketches.core.release import query_release
 
     sk = LazyCS(_spec("tick", "add_remove", cpt=4), FastNoise(1))
     items = np.random.default_rng(0).integers(0, 10, 300)
@@ -418,7 +418,7 @@ def test_release_states_float_noise(calibrator, flag):
 
 
 def test_query_release_recomputes_v2_hash_and_refuses_other_versions():
-    from sketches.continual.release import query_release
+    from sketches.core.release import query_release
 
     sk = LazyCMS(_spec("tick", "add_remove", 8), FastNoise(2))
     items = np.array(["10.0.0.1", "10.0.0.2", "x"] * 20, dtype=object)

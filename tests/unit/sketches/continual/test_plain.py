@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from sketches.continual.plain import CMS, CS, PlainSketchSpec
-from sketches.continual.release import query_release
 from sketches.core.base import lookup
+from sketches.core.release import query_release
 from sketches.errors import IncompatibleSpecError, PrivacyError, SpecError
 
 

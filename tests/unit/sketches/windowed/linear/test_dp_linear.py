@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sketches.windowed.linear.dp_linear as dpl
-from sketches.continual.release import query_release
 from sketches.core.base import lookup
 from sketches.core.hashing import HashSpec
 from sketches.core.noise import FastNoise, ZeroNoise
+from sketches.core.release import query_release
 from sketches.errors import PrivacyError, SerializationError, SpecError
 from sketches.windowed.linear.dp_linear import DPLinearSketch, DPLinearSpec, linear_l2_sensitivity
 

@@ -89,8 +89,8 @@ def punctual_final_query(
     defaults to ``FastNoise(setup.noise_seed)``.
     """
     from sketches.continual.plain import CMS, CS, PlainSketchSpec
-    from sketches.core.release import estimate
     from sketches.core.noise import FastNoise
+    from sketches.core.release import estimate
 
     sketch = make_sketch(setup)  # only for its calibration and hash: never fed
     cal = sketch.calibration

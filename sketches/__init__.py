@@ -6,6 +6,10 @@ small interface (``update_batch``, ``release``, ``to_bytes``/``from_bytes``,
 injected (:mod:`sketches.core.noise`); privacy calibration and error bounds live in
 :mod:`sketches.privacy`. Nothing here imports Kafka.
 
+Subpackages by family (layers, bottom to top; docs/ARCHITECTURE.md): ``core``
+(with :mod:`sketches.errors`), ``privacy``, ``counters``, then ``continual`` and
+``windowed``, which never import each other. This module is the public API.
+
 Examples
 --------
 >>> import numpy as np

@@ -2,11 +2,13 @@
 
 - :mod:`~sketches.continual.lazy_hh.spec`: ``LazyHHSpec`` (parameters,
   thresholds, the guarantee);
-- :mod:`~sketches.continual.lazy_hh.sketch`: ``LazyHH`` (update, release,
-  checkpoint);
-- :mod:`~sketches.continual.lazy_hh.state`, :mod:`~sketches.continual.lazy_hh.release`,
-  :mod:`~sketches.continual.lazy_hh.catchup`: the pieces of ``LazyHH``'s work
-  (checkpoint state, release evaluation, catch-up over skipped outputs).
+- :mod:`~sketches.continual.lazy_hh.state`: ``LazyHHState`` (the epoch's
+  mutable state), the secret hash and item key, the checkpoint layout;
+- :mod:`~sketches.continual.lazy_hh.release`: the public ``heavy_hitters``
+  payload, post-processing of a ``LazyHHState``;
+- :mod:`~sketches.continual.lazy_hh.sketch`: ``LazyHH`` (updates, outputs,
+  catch-up of a quiet shard, checkpoints). It imports the three above; none of
+  them imports it.
 
 May import what :mod:`sketches.continual` may import.
 """

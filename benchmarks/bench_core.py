@@ -5,7 +5,7 @@ writes ``results/bench_core.md``.
 
 Measured (wall clock, best of 3 repetitions, after one warm-up batch):
 
-- baselines: a plain numpy Count-Min (``sketches.plain.CMS``: hash + bincount,
+- baselines: a plain numpy Count-Min (``sketches.continual.plain.CMS``: hash + bincount,
   no privacy) and a straightforward per-event Python transcription of
   Algorithm 5 (what the vectorised LazySketch replaces);
 - LazyCMS / LazyCS, d=4, w=1024, arrival clock, int items, FastNoise, batches of
@@ -33,12 +33,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sketches.hashing import HASH_ALGORITHM
-from sketches.lazy import LazyCMS, LazyCS, LazySketchSpec
-from sketches.noise import FastNoise, SecureNoise
-from sketches.plain import CMS, PlainSketchSpec
+from sketches.continual.lazy import LazyCMS, LazyCS, LazySketchSpec
+from sketches.continual.plain import CMS, PlainSketchSpec
+from sketches.continual.punctual import PunctualCMS, PunctualSketchSpec
+from sketches.core.hashing import HASH_ALGORITHM
+from sketches.core.noise import FastNoise, SecureNoise
 from sketches.privacy import Calibrator, Clock, Relation
-from sketches.punctual import PunctualCMS, PunctualSketchSpec
 
 D, W = 4, 1024
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "fimi_retail.txt"
@@ -205,10 +205,10 @@ def write_md(path: Path, total: int, mem_rows: list[tuple[int, int, int, int]]) 
         "",
         f"Hash: `{HASH_ALGORITHM}` (strongly universal vector multiply-shift rows with"
         " independent per-row parameters, independent sign hash; str keys include the true"
-        " byte length), see sketches/hashing.py.",
+        " byte length), see sketches/core/hashing.py.",
         "",
         "Noise cost: each update_batch call draws one d*w noise vector per tree level"
-        " completed in the call (sketches/gauss_bm.py), so larger batches amortise it;"
+        " completed in the call (sketches/counters/gauss_bm.py), so larger batches amortise it;"
         " PunctualCMS draws d*w values per event by design (Alg. 3).",
     ]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ Mechanisms (all event-level, relation add/remove, eps = 1, total delta <= 1e-6):
 - ``LazyHH`` (paper 002, continual): production model -- tick clock (``W`` ticks
   over the stream, ``ticks = position * W // n``), discrete noise, DP stream length.
   Its guarantee is ``(eps, delta_tilde)`` with ``delta_tilde = delta~(eps_s, delta_s)
-  + e^eps_s delta_l + beta`` (:func:`sketches.lazy_hh_spec.guarantee`); the spec's
+  + e^eps_s delta_l + beta`` (:func:`sketches.continual.lazy_hh.spec.guarantee`); the spec's
   ``delta`` is chosen so that this *total* is <= 1e-6 (:func:`lazyhh_delta`). It
   publishes at every tick; we score its **final** output (the whole stream).
 - ``PMG`` (paper 000, Alg. 2, two-sided geometric), one window = the whole stream.
@@ -50,12 +50,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sketches.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec  # noqa: E402
-from sketches.lazy_hh import LazyHH, LazyHHSpec  # noqa: E402
-from sketches.misra_gries import PMG, PMGSpec  # noqa: E402
-from sketches.noise import FastNoise  # noqa: E402
+from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec  # noqa: E402
+from sketches.core.noise import FastNoise  # noqa: E402
 from sketches.privacy import Calibrator, Clock, Relation, delta_tilde  # noqa: E402
-from sketches.triehh import TrieHH, TrieHHSpec  # noqa: E402
+from sketches.windowed.linear.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec  # noqa: E402
+from sketches.windowed.misra_gries.misra_gries import PMG, PMGSpec  # noqa: E402
+from sketches.windowed.triehh.triehh import TrieHH, TrieHHSpec  # noqa: E402
 
 DATA = Path("/work/shared/data")
 CAIDA = "caida2016_chicagoA_20160406-125912_dst16_counts.csv"
@@ -91,7 +91,7 @@ def lazyhh_delta(spec_for: Callable[[float], LazyHHSpec], target: float) -> floa
     """Largest spec ``delta`` (within 0.1%) whose total LazyHH delta_tilde is <= target.
 
     Total (add/remove): ``delta~(eps_s, delta_s) + e^eps_s delta_l + beta``
-    (:func:`sketches.lazy_hh_spec.guarantee`), linear-ish in ``delta``.
+    (:func:`sketches.continual.lazy_hh.spec.guarantee`), linear-ish in ``delta``.
     """
     def total(d: float) -> float:
         s = spec_for(d)

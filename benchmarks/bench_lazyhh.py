@@ -50,10 +50,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import sketches.lazy_hh as lazy_hh_module  # noqa: E402
-from sketches.lazy_hh import LazyHH, LazyHHSpec  # noqa: E402
-from sketches.lazy_hh_spec import HHParams  # noqa: E402
-from sketches.noise import FastNoise  # noqa: E402
+import sketches.continual.lazy_hh.sketch as lazy_hh_module  # noqa: E402
+from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec  # noqa: E402
+from sketches.continual.lazy_hh.spec import HHParams  # noqa: E402
+from sketches.core.noise import FastNoise  # noqa: E402
 from sketches.privacy import Calibration, Calibrator, Clock, Relation  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "caida2016_chicagoA_20160406-125912_dst16_counts.csv"
@@ -338,7 +338,7 @@ NOTES = """## Why the numbers differ
 - **Calibrators.** `analytic`/`discrete` rows use the exact Gaussian calibrations the
   project uses in production (smaller sigma than the paper's classic bound); the
   `tick, add/remove` row privatizes the stream length (10% of eps and delta) and reports
-  the composed delta~ (derivation in sketches/lazy_hh_spec.py).
+  the composed delta~ (derivation in sketches/continual/lazy_hh/spec.py).
 """
 
 

@@ -1,7 +1,7 @@
 """Benchmark of dpstream's noise samplers vs. baselines measured in the same run.
 
-Measures samples per second of :class:`sketches.noise.SecureNoise` (OS CSPRNG +
-128-bit CDF table) and :class:`sketches.noise.FastNoise` (PCG64 + same table)
+Measures samples per second of :class:`sketches.core.noise.SecureNoise` (OS CSPRNG +
+128-bit CDF table) and :class:`sketches.core.noise.FastNoise` (PCG64 + same table)
 for the discrete Gaussian at sigma in {10, 100, 1000}, the one-off table build
 time, and two baselines:
 
@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sketches.noise import FastNoise, SecureNoise  # noqa: E402
-from sketches.noise_tables import discrete_gaussian_table  # noqa: E402
+from sketches.core.noise import FastNoise, SecureNoise  # noqa: E402
+from sketches.core.noise_tables import discrete_gaussian_table  # noqa: E402
 
 # ------------------------------------------------------------ CKS20 baseline
 

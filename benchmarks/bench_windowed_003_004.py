@@ -33,11 +33,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sketches.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec  # noqa: E402
-from sketches.dp_linear import DPLinearSketch, DPLinearSpec  # noqa: E402
-from sketches.dyadic_quantiles import DyadicQuantiles, DyadicQuantilesSpec  # noqa: E402
-from sketches.fp_sketch import FpSketch, FpSketchSpec, pad_for_eps  # noqa: E402
-from sketches.noise import FastNoise, ZeroNoise  # noqa: E402
+from sketches.core.noise import FastNoise, ZeroNoise  # noqa: E402
+from sketches.windowed.fp.fp_sketch import FpSketch, FpSketchSpec, pad_for_eps  # noqa: E402
+from sketches.windowed.linear.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec  # noqa: E402
+from sketches.windowed.linear.dp_linear import DPLinearSketch, DPLinearSpec  # noqa: E402
+from sketches.windowed.linear.dyadic_quantiles import DyadicQuantiles, DyadicQuantilesSpec  # noqa: E402
 
 DATA = Path("/work/shared/data")
 CAIDA = "caida2016_chicagoA_20160406-125912_dst16_counts.csv"

@@ -30,10 +30,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sketches.misra_gries import PMG, PMGSpec  # noqa: E402
-from sketches.noise import FastNoise, ZeroNoise  # noqa: E402
-from sketches.pamg import PAMG, PAMGSpec, merge_mg  # noqa: E402
-from sketches.triehh import TrieHH, TrieHHSpec  # noqa: E402
+from sketches.core.noise import FastNoise, ZeroNoise  # noqa: E402
+from sketches.windowed.misra_gries.misra_gries import PMG, PMGSpec  # noqa: E402
+from sketches.windowed.misra_gries.pamg import PAMG, PAMGSpec, merge_mg  # noqa: E402
+from sketches.windowed.triehh.triehh import TrieHH, TrieHHSpec  # noqa: E402
 
 DATA = Path("/work/shared/data")
 CAIDA = "caida2016_chicagoA_20160406-125912_dst16_counts.csv"

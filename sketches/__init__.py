@@ -2,9 +2,13 @@
 
 Every mechanism is a frozen spec dataclass plus private numpy state, with one
 small interface (``update_batch``, ``release``, ``to_bytes``/``from_bytes``,
-``memory_bytes``) and a registry entry (:mod:`sketches.base`). Noise is always
-injected (:mod:`sketches.noise`); privacy calibration and error bounds live in
+``memory_bytes``) and a registry entry (:mod:`sketches.core.base`). Noise is always
+injected (:mod:`sketches.core.noise`); privacy calibration and error bounds live in
 :mod:`sketches.privacy`. Nothing here imports Kafka.
+
+Subpackages by family (layers, bottom to top; docs/ARCHITECTURE.md): ``core``
+(with :mod:`sketches.errors`), ``privacy``, ``counters``, then ``continual`` and
+``windowed``, which never import each other. This module is the public API.
 
 Examples
 --------
@@ -19,10 +23,17 @@ Examples
 True
 """
 
-from sketches.base import Mechanism, MechanismEntry, lookup, register, registered
-from sketches.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec
-from sketches.dp_linear import DPCountMin, DPCountSketch, DPLinearSpec
-from sketches.dyadic_quantiles import DyadicQuantiles, DyadicQuantilesSpec
+from sketches.continual.lazy import LazyCMS, LazyCS
+from sketches.continual.lazy_hh.sketch import LazyHH
+from sketches.continual.lazy_hh.spec import LazyHHSpec
+from sketches.continual.lazy_spec import LazySketchSpec
+from sketches.continual.plain import CMS, CS, PlainSketchSpec
+from sketches.continual.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
+from sketches.core.base import Mechanism, MechanismEntry, lookup, register, registered
+from sketches.core.hashing import HashSpec
+from sketches.core.noise import FastNoise, NoiseSource, SecureNoise, ZeroNoise, make_noise
+from sketches.core.release import query_release
+from sketches.counters.gauss_bm import ContinualCounters
 from sketches.errors import (
     DPStreamError,
     HorizonExceededError,
@@ -31,20 +42,13 @@ from sketches.errors import (
     SerializationError,
     SpecError,
 )
-from sketches.fp_sketch import FpSketch, FpSketchSpec, pad_for_eps
-from sketches.gauss_bm import ContinualCounters
-from sketches.hashing import HashSpec
-from sketches.lazy import LazyCMS, LazyCS
-from sketches.lazy_hh import LazyHH
-from sketches.lazy_hh_spec import LazyHHSpec
-from sketches.lazy_spec import LazySketchSpec
-from sketches.misra_gries import PMG, PMGSpec
-from sketches.noise import FastNoise, NoiseSource, SecureNoise, ZeroNoise, make_noise
-from sketches.pamg import PAMG, PAMGSpec, merge_mg, merge_pamg
-from sketches.plain import CMS, CS, PlainSketchSpec
-from sketches.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
-from sketches.release import query_release
-from sketches.triehh import TrieHH, TrieHHSpec
+from sketches.windowed.fp.fp_sketch import FpSketch, FpSketchSpec, pad_for_eps
+from sketches.windowed.linear.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec
+from sketches.windowed.linear.dp_linear import DPCountMin, DPCountSketch, DPLinearSpec
+from sketches.windowed.linear.dyadic_quantiles import DyadicQuantiles, DyadicQuantilesSpec
+from sketches.windowed.misra_gries.misra_gries import PMG, PMGSpec
+from sketches.windowed.misra_gries.pamg import PAMG, PAMGSpec, merge_mg, merge_pamg
+from sketches.windowed.triehh.triehh import TrieHH, TrieHHSpec
 
 __all__ = [
     "CMS",

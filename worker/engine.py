@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from sketches.base import lookup
+from sketches import lookup
 from sketches.errors import SpecError
 from worker.checkpoint import PartitionCheckpoint
 from worker.decode import (

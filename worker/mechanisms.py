@@ -21,17 +21,17 @@ from collections.abc import Iterable
 log = logging.getLogger(__name__)
 
 MECHANISM_MODULES: tuple[str, ...] = (
-    "sketches.lazy",
-    "sketches.lazy_hh",
-    "sketches.punctual",
-    "sketches.plain",
-    "sketches.misra_gries",
-    "sketches.pamg",
-    "sketches.triehh",
-    "sketches.dp_linear",
-    "sketches.dp_cms_hh",
-    "sketches.dyadic_quantiles",
-    "sketches.fp_sketch",
+    "sketches.continual.lazy",
+    "sketches.continual.lazy_hh.sketch",
+    "sketches.continual.punctual",
+    "sketches.continual.plain",
+    "sketches.windowed.misra_gries.misra_gries",
+    "sketches.windowed.misra_gries.pamg",
+    "sketches.windowed.triehh.triehh",
+    "sketches.windowed.linear.dp_linear",
+    "sketches.windowed.linear.dp_cms_hh",
+    "sketches.windowed.linear.dyadic_quantiles",
+    "sketches.windowed.fp.fp_sketch",
 )
 
 

@@ -91,7 +91,7 @@ class NoiseFactory:
         self._cache: dict[str, Any] = {}
 
     def __call__(self, topo: Topology, shard: str, epoch: int) -> Any:
-        from sketches.noise import make_noise
+        from sketches import make_noise
 
         kind, allow = topo.noise.kind, topo.noise.allow_insecure_noise
         if kind != "fast":

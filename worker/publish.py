@@ -154,7 +154,7 @@ def summarize_release(raw: bytes, top: int = 5, probe: str | None = None) -> str
         shape = f"sketch {len(matrix)}x{len(matrix[0]) if matrix else 0}"
         if probe is None:
             return f"{head}: {shape}"
-        from sketches.release import query_release
+        from sketches import query_release
 
         est = float(query_release(payload, [probe])[0])
         return f"{head}: {shape}, {probe} ~ {est:.0f}"

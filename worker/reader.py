@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from sketches import query_release
 from sketches.errors import SerializationError, SpecError
-from sketches.release import query_release
 
 SCHEMA_VERSION = 2
 KNOWN_VERSIONS = (1, 2)

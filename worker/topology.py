@@ -340,7 +340,7 @@ def load_topology(path: str | os.PathLike[str]) -> Topology:
 
 def validate_mechanism_params(topo: Topology) -> None:
     """Build the mechanism spec once so bad ``mechanism.params`` fail at start-up."""
-    from sketches.base import lookup, registered
+    from sketches import lookup, registered
     from worker.mechanisms import FAILED
 
     if topo.mechanism not in registered():

@@ -179,7 +179,7 @@ def punctual_crosscheck(cfg: Config) -> list[Row]:
     the standard deviation ``sqrt(popcount(T)) * sigma`` that
     :func:`punctual_final_query` draws from, and reports both ARE values.
     """
-    from sketches.plain import CMS, CS, PlainSketchSpec
+    from sketches.continual.plain import CMS, CS, PlainSketchSpec
 
     stream = _stream(cfg, cfg.skew, 0)
     items, counts = top_items(stream, cfg.top_k)

@@ -230,7 +230,7 @@ NOTES = """## Differences from the paper, and why
 - **Count Sketch sensitivity.** The paper calibrates LazyCS / PunctualCS with
   m = 2d. Under replace, two items sharing a bucket with opposite signs move
   one cell by 2, so one row's squared L2 change can be 4, not 2; our
-  calibration (`sketches/calibration.py`, an erratum to Theorem 2) uses m = 4d
+  calibration (`sketches/privacy/calibration.py`, an erratum to Theorem 2) uses m = 4d
   for CS even with the paper's calibrator: sqrt(2) more noise than the paper.
 - **CS at high Zipf parameters.** At Zipf 2.1 the top item holds 64% of the
   stream. At w = 33 or 55, a top-15 item that shares a bucket with one of the

@@ -37,11 +37,11 @@ def make_sketch(setup: Setup) -> Any:
     (paper 002's sigma, Alg. 1) and ``FastNoise(noise_seed)``: benchmark-only
     settings that production refuses.
     """
-    from sketches.lazy import LazyCMS, LazyCS, LazySketchSpec
-    from sketches.noise import FastNoise
-    from sketches.plain import CMS, CS, PlainSketchSpec
+    from sketches.continual.lazy import LazyCMS, LazyCS, LazySketchSpec
+    from sketches.continual.plain import CMS, CS, PlainSketchSpec
+    from sketches.continual.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
+    from sketches.core.noise import FastNoise
     from sketches.privacy import Calibrator, Clock, Relation
-    from sketches.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
 
     if setup.kind in ("CMS", "CS"):
         plain = CMS if setup.kind == "CMS" else CS
@@ -81,16 +81,16 @@ def punctual_final_query(
     Running Alg. 3 costs O(d*w) noise per event (about 30 s per 2**20 events
     here), too slow for every point of Fig. 3b-f. Its release at round ``r``
     is ``exact counts + sum of the noise of the popcount(r) tree nodes that
-    partition [1, r]`` (Alg. 1 query; :mod:`sketches.gauss_bm`), each node
+    partition [1, r]`` (Alg. 1 query; :mod:`sketches.counters.gauss_bm`), each node
     ``N(0, sigma^2)`` with the sketch's own calibration. So we take the exact
     matrix from CMS/CS (same hash), add that many seeded draws per cell, and
-    apply Alg. 4 (:func:`sketches.release.estimate`). The smoke test and
+    apply Alg. 4 (:func:`sketches.core.release.estimate`). The smoke test and
     :func:`punctual_crosscheck` compare this with the real sketch. ``noise``
     defaults to ``FastNoise(setup.noise_seed)``.
     """
-    from sketches.noise import FastNoise
-    from sketches.plain import CMS, CS, PlainSketchSpec
-    from sketches.release import estimate
+    from sketches.continual.plain import CMS, CS, PlainSketchSpec
+    from sketches.core.noise import FastNoise
+    from sketches.core.release import estimate
 
     sketch = make_sketch(setup)  # only for its calibration and hash: never fed
     cal = sketch.calibration

@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sketches.base import MechanismEntry, register
-from sketches.hashing import HashSpec
+from sketches.core.base import MechanismEntry, register
+from sketches.core.hashing import HashSpec
 
 POISON = "__poison__"
 """An item that makes ``update_batch`` raise (tests of worker.poison)."""

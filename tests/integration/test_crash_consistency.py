@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sketches.hashing import HashSpec
+from sketches.core.hashing import HashSpec
 from tests.integration.conftest import (
     conflicting_ids,
     create_topic,

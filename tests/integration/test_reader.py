@@ -15,7 +15,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from sketches.hashing import HashSpec
+from sketches.core.hashing import HashSpec
 from worker.broker import EmbeddedBroker
 from worker.reader import ReleaseIndex, ReleaseReader, query_main, tail_main
 

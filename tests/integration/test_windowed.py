@@ -17,7 +17,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from sketches.hashing import HashSpec
+from sketches.core.hashing import HashSpec
 from tests.integration.conftest import conflicting_ids, create_topic, produce, read_all
 
 pytestmark = pytest.mark.broker

@@ -75,8 +75,8 @@ def test_docstring_examples() -> None:
 
 
 def _punctual(kind: str, horizon: int, width: int, noise: Any) -> Any:
+    from sketches.continual.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
     from sketches.privacy import Calibrator, Relation
-    from sketches.punctual import PunctualCMS, PunctualCS, PunctualSketchSpec
 
     cls = PunctualCMS if kind == "PunctualCMS" else PunctualCS
     spec = PunctualSketchSpec(3, width, horizon, 0.3, 1e-3, relation=Relation.REPLACE,
@@ -87,7 +87,7 @@ def _punctual(kind: str, horizon: int, width: int, noise: Any) -> Any:
 @pytest.mark.parametrize("kind", ["PunctualCMS", "PunctualCS"])
 def test_punctual_shortcut_exact_with_zero_noise(kind: str) -> None:
     """With zero noise the shortcut answers exactly what the real Alg. 3 sketch answers."""
-    from sketches.noise import make_noise
+    from sketches.core.noise import make_noise
 
     zero = make_noise("zero", allow_insecure=True)
     stream = zipf_stream(1.3, 700, seed=2)
@@ -110,8 +110,8 @@ def test_real_punctual_noise_matches_the_shortcut_model(kind: str) -> None:
     """
     from scipy.stats import chi2
 
-    from sketches.noise import FastNoise
-    from sketches.plain import CMS, CS, PlainSketchSpec
+    from sketches.continual.plain import CMS, CS, PlainSketchSpec
+    from sketches.core.noise import FastNoise
 
     n, width, seeds = 1023, 16, 8
     stream = zipf_stream(1.3, n, seed=3)

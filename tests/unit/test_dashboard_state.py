@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sketches.core.hashing import HashSpec
 from sketches.errors import SpecError
-from sketches.hashing import HashSpec
 from worker.dashboard.metrics_probe import MetricsProbe
 from worker.dashboard.state import DashboardState, dumps, error_interval
 from worker.release_status import is_private, privacy_note
@@ -118,7 +118,7 @@ def test_metrics_probe_rate_and_counter_reset() -> None:
 
 def test_windowed_quantiles_release_becomes_the_last_window_table() -> None:
     """A windowed payload that is neither a sketch nor heavy hitters (dyadic_quantiles'
-    shape, sketches/dyadic_quantiles.py) is shown as its last window's table."""
+    shape, sketches/windowed/linear/dyadic_quantiles.py) is shown as its last window's table."""
     payload = {"kind": "quantiles", "bits": 32, "n_estimate": 1234.0,
                "quantiles": [{"phi": 0.5, "value": 80}, {"phi": 0.99, "value": 1500}],
                "error_bound": {"beta": 0.05, "rank_noise_abs_max": 40.0}}

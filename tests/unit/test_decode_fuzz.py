@@ -15,7 +15,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sketches.hashing import HashSpec
+from sketches.core.hashing import HashSpec
 from worker.decode import REASONS, decode_batch
 from worker.topology import FieldPaths, InputSpec
 

@@ -123,7 +123,7 @@ def test_event_bound_truncates_at_the_exact_event_not_the_batch() -> None:
 
     assert asyncio.run(run()) == [7, 3, 0]  # the batch crossing the bound keeps 3 of 5
     st = eng.parts[("t", 0)].shards["r1"]
-    assert st.events_in_epoch == 10 and st.mechanism._events == 10
+    assert st.events_in_epoch == 10 and st.mechanism.events == 10
     assert eng.metrics.value("dpstream_events_over_horizon_total", topology="t") == 3
 
 

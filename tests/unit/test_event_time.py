@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sketches.base import MechanismEntry, register, registered
+from sketches.core.base import MechanismEntry, register, registered
 from sketches.errors import SpecError
 from tests.integration.exact_mechanism import ExactCounts, _spec
 from tests.unit.test_worker_state import Clock, MemSink, MemStore

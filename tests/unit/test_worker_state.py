@@ -270,7 +270,7 @@ def test_wall_clock_stepping_back_keeps_events_in_the_open_tick() -> None:
     asyncio.run(run())
     st = eng.parts[("t", 0)].shards["r1"]
     assert st.epoch == 200_000 and st.rounds == 25
-    from sketches.release import query_release
+    from sketches.core.release import query_release
 
     assert query_release(st.mechanism.release(), ["a"]).tolist() == [3]
 

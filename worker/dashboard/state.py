@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from sketches import query_release
 from sketches.errors import SerializationError, SpecError
-from sketches.release import query_release
 from worker.reader import Envelope, parse_envelope
 from worker.release_status import is_private, noise_kind
 

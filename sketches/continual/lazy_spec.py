@@ -1,0 +1,191 @@
+"""LazySketchSpec: every parameter of a LazyCMS / LazyCS, validated, plus the
+release error statement (paper 002, Lemma 5) derived from it.
+
+Kept apart from :mod:`sketches.continual.lazy` (the algorithm) so the spec can be
+imported and validated (e.g. by topology loading) on its own. The validators
+at the bottom are shared with :mod:`sketches.continual.punctual`.
+
+Examples
+--------
+>>> spec = LazySketchSpec(depth=4, width=1024, horizon=86_400, eps=1.0, delta=1e-6,
+...                       columns_per_tick=64)
+>>> spec.steps_per_round, spec.rounds
+(16, 5400)
+>>> LazySketchSpec(depth=4, width=1024, horizon=10, eps=1.0, delta=1e-6,
+...                columns_per_tick=3)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+sketches.errors.SpecError: columns_per_tick: must be a divisor of width=1024, got 3; ...
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from sketches.core.hashing import HashSpec
+from sketches.core.serialization import spec_to_dict
+from sketches.errors import SpecError
+from sketches.privacy import (
+    Calibration,
+    Calibrator,
+    Clock,
+    Relation,
+    check_clock,
+    counter_error_bound,
+    lemma5_depth,
+)
+
+__all__ = ["LazySketchSpec", "coerce_enums", "error_bound", "validate_numbers"]
+
+
+def coerce_enums(obj: Any, names: tuple[tuple[str, type[Enum]], ...]) -> None:
+    """Turn str fields of a frozen spec into their enums, or raise SpecError naming the field."""
+    for name, enum in names:
+        value = getattr(obj, name)
+        try:
+            object.__setattr__(obj, name, enum(value))
+        except ValueError:
+            allowed = ", ".join(str(e.value) for e in enum)
+            raise SpecError(f"{name}: unknown value {value!r}; use one of {allowed}") from None
+
+
+def validate_numbers(obj: Any, ints: tuple[str, ...]) -> None:
+    """Check ``ints`` are integers >= 1 and eps > 0, 0 < delta < 1; normalise to int/float."""
+    for name in ints:
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise SpecError(f"{name}: must be an integer >= 1, got {value!r}")
+        object.__setattr__(obj, name, int(value))
+    for name in ("eps", "delta"):
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
+            raise SpecError(f"{name}: must be a number, got {value!r}")
+        object.__setattr__(obj, name, float(value))
+    if not (math.isfinite(obj.eps) and obj.eps > 0):
+        raise SpecError(f"eps: must be a finite number > 0, got {obj.eps!r}")
+    if not 0 < obj.delta < 1:
+        raise SpecError(f"delta: must be in (0, 1), got {obj.delta!r}")
+
+
+@dataclass(frozen=True)
+class LazySketchSpec:
+    """Every parameter of a LazyCMS / LazyCS (frozen, JSON-able via ``to_dict``).
+
+    Parameters
+    ----------
+    depth, width : int
+        Sketch dimensions ``d x w``.
+    horizon : int
+        Arrival clock: events ``T``; tick clock: ticks.
+    eps, delta : float
+        Privacy parameters of the whole epoch (continual release).
+    relation : Relation
+        Neighbouring relation (``add_remove`` default; ``replace`` = paper).
+    clock : Clock
+        ``tick`` (default) or ``arrival`` (needs ``replace``).
+    columns_per_tick : int or None
+        Tick clock: columns pushed per tick, must divide ``width``; ``None``
+        means ``width`` (one round per tick, no lag at tick boundaries).
+        Arrival clock: must be ``None`` or 1.
+    calibrator : Calibrator
+        ``discrete`` (default, integer noise), ``analytic`` or ``paper``.
+    hash_seed : int
+        Public hash seed.
+    unit_cap : int
+        Exact per-unit contribution cap (1 = event-level privacy).
+    """
+
+    depth: int
+    width: int
+    horizon: int
+    eps: float
+    delta: float
+    relation: Relation = Relation.ADD_REMOVE
+    clock: Clock = Clock.TICK
+    columns_per_tick: int | None = None
+    calibrator: Calibrator = Calibrator.DISCRETE
+    hash_seed: int = 0
+    unit_cap: int = 1
+
+    def __post_init__(self) -> None:
+        coerce_enums(self, (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator)))
+        validate_numbers(self, ("depth", "width", "horizon", "unit_cap"))
+        cpt = self.columns_per_tick
+        if self.clock is Clock.ARRIVAL and cpt not in (None, 1):
+            raise SpecError(
+                f"columns_per_tick: the arrival clock pushes one column per event; got {cpt!r},"
+                " leave it unset or use clock='tick'"
+            )
+        if cpt is not None and (
+            isinstance(cpt, bool) or not isinstance(cpt, int | np.integer)
+            or cpt < 1 or self.width % cpt
+        ):
+            raise SpecError(
+                f"columns_per_tick: must be a divisor of width={self.width}, got {cpt!r};"
+                " pick a divisor (e.g. width itself) or change width"
+            )
+        HashSpec(self.hash_seed, self.depth, self.width)  # validates seed
+        object.__setattr__(self, "hash_seed", int(self.hash_seed))
+        if cpt is not None:
+            object.__setattr__(self, "columns_per_tick", int(cpt))
+        check_clock(self.relation, self.clock)
+
+    # ------------------------------------------------------------ derived
+    @property
+    def cpt(self) -> int:
+        """Columns pushed per step (1 on the arrival clock)."""
+        if self.clock is Clock.ARRIVAL:
+            return 1
+        return self.width if self.columns_per_tick is None else int(self.columns_per_tick)
+
+    @property
+    def steps_per_round(self) -> int:
+        """Steps (events or ticks) per round: ``width / cpt``."""
+        return self.width // self.cpt
+
+    @property
+    def rounds(self) -> int:
+        """GaussBM horizon in rounds: ``ceil(horizon / steps_per_round)``."""
+        return -(-self.horizon // self.steps_per_round)
+
+    @property
+    def hash_spec(self) -> HashSpec:
+        return HashSpec(self.hash_seed, self.depth, self.width)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict of every field (enums as strings)."""
+        return spec_to_dict(self)
+
+
+def error_bound(spec: LazySketchSpec, cal: Calibration, estimator: str,
+                beta: float) -> dict[str, Any]:
+    """Lemma 5 error statement of a release, with the sigma actually used.
+
+    ``noise``: with probability ``>= 1 - beta`` every cell of every release of
+    the epoch is within ``noise`` of its exact pushed count (Lemma 4 with the
+    exact sigma, :func:`sketches.privacy.counter_error_bound`, union bound over
+    ``d w`` counters and ``rounds`` distinct values each). ``lag``: lazy-update
+    error (``[-lag, 0]`` CMS, ``[-lag, lag]`` CS) in ``lag_unit``. ``eta``:
+    collision error ``<= eta * t`` (CMS, ``eta = e/w``) or ``eta * sqrt(F2)``
+    (CS, ``eta = sqrt(3/w)``); it holds for all times w.p. ``1 - beta/2`` only
+    when ``depth >= ceil(ln(2T/beta))`` (``collision_depth_ok``).
+    """
+    noise = counter_error_bound(cal.sigma, levels=cal.levels, n=spec.depth * spec.width,
+                                steps=spec.rounds, beta=beta)
+    cms = estimator == "min"
+    lag = spec.steps_per_round
+    return {
+        "beta": beta,
+        "noise": noise,
+        "lag": [-lag, 0] if cms else [-lag, lag],
+        "lag_unit": "events" if spec.clock is Clock.ARRIVAL else "ticks",
+        "eta": math.e / spec.width if cms else math.sqrt(3.0 / spec.width),
+        "collision_term": "eta * t" if cms else "eta * sqrt(F2)",
+        "collision_depth_ok": spec.depth >= lemma5_depth(spec.horizon, beta),
+        "reference": "paper 002 Lemma 5 (noise term via Lemma 4 with the calibrated sigma)",
+    }

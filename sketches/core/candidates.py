@@ -1,0 +1,226 @@
+"""The candidate set of LazyHH (paper 002, Algorithm 6, lines 9 and 12).
+
+LazyHH keeps a small set ``C`` of items that may be heavy: every arriving item
+joins ``C``; at each output time the set is evaluated against the sketch and
+trimmed to the ``k~`` items with the largest noisy estimates. This module holds
+that set as parallel numpy arrays, sorted by key, so membership tests
+(``searchsorted``), additions and the trim are vectorised:
+
+- ``keys``: the 64-bit item keys of :class:`sketches.core.hashing.HashSpec`
+  (unique, ascending: the identity of an item inside the set);
+- ``items``: the original items (``int64`` for integer streams, ``object``
+  holding ``str``/``bytes`` otherwise), needed because the heavy hitters
+  themselves are the published output;
+- ``cells``: ``int64[d, n]`` flat indices ``row * w + bucket`` into the
+  sketch matrix (:meth:`sketches.core.hashing.HashSpec.cells`), so an output is one
+  gather.
+
+The candidate set is private state (it is built from raw items); only the
+thresholded heavy hitters derived from it are published.
+
+Examples
+--------
+>>> import numpy as np
+>>> c = CandidateSet(depth=2, integer_items=True)
+>>> c.add(np.array([7, 3], dtype=np.uint64), np.array([7, 3]), np.array([[1, 0], [2, 2]]))
+>>> c.add(np.array([9], dtype=np.uint64), np.array([9]), np.array([[4], [1]]))
+>>> c.keys.tolist(), c.missing(np.array([3, 4], dtype=np.uint64)).tolist()
+([3, 7, 9], [False, True])
+>>> c.trim(np.array([1.0, 5.0, 5.0]), keep=2)   # estimates aligned with c.keys
+>>> c.items.tolist()
+[7, 9]
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "CandidateSet",
+    "decode_items",
+    "encode_items",
+    "public_item",
+    "top_order",
+]
+
+def top_order(estimates: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Indices sorting candidates by estimate (descending), ties by key (ascending).
+
+    The tie-break makes ``arg top-k~`` (Algorithm 6, line 12) a deterministic
+    function of (estimates, keys), independent of insertion order, so a batch
+    run and an event-by-event run keep exactly the same candidates.
+
+    Examples
+    --------
+    >>> top_order(np.array([1.0, 3.0, 3.0]), np.array([5, 9, 2], dtype=np.uint64)).tolist()
+    [2, 1, 0]
+    """
+    return np.lexsort((keys, -np.asarray(estimates, dtype=np.float64)))
+
+
+class CandidateSet:
+    """Unique candidate items (sorted by key) with cached sketch cells.
+
+    Parameters
+    ----------
+    depth : int
+        Number of sketch rows ``d`` (first dimension of :attr:`cells`).
+    integer_items : bool
+        True for integer item streams (items stored as ``int64``), False for
+        ``str``/``bytes`` streams (items stored as Python objects).
+    """
+
+    def __init__(self, depth: int, integer_items: bool) -> None:
+        self._depth = int(depth)
+        self._integer = bool(integer_items)
+        self._keys = np.empty(0, dtype=np.uint64)
+        self._items: np.ndarray = np.empty(0, dtype=np.int64 if integer_items else object)
+        self._cells = np.empty((self._depth, 0), dtype=np.int64)
+        self._table: np.ndarray | None = None  # membership cache of missing(), rebuilt lazily
+
+    @property
+    def keys(self) -> np.ndarray:
+        """``uint64[n]`` keys of the candidates, ascending."""
+        return self._keys
+
+    @property
+    def items(self) -> np.ndarray:
+        """The candidate items, aligned with :attr:`keys`."""
+        return self._items
+
+    @property
+    def cells(self) -> np.ndarray:
+        """``int64[d, n]`` cached flat cell indices, aligned with :attr:`keys`."""
+        return self._cells
+
+    @property
+    def size(self) -> int:
+        """Number of candidates."""
+        return int(self._keys.size)
+
+    @property
+    def integer_items(self) -> bool:
+        """True if the items are integers."""
+        return self._integer
+
+    def missing(self, keys: np.ndarray) -> np.ndarray:
+        """Boolean mask of ``keys`` that are not candidates yet.
+
+        A direct-mapped table (slot = low key bits) confirms most members in
+        O(1) each; the rest (new keys, and members that lost their slot to
+        another) are checked exactly by binary search.
+        """
+        keys = np.asarray(keys, dtype=np.uint64)
+        if self._keys.size == 0:
+            return np.ones(keys.shape, dtype=bool)
+        if self._table is None:
+            size = 1 << max(8, (4 * self._keys.size - 1).bit_length())
+            # empty slot s holds s ^ 1: never a key of slot s (its low bits differ)
+            self._table = np.arange(size, dtype=np.uint64) ^ np.uint64(1)
+            self._table[self._keys & np.uint64(size - 1)] = self._keys
+        out = self._table[keys & np.uint64(self._table.size - 1)] != keys
+        check = np.flatnonzero(out)
+        if check.size:
+            sub = keys[check]
+            pos = np.minimum(np.searchsorted(self._keys, sub), self._keys.size - 1)
+            out[check] = self._keys[pos] != sub
+        return out
+
+    def add(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray) -> None:
+        """Add items that are not candidates yet (``keys`` unique and all missing).
+
+        ``cells`` is ``int64[d, len(keys)]``. Use :meth:`missing` to filter first.
+        """
+        keys = np.asarray(keys, dtype=np.uint64)
+        if keys.size == 0:
+            return None
+        all_keys = np.concatenate([self._keys, keys])
+        order = np.argsort(all_keys, kind="stable")
+        self._keys = all_keys[order]
+        new_items = np.asarray(items).astype(self._items.dtype, copy=False)
+        self._items = np.concatenate([self._items, new_items])[order]
+        self._cells = np.concatenate([self._cells, np.asarray(cells, np.int64)], axis=1)[:, order]
+        self._table = None
+        return None
+
+    def trim(self, estimates: np.ndarray, keep: int) -> None:
+        """Keep the ``keep`` candidates with the largest estimates (ties: smaller key)."""
+        if self._keys.size <= keep:
+            return None
+        est = np.asarray(estimates, dtype=np.float64)
+        v = np.partition(est, est.size - keep)[est.size - keep]  # the keep-th largest
+        chosen = est > v
+        ties = np.flatnonzero(est == v)  # in key order: keys are sorted
+        chosen[ties[: keep - int(np.count_nonzero(chosen))]] = True
+        top = np.flatnonzero(chosen)  # same set as top_order(...)[:keep], key order
+        self._keys = self._keys[top]
+        self._items = self._items[top]
+        self._cells = self._cells[:, top]
+        self._table = None
+        return None
+
+    def restore(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray) -> None:
+        """Replace the whole set (deserialisation); sorts by key."""
+        self._table = None
+        self._keys = np.empty(0, dtype=np.uint64)
+        self._items = self._items[:0]
+        self._cells = np.empty((self._depth, 0), dtype=np.int64)
+        self.add(keys, items, np.asarray(cells, dtype=np.int64).reshape(self._depth, -1))
+        return None
+
+    def memory_bytes(self) -> int:
+        """Bytes of numpy state (object items count their pointer only)."""
+        table = 0 if self._table is None else self._table.nbytes
+        return int(self._keys.nbytes + self._items.nbytes + self._cells.nbytes + table)
+
+
+def public_item(item: Any) -> Any:
+    """JSON form of a released item: ``int`` as int, ``str`` as str, ``bytes`` as base64 str.
+
+    Examples
+    --------
+    >>> public_item(np.int64(5)), public_item("10.0.0.1"), public_item(b"\\x00\\x01")
+    (5, '10.0.0.1', 'AAE=')
+    """
+    if isinstance(item, bytes | bytearray):
+        return base64.b64encode(bytes(item)).decode("ascii")
+    if isinstance(item, np.integer | int):
+        return int(item)
+    return str(item)
+
+
+def encode_items(items: np.ndarray) -> dict[str, np.ndarray]:
+    """Arrays encoding str/bytes items (state serialization, never pickle).
+
+    ``blob`` (uint8) holds the UTF-8 / raw bytes back to back, ``lengths``
+    (int64) their sizes, ``is_bytes`` (uint8) 1 for ``bytes`` items.
+
+    Examples
+    --------
+    >>> enc = encode_items(np.array(["ab", b"c"], dtype=object))
+    >>> decode_items(enc).tolist()
+    ['ab', b'c']
+    """
+    raw = [x if isinstance(x, bytes) else str(x).encode("utf-8") for x in items.tolist()]
+    flags = [1 if isinstance(x, bytes) else 0 for x in items.tolist()]
+    return {
+        "blob": np.frombuffer(b"".join(raw), dtype=np.uint8),
+        "lengths": np.array([len(r) for r in raw], dtype=np.int64),
+        "is_bytes": np.array(flags, dtype=np.uint8),
+    }
+
+
+def decode_items(enc: dict[str, np.ndarray]) -> np.ndarray:
+    """Inverse of :func:`encode_items` (object array of str / bytes)."""
+    blob = enc["blob"].astype(np.uint8).tobytes()
+    ends = np.cumsum(enc["lengths"]).tolist()
+    out = np.empty(len(ends), dtype=object)
+    start = 0
+    for i, (end, flag) in enumerate(zip(ends, enc["is_bytes"].tolist(), strict=True)):
+        chunk = blob[start:end]
+        out[i] = chunk if flag else chunk.decode("utf-8")
+        start = end
+    return out

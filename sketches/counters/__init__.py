@@ -1,0 +1,12 @@
+"""Continual counters: the binary-tree (Gaussian binary mechanism) counters.
+
+- :mod:`~sketches.counters.gauss_bm`: ``ContinualCounters``, many independent
+  tree counters in one numpy state, with cached noise nodes;
+- :mod:`~sketches.counters.gauss_bm_lazy`: the lazy noise variant of LazyHH
+  (noise drawn only for the counters that are read);
+- :mod:`~sketches.counters.gauss_bm_catchup`: the vectorised catch-up over many
+  skipped rounds (same nodes, same bytes as round-by-round).
+
+May import: :mod:`sketches.errors`, ``sketches.core``, ``sketches.privacy`` and
+``sketches.counters`` itself. Never continual or windowed, never Kafka.
+"""

@@ -1,0 +1,104 @@
+"""Issue 8 items 1 and 7 for LazyHH: keyed PRF item keys, their collision term, delta = guarantee.
+
+- str/bytes items are keyed by SipHash-2-4 under a secret 16-byte key drawn per
+  sketch from the noise source and checkpointed (never released);
+- ``delta_tilde`` includes the key-collision term ``2 c N 2^-64``;
+- the release's (and the worker envelope's) ``delta`` is the guarantee
+  ``delta_tilde``; the sketch's input delta is ``delta_parameter``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec
+from sketches.core.keyed_prf import siphash24, siphash24_scalar
+from sketches.core.noise import make_noise
+from sketches.core.serialization import state_from_bytes, state_to_bytes
+from sketches.errors import SerializationError
+from sketches.privacy import delta_tilde
+
+FAST = make_noise("fast", 3, allow_insecure=True)
+
+
+def _spec(**kw: object) -> LazyHHSpec:
+    base = dict(k=2, k_tilde=16, horizon=8, eps=1.0, delta=1e-4, event_horizon=10**6)
+    return LazyHHSpec(**(base | kw))  # type: ignore[arg-type]
+
+
+def test_siphash_matches_reference_vectors_and_scalar() -> None:
+    key = bytes(range(16))
+    assert int(siphash24(key, [b""])[0]) == 0x726FDB47DD0E0E31  # SipHash paper, vectors.h
+    assert int(siphash24(key, [bytes(range(15))])[0]) == 0xA129CA6149BE45E5
+    rng = np.random.default_rng(0)
+    items = [rng.integers(0, 256, int(n), dtype=np.uint8).tobytes()
+             for n in rng.integers(0, 40, 300)]
+    got = siphash24(key, np.array(items, dtype=object)).tolist()
+    assert got == [siphash24_scalar(key, b) for b in items]
+    assert siphash24(key, ["a", "a\x00", b"a"]).tolist()[0] != siphash24(key, ["a\x00"])[0]
+
+
+def test_secret_item_key_is_drawn_per_sketch_checkpointed_and_never_released() -> None:
+    a, b = LazyHH(_spec(), FAST), LazyHH(_spec(), FAST)
+    assert a._item_key != b._item_key and len(a._item_key) == 16
+    a.update_batch(np.array(["x", "y", "x"], dtype=object), ticks=np.zeros(3, np.int64))
+    again = LazyHH.from_bytes(a.to_bytes(), FAST)
+    assert again._item_key == a._item_key
+    keys = siphash24(a._item_key, np.array(["x", "y"], dtype=object))
+    assert again._st.cands.keys.tolist() == a._st.cands.keys.tolist() == sorted(keys.tolist())
+    a.advance_to(2)
+    assert a._item_key.hex() not in json.dumps(a.release())
+
+
+def test_old_checkpoint_without_item_key_refuses_str_items_and_restores_int_items() -> None:
+    for items, ok in ((np.array(["x"], dtype=object), False), (np.array([5]), True)):
+        hh = LazyHH(_spec(), FAST)
+        hh.update_batch(items, ticks=np.zeros(1, np.int64))
+        spec, state, arrays = state_from_bytes("lazy_hh", LazyHHSpec, hh.to_bytes())
+        del state["item_key"]
+        old = state_to_bytes("lazy_hh", spec, state, arrays)
+        if ok:
+            assert LazyHH.from_bytes(old, FAST).to_bytes() == LazyHH.from_bytes(old, FAST) \
+                .to_bytes()  # a derived key, the same at every restore
+        else:
+            with pytest.raises(SerializationError, match="predates the keyed item PRF"):
+                LazyHH.from_bytes(old, FAST)
+
+
+def test_delta_tilde_includes_key_collisions_and_delta_is_the_guarantee() -> None:
+    spec = _spec(relation="replace", clock="arrival", horizon=64, event_horizon=0, hash_seed=1)
+    rel = LazyHH(spec, FAST).release()
+    collide = 2 * 64 / 2**64
+    sampler = rel["budget"]["sampler"]["delta"]
+    assert rel["delta_tilde"] == delta_tilde(1.0, 1e-4) + collide + sampler
+    assert rel["budget"]["item_key_collisions"]["delta"] == collide
+    assert rel["delta"] == rel["delta_tilde"] > spec.delta  # item 7: the guarantee
+    assert rel["delta_parameter"] == spec.delta
+    ar = LazyHH(_spec(unit_cap=3, hash_seed=1), FAST).release()
+    sk = ar["budget"]["sketch"]
+    sampler = ar["budget"]["sampler"]["delta"]
+    assert 0 < sampler < 1e-20  # discrete calibrator: the table sampler's TV (item 9)
+    expect = (delta_tilde(sk["eps"], sk["delta"]) + math.exp(sk["eps"]) *
+              ar["budget"]["length"]["delta"] + sk["beta"] + 2 * 3 * 10**6 / 2**64 + sampler)
+    assert ar["delta"] == pytest.approx(expect, rel=1e-12)
+
+
+def test_worker_envelope_states_delta_tilde_as_delta() -> None:
+    from worker.publish import envelope
+    from worker.topology import parse_topology
+
+    topo = parse_topology('''
+name: hh
+input: {topic: t, partitions: 1, fields: {shard: s, item: i}}
+mechanism: {name: lazy_hh, params: {k: 2, k_tilde: 16, event_horizon: 1000}}
+privacy: {eps: 1.0, delta: 1.0e-4, epoch_ticks: 8}
+release: {every_ticks: 1, topic: out}
+dead_letter: {topic: dlq}''')
+    payload = LazyHH(_spec(hash_seed=1), FAST).release()
+    doc = envelope(topo, "s", epoch=0, seq=0, rounds=0, final=False, payload=payload,
+                   published_at_ms=0)
+    assert doc["delta"] == doc["delta_tilde"] == payload["delta_tilde"] > 1e-4

@@ -1,0 +1,355 @@
+"""Tests of sketches.privacy (calibration.py + bounds.py re-exported).
+
+Randomized tests are seeded (FastNoise / numpy default_rng with fixed seeds) and
+therefore deterministic; their stated false-failure rates are for a random seed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from sketches.core.noise import FastNoise
+from sketches.errors import PrivacyError, SpecError
+from sketches.privacy import (
+    BudgetAccountant,
+    Calibrator,
+    Clock,
+    Relation,
+    analytic_gaussian_delta,
+    analytic_gaussian_sigma,
+    calibrate,
+    check_clock,
+    check_lemma6_delta,
+    classic_gaussian_sigma,
+    counter_error_bound,
+    delta_tilde,
+    discrete_gaussian_delta,
+    discrete_gaussian_sigma,
+    l2_sensitivity,
+    lazy_cms_error_bound,
+    lazy_cs_error_bound,
+    lazyhh_depth,
+    lazyhh_gamma,
+    lazyhh_thresholds,
+    lemma4_error,
+    lemma5_depth,
+    length_counter_calibration,
+    neighbouring_cells,
+    paper_sigma,
+    split_budget,
+    tree_levels,
+    zcdp_delta,
+    zcdp_eps,
+)
+
+EPS_GRID = [0.1, 0.5, 0.9]
+DELTA_GRID = [1e-3, 1e-6, 1e-10]
+
+
+# ---------------------------------------------------------------- semantics
+
+
+def test_check_clock() -> None:
+    check_clock(Relation.REPLACE, Clock.ARRIVAL)
+    check_clock(Relation.REPLACE, Clock.TICK)
+    check_clock(Relation.ADD_REMOVE, Clock.TICK)
+    with pytest.raises(PrivacyError, match="clock='tick'"):
+        check_clock(Relation.ADD_REMOVE, Clock.ARRIVAL)
+    with pytest.raises(PrivacyError, match="relation"):
+        check_clock("add_remove", "arrival")  # type: ignore[arg-type]
+
+
+def test_neighbouring_cells_and_levels() -> None:
+    assert [neighbouring_cells(Relation.REPLACE, d) for d in (1, 3)] == [2, 6]
+    assert [neighbouring_cells(Relation.ADD_REMOVE, d) for d in (1, 3)] == [1, 3]
+    assert neighbouring_cells(Relation.REPLACE, 3, signed=True) == 12
+    assert neighbouring_cells(Relation.ADD_REMOVE, 3, signed=True) == 3
+    for r in range(1, 5000):
+        assert tree_levels(r) == math.ceil(math.log2(r + 1))
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(SpecError):
+            tree_levels(bad)  # type: ignore[arg-type]
+        with pytest.raises(SpecError):
+            neighbouring_cells(Relation.REPLACE, bad)  # type: ignore[arg-type]
+
+
+def _tree_nodes(increments: np.ndarray) -> np.ndarray:
+    """All complete dyadic node counts of one GaussBM counter (Alg. 1), level by level."""
+    out = []
+    r = increments.size
+    level = 0
+    while (1 << level) <= r:
+        size = 1 << level
+        full = (r // size) * size
+        out.append(increments[:full].reshape(-1, size).sum(axis=1))
+        level += 1
+    return np.concatenate(out)
+
+
+def _release(cells: np.ndarray) -> np.ndarray:
+    """Exact node vector of a d x w sketch; cells[round, row, col] are the increments."""
+    _, d, w = cells.shape
+    return np.concatenate([_tree_nodes(cells[:, i, j]) for i in range(d) for j in range(w)])
+
+
+def _sketch_cells(events: list[tuple[int, tuple[int, ...], tuple[int, ...]]], rounds: int,
+                  d: int, w: int) -> np.ndarray:
+    cells = np.zeros((rounds, d, w), dtype=np.int64)
+    for rnd, buckets, signs in events:
+        for i in range(d):
+            cells[rnd, i, buckets[i]] += signs[i]
+    return cells
+
+
+@pytest.mark.parametrize("signed", [False, True])
+@pytest.mark.parametrize("relation", [Relation.ADD_REMOVE, Relation.REPLACE])
+def test_sensitivity_bound_brute_force(signed: bool, relation: Relation) -> None:
+    """Random neighbouring inputs never exceed Δ = c sqrt(m h), and the worst case attains it.
+
+    Deterministic (seed 0). A unit of c events is added/removed or replaced.
+    """
+    rng = np.random.default_rng(0)
+    d, w, rounds, c = 3, 4, 6, 3
+    h = tree_levels(rounds)
+    bound = l2_sensitivity(neighbouring_cells(relation, d, signed=signed), h, c)
+
+    def rand_event() -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        sg = tuple(int(s) for s in rng.choice([-1, 1], d)) if signed else (1,) * d
+        return int(rng.integers(rounds)), tuple(int(b) for b in rng.integers(w, size=d)), sg
+
+    worst = 0.0
+    for _ in range(400):
+        base = [rand_event() for _ in range(10)]
+        unit = [rand_event() for _ in range(int(rng.integers(1, c + 1)))]
+        if relation is Relation.ADD_REMOVE:
+            other = base
+        else:
+            other = base + [rand_event() for _ in range(len(unit))]
+        diff = _release(_sketch_cells(base + unit, rounds, d, w)) - _release(
+            _sketch_cells(other, rounds, d, w))
+        norm = float(np.linalg.norm(diff))
+        assert norm <= bound + 1e-9
+        worst = max(worst, norm)
+    # worst case: all c events in the same round and cells (and opposite signs for replace+CS)
+    unit_ev = [(0, (0,) * d, (1,) * d)] * c
+    if relation is Relation.ADD_REMOVE:
+        x, y = unit_ev, []
+    elif signed:
+        x, y = unit_ev, [(0, (0,) * d, (-1,) * d)] * c
+    else:
+        x, y = unit_ev, [(0, (1,) * d, (1,) * d)] * c
+    diff = _release(_sketch_cells(x, rounds, d, w)) - _release(_sketch_cells(y, rounds, d, w))
+    assert float(np.linalg.norm(diff)) == pytest.approx(bound)
+
+
+# ---------------------------------------------------------------- calibrators
+
+
+def test_paper_calibrator_matches_alg1_and_refuses_eps_ge_1() -> None:
+    cal = calibrate(0.5, 1e-3, m=8, rounds=100, calibrator=Calibrator.PAPER, unit_cap=2)
+    h = math.ceil(math.log2(101))
+    assert cal.sigma == pytest.approx(2 * math.sqrt(2 * h * 8 * math.log(1.25e3)) / 0.5)
+    assert cal.levels == h and not cal.integer_noise
+    assert paper_sigma(0.5, 1e-3, m=8, levels=h, unit_cap=2) == cal.sigma
+    with pytest.raises(PrivacyError, match="analytic"):
+        calibrate(1.0, 1e-3, m=8, rounds=100, calibrator=Calibrator.PAPER)
+
+
+def _gaussian_delta_by_integration(eps: float, sigma: float, sens: float) -> float:
+    """δ(ε) = ∫ max(0, p(x) - e^ε q(x)) dx with p = N(0,σ²), q = N(Δ,σ²) (numerical)."""
+    x_star = sens / 2 - eps * sigma**2 / sens  # where p = e^ε q
+    f = lambda x: stats.norm.pdf(x, 0, sigma) - math.exp(eps) * stats.norm.pdf(x, sens, sigma)  # noqa: E731
+    val, _ = integrate.quad(f, -np.inf, x_star, epsabs=1e-16, epsrel=1e-10, limit=200)
+    return max(val, 0.0)
+
+
+@pytest.mark.parametrize("eps,delta", list(itertools.product(EPS_GRID, DELTA_GRID)))
+def test_analytic_below_classic_for_eps_lt_1_and_valid(eps: float, delta: float) -> None:
+    s = analytic_gaussian_sigma(eps, delta, 2.0)
+    assert s < classic_gaussian_sigma(eps, delta, 2.0)
+    assert analytic_gaussian_delta(eps, s, 2.0) <= delta
+    assert analytic_gaussian_delta(eps, 0.999 * s, 2.0) > delta  # tight
+    # independent numeric privacy profile
+    assert _gaussian_delta_by_integration(eps, s, 2.0) <= delta * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("eps", [1.0, 3.0, 10.0, 20.0])
+def test_analytic_valid_for_large_eps_where_classic_is_not(eps: float) -> None:
+    delta = 1e-6
+    s = analytic_gaussian_sigma(eps, delta, 1.0)
+    assert _gaussian_delta_by_integration(eps, s, 1.0) <= delta * (1 + 1e-6)
+    if eps >= 10:  # the classic formula really breaks here
+        c = classic_gaussian_sigma(eps, delta, 1.0)
+        assert _gaussian_delta_by_integration(eps, c, 1.0) > delta
+
+
+def _discrete_gaussian_exact_delta(eps: float, sigma: float) -> float:
+    """Exact δ(ε) of 1-d N_Z(0, σ²) at sensitivity 1: Σ_x max(0, p(x) - e^ε p(x-1))."""
+    k = math.ceil(60 * sigma) + 10
+    xs = np.arange(-k, k + 2, dtype=np.float64)
+    logp = -(xs**2) / (2 * sigma**2)
+    logq = -((xs - 1) ** 2) / (2 * sigma**2)
+    z = np.exp(logp).sum()
+    return float(np.clip(np.exp(logp) - np.exp(eps + logq), 0, None).sum() / z)
+
+
+@pytest.mark.parametrize("eps,delta", [(0.5, 1e-6), (1.0, 1e-6), (2.0, 1e-9), (8.0, 1e-6)])
+def test_discrete_calibration_is_valid(eps: float, delta: float) -> None:
+    s = discrete_gaussian_sigma(eps, delta, 1.0)
+    assert discrete_gaussian_delta(eps, s, 1.0) <= delta
+    assert discrete_gaussian_delta(eps, 0.999 * s, 1.0) > delta
+    assert _discrete_gaussian_exact_delta(eps, s) <= delta  # zCDP bound is an upper bound
+    cal = calibrate(eps, delta, m=4, rounds=255, calibrator=Calibrator.DISCRETE)
+    assert cal.integer_noise and cal.sensitivity == pytest.approx(math.sqrt(4 * 8))
+    assert zcdp_delta(cal.rho, eps) <= delta
+    assert cal.error_bound(n=3, steps=9, beta=0.1) == counter_error_bound(
+        cal.sigma, levels=8, n=3, steps=9, beta=0.1)
+
+
+def test_zcdp_delta_matches_grid_minimum() -> None:
+    for rho, eps in [(0.01, 0.5), (0.1, 1.0), (0.5, 3.0), (0.02, 2.0)]:
+        alphas = 1 + np.geomspace(1e-6, 1e6, 200_001)
+        logd = (alphas - 1) * (alphas * rho - eps) + alphas * np.log1p(-1 / alphas) - np.log(
+            alphas - 1)
+        grid = float(np.exp(logd.min()))
+        got = zcdp_delta(rho, eps)
+        assert got <= grid * (1 + 1e-9)
+        assert got >= grid * (1 - 1e-3)
+        assert zcdp_delta(rho, zcdp_eps(rho, 1e-6)) <= 1e-6
+
+
+def test_monotonicity_and_linearity() -> None:
+    for cal in Calibrator.ANALYTIC, Calibrator.DISCRETE:
+        base = calibrate(0.8, 1e-6, m=8, rounds=1000, calibrator=cal).sigma
+        assert calibrate(1.6, 1e-6, m=8, rounds=1000, calibrator=cal).sigma < base
+        assert calibrate(0.8, 1e-4, m=8, rounds=1000, calibrator=cal).sigma < base
+        assert calibrate(0.8, 1e-6, m=16, rounds=1000, calibrator=cal).sigma > base
+        assert calibrate(0.8, 1e-6, m=8, rounds=5000, calibrator=cal).sigma > base
+        capped = calibrate(0.8, 1e-6, m=8, rounds=1000, calibrator=cal, unit_cap=5).sigma
+        assert capped == pytest.approx(5 * base, rel=1e-9)
+    sig = [analytic_gaussian_sigma(e, 1e-6, 1.0) for e in np.linspace(0.05, 20, 60)]
+    assert all(a > b for a, b in itertools.pairwise(sig))
+
+
+@pytest.mark.parametrize("bad", [dict(eps=0.0), dict(eps=float("inf")), dict(delta=0.0),
+                                 dict(delta=1.0), dict(m=0), dict(rounds=0), dict(unit_cap=0)])
+def test_calibrate_rejects_bad_parameters(bad: dict[str, float]) -> None:
+    args: dict = dict(eps=1.0, delta=1e-6, m=4, rounds=10, calibrator=Calibrator.ANALYTIC)
+    args.update(bad)
+    with pytest.raises(SpecError, match=next(iter(bad))):
+        calibrate(args.pop("eps"), args.pop("delta"), **args)
+
+
+# ---------------------------------------------------------------- bounds
+
+
+def test_counter_error_bound_statistically() -> None:
+    """Sums of h discrete-Gaussian node noises exceed the β=0.01 bound at most 1% of the time.
+
+    FastNoise seed 5. The true exceedance is ~0.11%; with N=200k the count has
+    std ~15, so the 1% threshold (2000) is > 100 std away (false failure ~0).
+    A bound missing the sqrt(h) factor would be exceeded ~35% of the time.
+    """
+    sigma, h, n = 7.0, 12, 200_000
+    noise = FastNoise(5).discrete_gaussian(sigma, (n, h)).sum(axis=1)
+    bound = counter_error_bound(sigma, levels=h, n=1, steps=1, beta=0.01)
+    assert np.count_nonzero(np.abs(noise) >= bound) <= 0.01 * n
+    assert np.count_nonzero(np.abs(noise) >= 0.5 * bound) > 0.01 * n  # not vacuous
+
+
+def test_lemma4_printed_vs_exact_sigma_bound() -> None:
+    """Lemma 4's proof uses σ = sqrt(m h ln(1.25/δ))/ε (Theorem 1 proof), not Alg. 1's
+    σ = sqrt(2 m h ln(1.25/δ))/ε: with the Alg. 1 σ the true bound is sqrt(2) larger
+    (erratum, docs/PRIVACY.md). At T = 2^k, h = log T + 1 so the identity is exact."""
+    for horizon in (1024, 2**16):
+        h = tree_levels(horizon)
+        assert h == math.log2(horizon) + 1
+        printed = lemma4_error(0.5, 1e-5, m=6, horizon=horizon, n=100, steps=horizon, beta=0.05)
+        proof_sigma = math.sqrt(6 * h * math.log(1.25e5)) / 0.5
+        exact = counter_error_bound(proof_sigma, levels=h, n=100, steps=horizon, beta=0.05)
+        assert exact == pytest.approx(printed)
+        alg1 = paper_sigma(0.5, 1e-5, m=6, levels=h)
+        exact_alg1 = counter_error_bound(alg1, levels=h, n=100, steps=horizon, beta=0.05)
+        assert exact_alg1 == pytest.approx(math.sqrt(2) * printed)
+
+
+def test_depths_and_lazy_bounds() -> None:
+    for t, beta in [(2**20, 0.05), (1000, 1e-6)]:
+        assert math.exp(-lemma5_depth(t, beta)) <= beta / (2 * t)
+        assert 2.0 ** -lazyhh_depth(t, beta) <= beta / (4 * t)
+    lo, hi = lazy_cms_error_bound(t=1e4, width=100, gamma=3.0)
+    assert (lo, hi) == (-103.0, pytest.approx(math.e * 100 + 3.0))
+    assert lazy_cms_error_bound(t=0, width=100, gamma=3.0, lag=0)[0] == -3.0
+    lo, hi = lazy_cs_error_bound(f2=1200.0, width=12, gamma=1.0)
+    assert hi == -lo == pytest.approx(math.sqrt(300.0) + 1 + 12)
+
+
+def test_delta_tilde_and_lazyhh_thresholds() -> None:
+    assert delta_tilde(0.5, 1e-3) == pytest.approx(2e-3 * (1.5 + math.exp(0.5) + 1e-3))
+    th = lazyhh_thresholds(20.0, k=8, k_tilde=64, lag=64, unit_cap=2)
+    t = 1e5
+    assert th.lambda1 == 84.0 and th.lambda2(t) == 2 * t / 64 + 20
+    assert th.tau2(t) == t / 64 + 84 + 2 * (2 * t / 64 + 20)
+    assert th.threshold(t) == max(t / 8, th.tau2(t)) + 2
+    assert th.threshold(t, t_up=2 * t) > th.threshold(t)
+    with pytest.raises(SpecError, match="k_tilde"):
+        lazyhh_thresholds(1.0, k=8, k_tilde=8)
+    g = lazyhh_gamma(3.0, levels=10, depth=20, k_tilde=64, outputs=100, beta=1e-3)
+    assert g == pytest.approx(3.0 * math.sqrt(2 * 10 * math.log(4 * 100 * 20 * 64 / 1e-3)))
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def test_length_counter_and_splits() -> None:
+    cal = length_counter_calibration(0.1, 1e-7, rounds=1000, unit_cap=3)
+    assert (cal.m, cal.unit_cap, cal.sensitivity) == (1, 3, pytest.approx(3 * math.sqrt(10)))
+    s = split_budget(2.0, 1e-6, length_fraction=0.25)
+    assert (s.sketch_eps, s.length_eps) == (1.5, 0.5)
+    assert s.sketch_delta + s.length_delta == pytest.approx(1e-6)
+    with pytest.raises(SpecError, match="length_fraction"):
+        split_budget(1.0, 1e-6, length_fraction=1.0)
+
+
+def test_lemma6_delta_range() -> None:
+    for ok in (1e-12, 1e-3, 0.49):
+        check_lemma6_delta(ok)
+    for bad in (0.0, 0.5, 0.9, -1e-3):
+        with pytest.raises(SpecError, match=r"delta.*below 0\.5"):
+            check_lemma6_delta(bad)
+    with pytest.raises(SpecError, match="sketch_delta"):
+        check_lemma6_delta(0.7, name="sketch_delta")
+
+
+def test_discrete_calibration_refuses_unsupported_sigma_at_startup() -> None:
+    """calibrate() checks the integer sampler's sigma range (no failure at the first draw)."""
+    with pytest.raises(SpecError, match="lower eps"):
+        calibrate(1e7, 1e-6, m=1, rounds=1, calibrator=Calibrator.DISCRETE)
+    with pytest.raises(SpecError, match="raise eps or delta"):
+        calibrate(1e-6, 1e-12, m=64, rounds=10**6, calibrator=Calibrator.DISCRETE)
+    # the continuous calibrators have no table, hence no range
+    assert calibrate(1e-6, 1e-12, m=64, rounds=10**6, calibrator=Calibrator.ANALYTIC).sigma > 1e8
+    # a large eps that used to crash the table builder (sigma ~ 0.16) now calibrates and samples
+    cal = calibrate(40.0, 1e-3, m=1, rounds=1, calibrator=Calibrator.DISCRETE)
+    assert 0.1 < cal.sigma < 0.2
+    assert FastNoise(5).discrete_gaussian(cal.sigma, 1000).dtype == np.int64
+
+
+def test_accountant() -> None:
+    acc = BudgetAccountant(0.5, 1e-6, Relation.ADD_REMOVE, unit="user_id", unit_cap=4)
+    ev = acc.per_event()
+    assert (ev.eps, ev.delta) == (0.5, 1e-6) and "parallel composition" in ev.statement
+    g = acc.per_unit(shards=3, epochs=2)
+    assert (g.eps, g.delta) == (3.0, 6e-6) and "user_id" in g.statement and "4" in g.statement
+    cal = calibrate(0.5, 1e-6, m=4, rounds=100, calibrator=Calibrator.ANALYTIC)
+    acc_z = BudgetAccountant(0.5, 1e-6, Relation.ADD_REMOVE, rho=cal.rho)
+    g2 = acc_z.per_unit(shards=10, epochs=10)
+    assert g2.eps < 50.0 and "zCDP" in g2.statement
+    assert zcdp_delta(100 * cal.rho, g2.eps) <= 100e-6
+    with pytest.raises(SpecError):
+        acc.per_unit(shards=0)

@@ -1,4 +1,4 @@
-"""Import every mechanism module so it registers itself in ``sketches.base``.
+"""Import every mechanism module so it registers itself in ``sketches.core.base``.
 
 The worker never names a mechanism class: a topology's ``mechanism.name`` is
 looked up in the registry. Modules that are not available are skipped with a

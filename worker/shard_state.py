@@ -1,7 +1,7 @@
 """Per-shard worker state: one mechanism per epoch, its clock, seq and unit caps.
 
 A :class:`ShardState` belongs to one ``(topology, partition, shard)``. It holds
-the current epoch's mechanism (built through the ``sketches.base`` registry,
+the current epoch's mechanism (built through the ``sketches.core.base`` registry,
 never by class name), the epoch number, the next release ``seq`` of the epoch,
 the epoch progress in rounds and, for user-level privacy, the *exact* number
 of contributions of every privacy unit in this ``(shard, epoch)``.

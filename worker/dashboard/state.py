@@ -9,7 +9,7 @@ Per ``(topology, shard)`` the state keeps the latest release (highest
 history of the last ``history`` releases: for heavy-hitter payloads the
 published items and estimates, for sketch payloads the matrices (so a queried
 item gets a time series across releases, answered by
-:func:`sketches.release.query_release` like any reader would).
+:func:`sketches.core.release.query_release` like any reader would).
 
 Examples
 --------

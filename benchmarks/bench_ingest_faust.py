@@ -7,9 +7,10 @@ fresh subprocess (so no state leaks between variants):
 - ``raw``: aiokafka ``getmany`` loop, counting records;
 - ``faust``: a plain Faust agent that only counts (``async for``);
 - ``faust-take``: the same agent with ``stream.take(N, within)``;
-- ``faust-*``: Faust consumer settings variants (see ``VARIANTS``);
-- ``ingest``: ``worker.ingest.BatchIngestor`` (our fast path) alone;
-- ``faust-ingest``: a Faust app running ``BatchIngestor`` as a dependency.
+- ``faust-*``: Faust consumer settings variants (see ``VARIANTS``).
+
+The worker's own consumer (``worker.app.Worker``, batched ``getmany``) is
+measured end to end against the ``raw`` baseline by ``benchmarks/bench_e2e.py``.
 
 Throughput is measured from the first record received to the N-th one, so it
 excludes group join (which Tansu makes slow) and app start-up; the start-up
@@ -247,59 +248,6 @@ def consume_faust(bootstrap: str, topic: str, n: int, variant: str) -> None:
     worker.execute_from_commandline()
 
 
-async def consume_ingest(bootstrap: str, topic: str, n: int) -> None:
-    """Our fast path: worker.ingest.BatchIngestor (group member, batches per partition)."""
-    from worker.ingest import BatchIngestor, IngestSettings
-
-    t_start = time.perf_counter()
-    state: dict[str, Any] = {"seen": 0, "first": 0.0, "first_len": 0}
-    finished = asyncio.Event()
-
-    async def on_batch(batch: Any) -> None:
-        if not state["first"]:
-            state["first"], state["first_len"] = time.perf_counter(), len(batch)
-        state["seen"] += len(batch)
-        if state["seen"] >= n:
-            finished.set()
-
-    ing = BatchIngestor(
-        IngestSettings(bootstrap=bootstrap, group_id=f"bench-ingest-{os.getpid()}"),
-        [topic],
-        on_batch=on_batch,
-    )
-    await ing.start()
-    await finished.wait()
-    report("ingest", n, t_start, state["first"], time.perf_counter(), state["first_len"])
-    await ing.stop()
-
-
-def consume_faust_ingest(bootstrap: str, topic: str, n: int) -> None:
-    """A Faust app (no agents) running BatchIngestor as a service dependency."""
-    import faust
-
-    from worker.ingest import BatchIngestor, IngestSettings
-
-    app = faust.App(f"bench-faust-ingest-{os.getpid()}", broker=f"kafka://{bootstrap}",
-                    store="memory://", web_enabled=False)
-    t_start = time.perf_counter()
-    state: dict[str, Any] = {"seen": 0, "first": 0.0, "first_len": 0}
-
-    async def on_batch(batch: Any) -> None:
-        if not state["first"]:
-            state["first"], state["first_len"] = time.perf_counter(), len(batch)
-        state["seen"] += len(batch)
-        if state["seen"] >= n:
-            report("faust-ingest", n, t_start, state["first"], time.perf_counter(),
-                   state["first_len"])
-            os._exit(0)
-
-    ing = BatchIngestor(IngestSettings(bootstrap=bootstrap, group_id=f"bfi-{os.getpid()}"),
-                        [topic], on_batch=on_batch)
-    app.add_dependency(ing)
-    worker = faust.Worker(app, loglevel="WARNING", quiet=True)
-    worker.execute_from_commandline()
-
-
 def child(args: argparse.Namespace) -> None:
     """Run one consumer variant in this (sub)process."""
     global _PROFILER
@@ -308,10 +256,6 @@ def child(args: argparse.Namespace) -> None:
         _PROFILER.enable()
     if args.variant == "raw":
         asyncio.run(consume_raw(args.bootstrap, args.topic, args.n))
-    elif args.variant == "ingest":
-        asyncio.run(consume_ingest(args.bootstrap, args.topic, args.n))
-    elif args.variant == "faust-ingest":
-        consume_faust_ingest(args.bootstrap, args.topic, args.n)
     else:
         consume_faust(args.bootstrap, args.topic, args.n, args.variant)
 
@@ -351,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     from worker.broker import EmbeddedBroker
 
-    variants = args.variants or ["raw", *VARIANTS, "ingest", "faust-ingest"]
+    variants = args.variants or ["raw", *VARIANTS]
     with EmbeddedBroker() as broker:
         asyncio.run(create_topic(broker.bootstrap, TOPIC, PARTITIONS))
         secs = asyncio.run(produce(broker.bootstrap, TOPIC, args.n, PARTITIONS))

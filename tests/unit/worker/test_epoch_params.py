@@ -13,7 +13,7 @@ import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from sketches.errors import SpecError
-from tests.unit.test_worker_state import Clock, MemSink, MemStore, ev
+from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
 from worker.engine import Engine
 from worker.mechanisms import load_mechanisms
 from worker.shard_state import STATE_MAGIC, ShardState

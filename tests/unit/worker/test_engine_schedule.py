@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
-from tests.unit.test_worker_state import Clock, MemSink, MemStore, ev
+from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
 from worker.engine import Engine
 from worker.mechanisms import load_mechanisms
 from worker.routing import partition_for
 from worker.topology import parse_topology, validate_mechanism_params
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 TOPO = """
 name: t

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tests.unit.test_worker_state import Clock, MemSink, MemStore, ev, topo
+from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev, topo
 from worker.cli import build_parser, main
 from worker.decode import REASONS
 from worker.engine import Engine

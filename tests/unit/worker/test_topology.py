@@ -16,7 +16,7 @@ from worker.topology import (
     validate_mechanism_params,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 BASE = {
     "name": "t1",

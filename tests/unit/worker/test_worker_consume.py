@@ -173,3 +173,36 @@ def test_lag_update_survives_a_rebalance_between_partitions() -> None:
     w.consumer = c
     asyncio.run(w._update_lag())
     assert len(c.highwater_calls) == 1
+
+
+def test_create_time_records_on_a_production_event_time_topic_fail_the_worker() -> None:
+    """The loop checks each batch's timestamp type before the engine sees it.
+
+    A production event-time topology needs the broker's LogAppendTime; a
+    CreateTime batch (producer-chosen ticks) must stop the worker with the
+    guard's error, and none of its records may reach the engine. A failing
+    consume task fails the worker (no silent dead loop).
+    """
+    from sketches.errors import SpecError
+
+    topo = SimpleNamespace(source="t.yaml", production=True, input=SimpleNamespace(topic="in"),
+                           privacy=SimpleNamespace(clock="tick", time="event"))
+    engine = FakeEngine(restored_at=0)
+    w = Worker(Settings(broker="127.0.0.1:1"), [topo])  # type: ignore[list-item]
+    w.engine = engine  # type: ignore[assignment]
+    w.rebalancing = False
+
+    async def create_time() -> dict[TopicPartition, list[Any]]:
+        return {TP: [SimpleNamespace(offset=0, key=b"k", value=b"v", timestamp=0,
+                                     timestamp_type=0)]}
+
+    async def main() -> None:
+        w.consumer = FakeConsumer(w, [create_time])
+        task = asyncio.create_task(w._consume(), name="dpstream-consume")
+        task.add_done_callback(w._on_task_done)
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+    assert engine.batches == []
+    assert isinstance(w.failed, SpecError) and "LogAppendTime" in str(w.failed)
+    assert w.stopping

@@ -18,7 +18,7 @@ import tracemalloc
 
 import pytest
 
-from tests.unit.test_worker_state import Clock, MemSink, MemStore
+from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
 from worker.engine import Engine
 from worker.topology import parse_topology
 

@@ -23,9 +23,12 @@ The statistics (and why they are the strongest we found)
 - PMG / merged MG / PAMG: the published noisy estimate(s) of the item(s) the
   event changes (all ``k`` keys of the sketch when the event causes a
   Misra-Gries decrement), a sum of shifted Laplace/Gaussian variables.
-- LazyHH: the published estimate of the heavy item and the published DP
-  stream length at the outputs of rounds ``1, 2, 4, ..`` (the hash is secret,
-  so the attacker can only read the estimates the release shows).
+- LazyHH: the published DP stream length ``t_estimate`` at the outputs of
+  rounds ``1, 2, 4, ..`` (one length-counter node each; the hash is secret, so
+  the item's estimates are a min over secret cells and not a linear
+  statistic). ``lazy_hh_truncated``: the epoch at ``event_horizon``, where the
+  added early event pushes out a late one (+1 at tick 0, -1 at tick 32): the
+  prefix releases up to round 32 and the increments after it expose 11 nodes.
 - TrieHH: the published sampled count of the item's level-0 node (0 when it
   is pruned), with the item's count chosen near the detection limit
   ``theta / p`` where pruning flips most often.
@@ -33,6 +36,13 @@ The statistics (and why they are the strongest we found)
   noisy total ``n_estimate``; dyadic_quantiles: ``n_estimate`` (the quantile
   values move by at most one rank step and carry far less signal).
 - fp_sketch: the published estimate of F_p (the only number in the release).
+
+Gaussian cases whose statistic is linear in the noise carry a
+:class:`Parametric` (LazyCMS/LazyCS, dp_cms/dp_cs, dyadic_quantiles' root,
+LazyHH's length counter): the parametric calibration check of
+:func:`privacy_audit.gaussian_shift`. PMG (geometric noise), merged MG, PAMG
+(thresholded), TrieHH (sampling) and the F_p sketch (Laplace) have none;
+dp_cms_hh's statistic includes a min over rows (not linear).
 """
 
 from __future__ import annotations
@@ -198,7 +208,8 @@ def _dp_linear(kind: str) -> Case:
         inputs="X: 40 background items; X' = X + 1 event", run=run,
         claim=(spec.eps, spec.delta),
         parametric=Parametric(
-            mu_calibrated=math.sqrt(spec.depth) / float(cls(spec, SecureNoise()).release()["sigma"]),
+            mu_calibrated=math.sqrt(spec.depth)
+            / float(cls(spec, SecureNoise()).release()["sigma"]),
             claim=(spec.eps, spec.delta), claim_note="release", mean0=_mean0(run)))
 
 

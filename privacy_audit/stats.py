@@ -308,14 +308,21 @@ def gaussian_shift(s0: np.ndarray | None, s1: np.ndarray, *, alpha: float,
         if mean0 is None:
             raise ValueError("mean0: the one-sample estimate needs the exact mean under X")
         sd = float(x1.std(ddof=1))
-        mu = (float(x1.mean()) - mean0) / sd
-        se = math.sqrt(1.0 / n1 + mu * mu / (2.0 * n1))
+        diff = float(x1.mean()) - mean0
         n0 = 0
     else:
         x0 = np.asarray(s0, dtype=np.float64).ravel()
         n0 = x0.size
         pooled = ((n0 - 1) * x0.var(ddof=1) + (n1 - 1) * x1.var(ddof=1)) / (n0 + n1 - 2)
-        mu = (float(x1.mean()) - float(x0.mean())) / math.sqrt(pooled)
+        sd = math.sqrt(pooled)
+        diff = float(x1.mean()) - float(x0.mean())
+    if sd == 0.0:  # no noise: the shift is infinite (or nothing moves)
+        mu = 0.0 if diff == 0.0 else math.copysign(math.inf, diff)
+        return ShiftEstimate(mu_hat=mu, lo=mu, hi=mu, alpha=alpha, n0=n0, n1=n1)
+    mu = diff / sd
+    if s0 is None:
+        se = math.sqrt(1.0 / n1 + mu * mu / (2.0 * n1))
+    else:
         se = math.sqrt(1.0 / n0 + 1.0 / n1 + mu * mu / (2.0 * (n0 + n1)))
     z = _z(alpha)
     return ShiftEstimate(mu_hat=mu, lo=mu - z * se, hi=mu + z * se, alpha=alpha, n0=n0, n1=n1)

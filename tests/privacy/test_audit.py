@@ -6,7 +6,8 @@ Two kinds of assertion per mechanism:
   bound at the stated delta does not exceed the claimed eps. The bound is a
   Clopper-Pearson bound at total confidence ``1 - ALPHA`` (Bonferroni over all
   thresholds), so a correct mechanism fails this test with probability at most
-  ``ALPHA = 1e-4`` per mechanism, below 1.5e-3 for all 14 together.
+  ``ALPHA = 1e-4`` per check, below 2.5e-3 for the 15 Clopper-Pearson and 7
+  parametric checks together.
 - **power**: the same audit on a deliberately broken variant (zero noise for
   every mechanism; noise scale divided by 4 for PMG and by 10 for LazyCMS)
   certifies an eps *above* the claim, so the audit can fail.
@@ -142,13 +143,17 @@ SHIFT_TRIALS_BROKEN, SHIFT_ALPHA_BROKEN = 4500, 0.01
 
 def test_parametric_dp_cms_calibrated_passes() -> None:
     """One-sample check on X' runs: fails a correct mechanism w.p. <= 1e-3 (``alpha``; at the
-    true mu = 0.2207 < mu_max the probability is about 2e-4) under the Gaussian assumption."""
+    true mu = 0.2207 < mu_max the probability is about 2e-4) under the Gaussian assumption;
+    mu_calibrated lies in the two one-sided limits except w.p. 2e-3 (SE 0.032 at n = 1000,
+    so the ratio mu_hat / mu_calibrated is only resolved to about +-0.45 here)."""
     from privacy_audit import run_shift
 
     r = run_shift(case("dp_cms"), SHIFT_TRIALS_CAL, SecureNoise(), alpha=SHIFT_ALPHA_CAL)
     assert r.passed, (f"dp_cms: mu_hat {r.est.mu_hat:.4f}, lower limit {r.est.lo:.4f} > "
                       f"mu_max {r.mu_max:.4f}: the release's (eps, delta) is refuted")
-    assert 0.75 < r.ratio < 1.25, f"dp_cms: mu_hat / mu_calibrated = {r.ratio:.3f}, expected ~1"
+    assert r.est.lo <= r.mu_calibrated <= r.est.hi, (
+        f"dp_cms: mu_hat {r.est.mu_hat:.4f} [{r.est.lo:.4f}, {r.est.hi:.4f}] excludes the "
+        f"calibrated {r.mu_calibrated:.4f} (ratio {r.ratio:.3f})")
 
 
 def test_parametric_dp_cms_catches_noise_over_sqrt2() -> None:

@@ -91,9 +91,10 @@ Bonferroni correction: each bound holds with confidence {conf}.
   N_Z(0, sigma^2) with sigma >= 10: each has variance sigma^2 up to a relative
   error of order sigma^2 e^(-2 pi^2 sigma^2) and a privacy loss no worse than the
   continuous Gaussian's (Canonne, Kamath, Steinke 2020), so the sum is
-  Gaussian far below what these trials resolve. PMG, merged MG, PAMG, TrieHH and the
-  F_p sketch use Laplace/geometric noise, thresholds or sampling, so they get
-  the distribution-free Clopper-Pearson bound only.
+  Gaussian far below what these trials resolve. PMG, merged MG, PAMG, TrieHH,
+  dp_cms_hh and the F_p sketch use Laplace/geometric noise, thresholds,
+  sampling or a min over rows, so they get the distribution-free
+  Clopper-Pearson bound only.
 - **Power checks**: the parametric check with every noise scale multiplied by
   1/sqrt(2) (one-sample runs on X', the exact mean under X being the
   noise-free statistic) must refute the claim; the Clopper-Pearson check with

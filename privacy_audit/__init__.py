@@ -6,7 +6,9 @@ best statistic of the public release into a lower bound on eps with
 Clopper-Pearson intervals (Jagielski et al. 2020; Nasr et al. 2021). A
 bound above the claimed eps refutes the stated guarantee.
 
-- :mod:`privacy_audit.stats`: Clopper-Pearson, eps lower bound, ceiling.
+- :mod:`privacy_audit.stats`: Clopper-Pearson, eps lower bound, ceiling; the
+  parametric check of the Gaussian mechanisms (``mu_hat`` of the linear
+  statistic against ``mu_max(eps, delta)`` of the analytic Gaussian mechanism).
 - :mod:`privacy_audit.noise`: broken noise variants for the power check.
 - :mod:`privacy_audit.cases`: the mechanisms, inputs and statistics.
 - :mod:`privacy_audit.audit`: running a case, the results table.
@@ -16,22 +18,46 @@ bound above the claimed eps refutes the stated guarantee.
 ``tests/privacy`` runs a small version in CI.
 """
 
-from privacy_audit.audit import AuditResult, markdown_table, run_case
-from privacy_audit.cases import CASES, Case, all_cases, case
+from privacy_audit.audit import (
+    AuditResult,
+    ShiftResult,
+    markdown_table,
+    run_case,
+    run_shift,
+    shift_table,
+)
+from privacy_audit.cases import CASES, Case, Parametric, all_cases, case
 from privacy_audit.noise import ScaledNoise
-from privacy_audit.stats import AuditBound, clopper_pearson, eps_ceiling, eps_lower_bound
+from privacy_audit.stats import (
+    AuditBound,
+    ShiftEstimate,
+    clopper_pearson,
+    eps_ceiling,
+    eps_lower_bound,
+    gaussian_delta,
+    gaussian_shift,
+    mu_max,
+)
 
 __all__ = [
     "CASES",
     "AuditBound",
     "AuditResult",
     "Case",
+    "Parametric",
     "ScaledNoise",
+    "ShiftEstimate",
+    "ShiftResult",
     "all_cases",
     "case",
     "clopper_pearson",
     "eps_ceiling",
     "eps_lower_bound",
+    "gaussian_delta",
+    "gaussian_shift",
     "markdown_table",
+    "mu_max",
     "run_case",
+    "run_shift",
+    "shift_table",
 ]

@@ -23,9 +23,12 @@ The statistics (and why they are the strongest we found)
 - PMG / merged MG / PAMG: the published noisy estimate(s) of the item(s) the
   event changes (all ``k`` keys of the sketch when the event causes a
   Misra-Gries decrement), a sum of shifted Laplace/Gaussian variables.
-- LazyHH: the published estimate of the heavy item and the published DP
-  stream length at the outputs of rounds ``1, 2, 4, ..`` (the hash is secret,
-  so the attacker can only read the estimates the release shows).
+- LazyHH: the published DP stream length ``t_estimate`` at the outputs of
+  rounds ``1, 2, 4, ..`` (one length-counter node each; the hash is secret, so
+  the item's estimates are a min over secret cells and not a linear
+  statistic). ``lazy_hh_truncated``: the epoch at ``event_horizon``, where the
+  added early event pushes out a late one (+1 at tick 0, -1 at tick 32): the
+  prefix releases up to round 32 and the increments after it expose 11 nodes.
 - TrieHH: the published sampled count of the item's level-0 node (0 when it
   is pruned), with the item's count chosen near the detection limit
   ``theta / p`` where pruning flips most often.
@@ -33,6 +36,13 @@ The statistics (and why they are the strongest we found)
   noisy total ``n_estimate``; dyadic_quantiles: ``n_estimate`` (the quantile
   values move by at most one rank step and carry far less signal).
 - fp_sketch: the published estimate of F_p (the only number in the release).
+
+Gaussian cases whose statistic is linear in the noise carry a
+:class:`Parametric` (LazyCMS/LazyCS, dp_cms/dp_cs, dyadic_quantiles' root,
+LazyHH's length counter): the parametric calibration check of
+:func:`privacy_audit.gaussian_shift`. PMG (geometric noise), merged MG, PAMG
+(thresholded), TrieHH (sampling) and the F_p sketch (Laplace) have none;
+dp_cms_hh's statistic includes a min over rows (not linear).
 """
 
 from __future__ import annotations
@@ -68,10 +78,11 @@ from sketches import (
     SecureNoise,
     TrieHH,
     TrieHHSpec,
+    ZeroNoise,
     merge_mg,
 )
 
-__all__ = ["CASES", "Case", "all_cases", "case"]
+__all__ = ["CASES", "Case", "Parametric", "all_cases", "case"]
 
 IP = "10.0.0.1"
 IP_INT = 167772161  # 10.0.0.1 as an unsigned 32-bit int
@@ -97,9 +108,33 @@ class Case:
     run: Callable[[NoiseSource, bool], float]
     claim: tuple[float, float] = field(default=(math.nan, math.nan))
     broken_factor: float = 0.25  # ScaledNoise factor of the power check
+    parametric: Parametric | None = None  # Gaussian mechanisms with a linear statistic
 
     def claimed(self) -> tuple[float, float]:
         return self.claim
+
+
+@dataclass(frozen=True)
+class Parametric:
+    """The parametric calibration check of a Gaussian case (:func:`privacy_audit.gaussian_shift`).
+
+    The case's statistic is a linear function of Gaussian (discrete Gaussian)
+    noise, so its shift from ``X`` to ``X'`` in units of its standard deviation
+    is the ``mu`` of a Gaussian mechanism. ``mu_calibrated``: that shift computed
+    from the mechanism's own sigma (number of shifted nodes / sqrt(nodes) /
+    sigma); ``claim``: the (eps, delta) the statistic is bounded by (the
+    release's, or the stated budget of the component it reads); ``mean0``: the
+    exact (noise-free) statistic of ``X``.
+    """
+
+    mu_calibrated: float
+    claim: tuple[float, float]
+    claim_note: str
+    mean0: float
+
+
+def _mean0(run: Callable[[NoiseSource, bool], float]) -> float:
+    return run(ZeroNoise(), False)
 
 
 def _cells_sum(release: dict[str, Any], items: list[Any], signed: bool) -> float:
@@ -148,7 +183,11 @@ def _lazy(kind: str) -> Case:
         statistic=f"sum of the item's {spec.depth} cells over the releases at rounds "
                   f"1,2,4,..,{powers[-1]} ({len(powers)} nodes per cell; LR-optimal linear)",
         inputs="X: 4 background events at tick 0; X' = X + 1 event of the item at tick 0",
-        run=run, claim=(spec.eps, spec.delta))
+        run=run, claim=(spec.eps, spec.delta),
+        parametric=Parametric(
+            mu_calibrated=math.sqrt(spec.depth * len(powers))
+            / cls(spec, SecureNoise()).calibration.sigma,
+            claim=(spec.eps, spec.delta), claim_note="release", mean0=_mean0(run)))
 
 
 # ---------------------------------------------------------------- dp_cms / dp_cs
@@ -167,7 +206,11 @@ def _dp_linear(kind: str) -> Case:
         source="paper 003 sketch, d=5, w=2048 (windowed_dp_cms_hh_ipv4.yaml sizes)",
         statistic=f"sum of the item's {spec.depth} cells (signed for CS; LR-optimal linear)",
         inputs="X: 40 background items; X' = X + 1 event", run=run,
-        claim=(spec.eps, spec.delta))
+        claim=(spec.eps, spec.delta),
+        parametric=Parametric(
+            mu_calibrated=math.sqrt(spec.depth)
+            / float(cls(spec, SecureNoise()).release()["sigma"]),
+            claim=(spec.eps, spec.delta), claim_note="release", mean0=_mean0(run)))
 
 
 # ---------------------------------------------------------------- PMG
@@ -239,12 +282,27 @@ def _pamg() -> Case:
 
 
 # ---------------------------------------------------------------- LazyHH
-def _lazy_hh() -> Case:
+def _lazy_hh_spec(event_horizon: int) -> LazyHHSpec:
     # netmon.yaml: k=10, k~=64, eps 1, delta 1e-6, add/remove, tick clock, output every tick
     # (horizon 64 ticks instead of 3600 to make a trial cheap)
-    spec = LazyHHSpec(k=10, k_tilde=64, horizon=64, eps=1.0, delta=1e-6,
-                      event_horizon=50_000_000, output_every=1)
-    c = 20_000
+    return LazyHHSpec(k=10, k_tilde=64, horizon=64, eps=1.0, delta=1e-6,
+                      event_horizon=event_horizon, output_every=1)
+
+
+def _length_parametric(spec: LazyHHSpec, shifted: int, run: Callable[[NoiseSource, bool], float],
+                       ) -> Parametric:
+    """t_estimate reads only the length counter: bound it by the length budget it states."""
+    budget = LazyHH(spec, SecureNoise()).privacy()["budget"]["length"]
+    return Parametric(
+        mu_calibrated=math.sqrt(shifted) / float(budget["sigma"]),
+        claim=(float(budget["eps"]), float(budget["delta"])),
+        claim_note="the length counter's stated budget (privacy.budget.length)",
+        mean0=_mean0(run))
+
+
+def _lazy_hh() -> Case:
+    spec = _lazy_hh_spec(50_000_000)
+    c = 2_000
     powers = [1 << j for j in range(7)]
     probe = LazyHH(spec, SecureNoise()).privacy()
 
@@ -254,18 +312,68 @@ def _lazy_hh() -> Case:
         hh.update_batch(np.full(n, IP_INT, np.int64), ticks=np.zeros(n, np.int64))
         total = 0.0
         for r in powers:
-            hh.advance_to(r)
-            rel = hh.release()
-            total += _estimate(rel, IP_INT) + float(rel["t_estimate"])
+            hh.advance_to(r)  # the length counter's prefix at round 2^j is one node [1, 2^j]
+            total += float(hh.release()["t_estimate"])
         return total
 
     return Case(
         name="lazy_hh", mechanism="lazy_hh", clock="tick", relation="add_remove",
         source="topologies/netmon.yaml (horizon 64 ticks)",
-        statistic="published estimate of the item + published t_estimate, summed over the "
-                  "outputs at rounds 1,2,4,..,64",
+        statistic="published t_estimate summed over the outputs at rounds 1,2,4,..,64 (the "
+                  "7 length-counter nodes of tick 0; LR-optimal linear)",
         inputs=f"X: {c} events of the item at tick 0; X' = X + 1 event",
-        run=run, claim=(float(probe["eps"]), float(probe["delta_tilde"])))
+        run=run, claim=(float(probe["eps"]), float(probe["delta_tilde"])),
+        parametric=_length_parametric(spec, len(powers), run))
+
+
+def _lazy_hh_truncated() -> Case:
+    """The epoch at ``event_horizon``: one early event of X' pushes out the last late one.
+
+    The worker (worker/engine.py) keeps the first ``event_horizon`` events of an
+    epoch and drops later ones one by one; the case applies the same rule to
+    the whole epoch's stream before feeding it. X' differs from X by +1 event at
+    tick 0 and -1 event at tick 32. The length counter's prefix releases expose
+    the +1 in nodes [1, 2^j] (rounds 1..32) and the -1 in the nodes
+    [33, 32 + 2^j] (release at round 32 + 2^j minus the release at round 32,
+    where the shared node [1, 32] cancels): 11 nodes, statistic
+    ``sum_j t(2^j) - sum_j (t(32 + 2^j) - t(32))``.
+    """
+    c, late = 2_000, 100
+    spec = _lazy_hh_spec(c + late)
+    early_rounds = [1, 2, 4, 8, 16, 32]
+    late_rounds = [33, 34, 36, 40, 48]
+    probe = LazyHH(spec, SecureNoise()).privacy()
+    assert probe["event_bound"]["covered"]
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        n = c + 1 if neighbour else c
+        items = np.concatenate([np.full(n, IP_INT, np.int64), np.full(late, IP_INT + 1, np.int64)])
+        ticks = np.concatenate([np.zeros(n, np.int64), np.full(late, 32, np.int64)])
+        items, ticks = items[:spec.event_horizon], ticks[:spec.event_horizon]  # engine's rule
+        hh = LazyHH(spec, noise)
+        early = ticks == 0
+        hh.update_batch(items[early], ticks=ticks[early])
+        total = 0.0
+        for r in early_rounds:
+            hh.advance_to(r)
+            total += float(hh.release()["t_estimate"])
+        t32 = float(hh.release()["t_estimate"])
+        hh.update_batch(items[~early], ticks=ticks[~early])
+        for r in late_rounds:
+            hh.advance_to(r)
+            total -= float(hh.release()["t_estimate"]) - t32
+        return total
+
+    return Case(
+        name="lazy_hh_truncated", mechanism="lazy_hh (event_horizon reached)", clock="tick",
+        relation="add_remove (+1 early, -1 pushed out)",
+        source=f"topologies/netmon.yaml (horizon 64 ticks, event_horizon {spec.event_horizon})",
+        statistic="sum of t_estimate at rounds 1..32 (powers of 2) minus the increments "
+                  "t(32+2^j) - t(32), j=0..4 (11 length-counter nodes; LR-optimal linear)",
+        inputs=f"X: {c} events of the item at tick 0 + {late} of another at tick 32 "
+               f"(= event_horizon); X' = X + 1 event at tick 0, the last late event dropped",
+        run=run, claim=(float(probe["eps"]), float(probe["delta_tilde"])),
+        parametric=_length_parametric(spec, len(early_rounds) + len(late_rounds), run))
 
 
 # ---------------------------------------------------------------- TrieHH
@@ -336,7 +444,11 @@ def _dyadic_quantiles() -> Case:
         relation="add_remove", source="topologies/windowed_flow_quantiles.yaml",
         statistic="published n_estimate (noisy root count)",
         inputs="X: 500 seeded flow sizes; X' = X + 1 event", run=run,
-        claim=(spec.eps, spec.delta))
+        claim=(spec.eps, spec.delta),
+        parametric=Parametric(
+            mu_calibrated=1.0 / float(DyadicQuantiles(spec, SecureNoise()).release()["sigma"]),
+            claim=(spec.eps, spec.delta), claim_note="release (root node only: weak)",
+            mean0=_mean0(run)))
 
 
 def _fp_sketch() -> Case:
@@ -369,6 +481,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "merged_mg": _merged_mg,
     "pamg": _pamg,
     "lazy_hh": _lazy_hh,
+    "lazy_hh_truncated": _lazy_hh_truncated,
     "triehh_note": lambda: _triehh("note"),
     "triehh_exact": lambda: _triehh("exact"),
     "dp_cms_hh": _dp_cms_hh,

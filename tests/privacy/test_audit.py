@@ -6,10 +6,17 @@ Two kinds of assertion per mechanism:
   bound at the stated delta does not exceed the claimed eps. The bound is a
   Clopper-Pearson bound at total confidence ``1 - ALPHA`` (Bonferroni over all
   thresholds), so a correct mechanism fails this test with probability at most
-  ``ALPHA = 1e-4`` per mechanism, below 1.5e-3 for all 14 together.
+  ``ALPHA = 1e-4`` per check, below 2.5e-3 for the 15 Clopper-Pearson and 7
+  parametric checks together.
 - **power**: the same audit on a deliberately broken variant (zero noise for
   every mechanism; noise scale divided by 4 for PMG and by 10 for LazyCMS)
   certifies an eps *above* the claim, so the audit can fail.
+
+Parametric calibration check (Gaussian mechanisms): the claim tests above
+include it (at ``ALPHA``) for every case with a ``Parametric``; the two
+``test_parametric_dp_cms_*`` tests check that calibrated dp_cms passes
+(false failure <= 1e-3) and that dp_cms with sigma / sqrt(2) is refuted (miss
+probability about 0.4%).
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from sketches import SecureNoise, ZeroNoise
 
 ALPHA = 1e-4
 # trials (runs on X and on X' each) per mechanism: a few seconds each on an idle core
-TRIALS = {"lazy_hh": 30, "fp_sketch": 60, "dp_cms_hh": 60, "dyadic_quantiles": 60}
+TRIALS = {"lazy_hh": 30, "lazy_hh_truncated": 30, "fp_sketch": 60, "dp_cms_hh": 60,
+          "dyadic_quantiles": 60}
 DEFAULT_TRIALS = 100
 
 
@@ -68,6 +76,9 @@ def test_eps_lower_bound_subtracts_delta() -> None:
 def test_claim_holds(name: str) -> None:
     c = case(name)
     r = run_case(c, TRIALS.get(name, DEFAULT_TRIALS), SecureNoise(), alpha=ALPHA)
+    assert r.shift is None or r.shift.passed, (
+        f"{name}: mu_hat {r.shift.est.mu_hat:.4f} (lower limit {r.shift.est.lo:.4f}) exceeds "
+        f"mu_max {r.shift.mu_max:.4f} of {r.shift.claim}: the stated guarantee is false")
     assert r.eps_lb <= r.eps_claimed, (
         f"{name}: the audit certifies eps >= {r.eps_lb:.3f} at delta={r.delta_claimed:.3g} "
         f"but the release claims eps={r.eps_claimed} ({r.test}); the stated guarantee is false")
@@ -95,3 +106,69 @@ def test_power_lazy_cms_noise_divided_by_10() -> None:
     c = case("lazy_cms")
     r = run_case(c, 1000, ScaledNoise(SecureNoise(), 0.1), alpha=0.05)
     assert r.eps_lb > r.eps_claimed, f"lazy_cms with noise/10 passed the audit: {r}"
+
+
+# ---------------------------------------------------------------- parametric calibration check
+def test_mu_max_inverts_the_analytic_gaussian_delta() -> None:
+    from privacy_audit import gaussian_delta, mu_max
+
+    for eps, delta in [(1.0, 1e-6), (0.1, 1e-7), (4.0, 1e-5), (0.5, 1e-3)]:
+        m = mu_max(eps, delta)
+        ref = sps.norm.cdf(-eps / m + m / 2) - math.exp(eps) * sps.norm.cdf(-eps / m - m / 2)
+        assert gaussian_delta(eps, m) == pytest.approx(ref, rel=1e-9)
+        assert gaussian_delta(eps, m) <= delta < gaussian_delta(eps, m * (1 + 1e-6))
+    # classical bound sigma = sqrt(2 ln(1.25/delta)) / eps is valid, hence below mu_max
+    assert 1 / math.sqrt(2 * math.log(1.25e6)) < mu_max(1.0, 1e-6)
+
+
+def test_gaussian_shift_covers_and_separates() -> None:
+    """Seeded synthetic Gaussians: the limits cover the true mu (each fails w.p. <= 0.01)."""
+    from privacy_audit import gaussian_shift
+
+    rng = np.random.default_rng(7)
+    for mu in (0.2, 0.3):
+        two = gaussian_shift(rng.normal(5, 3, 5000), rng.normal(5 + 3 * mu, 3, 5000), alpha=0.01)
+        one = gaussian_shift(None, rng.normal(5 + 3 * mu, 3, 5000), alpha=0.01, mean0=5.0)
+        for e in (two, one):
+            assert e.lo < mu < e.hi
+        assert one.hi - one.lo < two.hi - two.lo  # the known null mean halves the variance
+
+
+# CI power check of the parametric test (dp_cms, the cheapest Gaussian case: ~7 ms a run).
+# mu_calibrated = sqrt(5)/sigma = 0.2207, mu_max(1, 1e-6) = 0.2367 (the discrete calibrator
+# keeps a margin); noise x 1/sqrt(2) gives mu = 0.3121.
+SHIFT_TRIALS_CAL, SHIFT_ALPHA_CAL = 1000, 1e-3
+SHIFT_TRIALS_BROKEN, SHIFT_ALPHA_BROKEN = 4500, 0.01
+
+
+def test_parametric_dp_cms_calibrated_passes() -> None:
+    """One-sample check on X' runs: fails a correct mechanism w.p. <= 1e-3 (``alpha``; at the
+    true mu = 0.2207 < mu_max the probability is about 2e-4) under the Gaussian assumption;
+    mu_calibrated lies in the two one-sided limits except w.p. 2e-3 (SE 0.032 at n = 1000,
+    so the ratio mu_hat / mu_calibrated is only resolved to about +-0.45 here)."""
+    from privacy_audit import run_shift
+
+    r = run_shift(case("dp_cms"), SHIFT_TRIALS_CAL, SecureNoise(), alpha=SHIFT_ALPHA_CAL)
+    assert r.passed, (f"dp_cms: mu_hat {r.est.mu_hat:.4f}, lower limit {r.est.lo:.4f} > "
+                      f"mu_max {r.mu_max:.4f}: the release's (eps, delta) is refuted")
+    assert r.est.lo <= r.mu_calibrated <= r.est.hi, (
+        f"dp_cms: mu_hat {r.est.mu_hat:.4f} [{r.est.lo:.4f}, {r.est.hi:.4f}] excludes the "
+        f"calibrated {r.mu_calibrated:.4f} (ratio {r.ratio:.3f})")
+
+
+def test_parametric_dp_cms_catches_noise_over_sqrt2() -> None:
+    """sigma / sqrt(2) must be refuted. Miss probability: SE = sqrt(1/n + mu^2/(2n)) = 0.0152
+    at n = 4500, so P[mu_lo <= mu_max] = Phi(2.326 - 0.0754/0.0152) = Phi(-2.63) = 0.4%."""
+    from privacy_audit import run_shift
+
+    r = run_shift(case("dp_cms"), SHIFT_TRIALS_BROKEN, ScaledNoise(SecureNoise(), 2 ** -0.5),
+                  alpha=SHIFT_ALPHA_BROKEN)
+    assert not r.passed, (f"dp_cms with sigma/sqrt(2) passed the parametric check: mu_hat "
+                          f"{r.est.mu_hat:.4f} [{r.est.lo:.4f}, ..] vs mu_max {r.mu_max:.4f}")
+
+
+def test_lazy_hh_truncated_statistic_sees_eleven_nodes() -> None:
+    """The truncated LazyHH case: without noise, X' shifts the statistic by 11 (6 + 5 nodes)."""
+    c = case("lazy_hh_truncated")
+    assert c.parametric is not None
+    assert c.run(ZeroNoise(), True) - c.run(ZeroNoise(), False) == 11.0

@@ -108,7 +108,7 @@ def run(events: Sequence[Event], lags: Sequence[int], timers: Sequence[int], tim
                     await eng.process_batch("in", 0, again)
                 continue
             await eng.on_timer()
-        clock.t += 30.0  # everything closes: 6 more epochs
+        clock.t = (T0 + 21_000) / 1000  # a fixed end, after every event and timer
         eng.log_end("in", 0, int(clock.t * 1000))
         await eng.on_timer()
 
@@ -136,7 +136,7 @@ def scenario(draw: Any) -> dict[str, Any]:
             "ends2": draw(st.lists(st.booleans(), min_size=1, max_size=4))}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario(), st.sampled_from(["event", "processing"]))
 def test_release_sequence_does_not_depend_on_one_extra_event(sc: dict[str, Any],
                                                               time: str) -> None:
@@ -145,9 +145,9 @@ def test_release_sequence_does_not_depend_on_one_extra_event(sc: dict[str, Any],
     assert a == b
     # every shard, every slot: seq 0, 1, ... per (shard, epoch); 9 slots + final per epoch
     seqs: dict[tuple[str, int], list[int]] = {}
-    for shard, epoch, seq, _, final, _ in a:
+    for shard, epoch, seq, _, final, at in a:
         seqs.setdefault((shard, epoch), []).append(seq)
-        assert final == (seq == EPOCH_TICKS // EVERY - 1)
+        assert final == (at % (EPOCH_TICKS * TICK_MS) == 0)
     epochs = {e for _, e in seqs}
     assert set(seqs) == {(s, e) for s in SHARDS for e in epochs}
     assert all(v == list(range(len(v))) for v in seqs.values())
@@ -155,7 +155,7 @@ def test_release_sequence_does_not_depend_on_one_extra_event(sc: dict[str, Any],
     assert [(r[5], r[0]) for r in a] == sorted((r[5], r[0]) for r in a)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario(), st.integers(0, 7))
 def test_a_crash_between_checkpoint_and_publish_changes_nothing(sc: dict[str, Any],
                                                                 crash: int) -> None:
@@ -174,6 +174,6 @@ def test_reviewer_reproduction_two_slot_gap() -> None:
     a = run(x, [50], [250, 1_550], "event", [True])
     b = run(x2, [50, 5], [250, 1_550], "event", [True])
     assert a == b
-    head = [(s, seq, rounds) for s, _, seq, rounds, *_ in b[:6]]
+    head = [(s, seq, rounds) for s, _, seq, rounds, _, at in b if T0 < at <= T0 + 1000]
     assert head == [("r0", 0, 5), ("r1", 0, 5), ("r2", 0, 5),
                     ("r0", 1, 10), ("r1", 1, 10), ("r2", 1, 10)]

@@ -323,7 +323,15 @@ class Engine:
                     "guarantee of the epoch is unknown; run the topology the checkpoint was "
                     "written with until the epoch ends, or give the topology a new `name` "
                     "to start fresh state")
-            st.params = current
+            # The state does not record its noise kind (it may have been written with
+            # `fast` or `zero` noise): its epoch is never stamped private, nor covering shard
+            # presence (unknown); the next epoch gets the topology's block.
+            st.params = {**current, "private": False, "closed_shards": False}
+            log.warning(
+                "topology %s shard %s: restored from a version-1 checkpoint, which does not "
+                "record its noise kind; the releases of epoch %d say `private: false` "
+                "(the noise may not have been secure); the next epoch is stamped normally",
+                topo.name, st.shard, st.epoch)
             return
         check_hard(st.params, current, topo.source, st.shard)
         changed = soft_changes(st.params, current)

@@ -94,8 +94,9 @@ def run(steps: Sequence[Step], time: str = "event") -> tuple[dict[str, int], set
                 t, report = arg if isinstance(arg, tuple) else (arg, True)
                 clock.t = max(clock.t, t / 1000)
                 now = int(clock.t * 1000)
-                if report == "force" or (report and all(r <= now for a, r in appended
-                                                       if a < now)):
+                # at the end of the log: every record appended before now was processed
+                if report == "force" or (report and all(i < offset for i, (a, _)
+                                                        in enumerate(appended) if a < now)):
                     eng.log_end("in", 0, now)
                 await eng.on_timer()
                 continue

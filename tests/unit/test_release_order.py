@@ -162,7 +162,12 @@ def test_a_crash_between_checkpoint_and_publish_changes_nothing(sc: dict[str, An
     a = run(sc["x"], sc["lags"], sc["timers"], "event", sc["ends"], content=True)
     b = run(sc["x"], sc["lags"], sc["timers"], "event", sc["ends"], crash_at=crash,
             content=True)
-    assert a == b
+    # the restore re-publishes the checkpointed releases: byte-identical copies of the same
+    # release id; without them the sequence is the crash-free one
+    first: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for r in b:
+        assert first.setdefault(r[:3], r) == r
+    assert list(first.values()) == a
 
 
 def test_reviewer_reproduction_two_slot_gap() -> None:

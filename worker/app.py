@@ -345,6 +345,24 @@ class Worker:
                     self._broker_error(exc)
                     await self._reset_after_outage(tp)
                     break
+            await self._report_log_ends()
+
+    async def _report_log_ends(self) -> None:
+        """Event time, condition (b) of worker/event_time.py: after this round's batches
+        were handed to the engine, tell it which partitions are read to their end of log
+        (position == high watermark) and when (the fetch response's wall-clock time)."""
+        for tp in self.consumer.assignment():
+            if self.rebalancing or tp not in self.consumer.assignment():
+                return
+            high, at = self.consumer.highwater(tp), self.consumer.last_poll_timestamp(tp)
+            if high is None or at is None:
+                continue
+            try:
+                pos = await asyncio.wait_for(self.consumer.position(tp), 0.1)
+            except Exception:  # position unknown (e.g. during a rebalance): next round
+                continue
+            if pos >= high and not self.rebalancing:
+                self.engine.log_end(tp.topic, tp.partition, int(at))
 
     async def _reset_after_outage(self, tp: TopicPartition) -> None:
         while not self._stopping.is_set():

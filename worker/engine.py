@@ -22,10 +22,16 @@ content and its timestamp never depend on *when* events arrive:
   ``s * every_ticks`` and is stamped ``published_at`` = that boundary's time;
   an epoch's final release covers the whole epoch and is stamped with the
   epoch's end;
-- the schedule is caught up (:meth:`Engine._catch_up`) by the timer and, for a
-  shard about to ingest events of a later tick, at the start of ingestion; in
-  both cases the same deterministic release is *queued*, and only
-  :meth:`Engine.on_timer` checkpoints and publishes queued releases;
+- the schedule (:meth:`Engine._schedule`) moves *every* shard of a partition
+  to a time ``at``, making one release for **every** slot boundary crossed
+  (and a final release for every epoch crossed), shard by shard; it runs
+  before events of a later tick are applied (all shards, not only the one
+  with the events) and from the timer; releases are only *queued*, and only
+  :meth:`Engine.on_timer` checkpoints and publishes them, in the canonical
+  order ``(published_at, shard)`` (:meth:`Engine._commit`). So the number,
+  order and content-coverage of releases are a function of time alone, never
+  of which shard had data or of when the timer ran (docs/OPERATIONS.md
+  "Release schedule");
 - with ``shards.allowed`` every allowed shard of an assigned partition gets its
   state at assignment and releases on schedule, events or not.
 
@@ -149,22 +155,42 @@ class Engine:
                 ps.shards[shard] = self._new_state(ps, shard, now)
                 ps.dirty = True
 
+    def _schedule(self, ps: PartitionState, at: int) -> None:
+        """Tick clock: move every shard of ``ps`` to time ``at`` (releases queued).
+
+        Called with the same times for every shard, whatever their data, so
+        which releases exist depends on time only (module docstring).
+        """
+        for shard in sorted(ps.shards):
+            st = ps.shards[shard]
+            if st.is_tick:
+                self._catch_up(ps, st, at)
+
     def _catch_up(self, ps: PartitionState, st: ShardState, now: int) -> None:
         """Tick clock: make every release due at ``now`` (queued, published by the timer).
 
-        Rolls the epoch if it ended (final release stamped with the epoch's end)
-        and makes the latest due scheduled release, covering exactly the ticks
-        before its slot boundary and stamped with the boundary's time.
+        One release per slot boundary crossed, each covering exactly the ticks
+        before its boundary and stamped with the boundary's time; every epoch
+        that ended gets its remaining slots and its final release (covering the
+        whole epoch, stamped with the epoch's end), so an idle stretch of
+        several slots or epochs yields the same releases as a busy one.
         """
         topo = ps.topology
         epoch, local = st.tick_of(now)
-        if epoch > st.epoch:
-            self._roll(ps, st, epoch, boundary_ms(topo, st.epoch + 1, 0))
-        elif epoch < st.epoch:
+        if epoch < st.epoch:
             return  # wall clock stepped back: nothing is due
+        while st.epoch < epoch:
+            self._release_slots(ps, st, topo.horizon - 1)
+            self._roll(ps, st, st.epoch + 1, boundary_ms(topo, st.epoch + 1, 0))
+        self._release_slots(ps, st, local)
+
+    def _release_slots(self, ps: PartitionState, st: ShardState, local: int) -> None:
+        """Release every slot of the current epoch whose boundary is at or before ``local``."""
+        topo = ps.topology
         every = topo.release.every_ticks
-        slot = local // every
-        if slot > st.released_slot:
+        for slot in range(st.released_slot + 1, local // every + 1):
+            if slot * every >= topo.horizon:
+                break  # the epoch's end: its final release (``_roll``)
             st.released_slot = slot
             st.advance(slot * every)
             self._release(ps, st, boundary_ms(topo, st.epoch, slot * every), final=False)
@@ -243,6 +269,8 @@ class Engine:
         cp = self.store.load(topo.name, p)
         if cp is None:
             log.info("topology %s partition %d: no checkpoint, starting fresh", topo.name, p)
+            if ps.events is not None:  # the schedule starts at wall clock - lateness
+                ps.events.resume(None, self.now_ms())
             return ps
         entry = self.entries[topo.name]
         for blob in cp.shards:
@@ -295,7 +323,15 @@ class Engine:
                     "guarantee of the epoch is unknown; run the topology the checkpoint was "
                     "written with until the epoch ends, or give the topology a new `name` "
                     "to start fresh state")
-            st.params = current
+            # The state does not record its noise kind (it may have been written with
+            # `fast` or `zero` noise): its epoch is never stamped private, nor covering shard
+            # presence (unknown); the next epoch gets the topology's block.
+            st.params = {**current, "private": False, "closed_shards": False}
+            log.warning(
+                "topology %s shard %s: restored from a version-1 checkpoint, which does not "
+                "record its noise kind; the releases of epoch %d say `private: false` "
+                "(the noise may not have been secure); the next epoch is stamped normally",
+                topo.name, st.shard, st.epoch)
             return
         check_hard(st.params, current, topo.source, st.shard)
         changed = soft_changes(st.params, current)
@@ -306,6 +342,19 @@ class Engine:
                 "new values apply from the next epoch", topo.name, st.shard,
                 ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in sorted(changed.items())),
                 st.epoch)
+
+    def log_end(self, topic: str, partition: int, at_ms: int) -> None:
+        """Event time: the driver has handed over every record ``topic``/``partition``
+        held at wall-clock ``at_ms`` (consumer position == high watermark of a fetch
+        answered at ``at_ms``); ticks ending by ``at_ms - allowed_lateness_ms`` may close.
+
+        Call it only after :meth:`process_batch` has returned for every record
+        below that position (worker/event_time.py, condition (b)).
+        """
+        for topo in self.by_topic.get(topic, []):
+            ps = self.parts.get((topo.name, partition))
+            if ps is not None and ps.events is not None:
+                ps.events.reached_end(at_ms)
 
     async def revoke(self, tps: Iterable[tuple[str, int]]) -> None:
         """Checkpoint, then drop, every state of the given input partitions."""
@@ -368,6 +417,7 @@ class Engine:
         decoded = decode_batch(topo.input, recs, ps.gate)
         m.messages_in.labels(topology=topo.name).inc(len(recs))
         now = self.now_ms()
+        self._schedule(ps, now)  # processing time: releases due before these events' tick
         return await self._apply(ps, topic, decoded, now, now)
 
     async def _dead_letters(self, ps: PartitionState, topic: str,
@@ -383,6 +433,7 @@ class Engine:
         assert ps.events is not None
         applied = 0
         for g, group in ps.events.due(now):
+            self._schedule(ps, g * ps.topology.privacy.tick_ms)  # releases before tick g
             decoded = decode_batch(ps.topology.input, group, ps.gate)
             applied += await self._apply(ps, topic, decoded, g * ps.topology.privacy.tick_ms,
                                          now)
@@ -394,7 +445,9 @@ class Engine:
 
         Processing time: ``at == now``. Event time: ``at`` is the start of the
         records' own tick, which no clock has closed yet (the engine advances
-        clocks only to the watermark, after draining what it reached).
+        clocks only to the watermark, after draining what it reached). The
+        caller has run :meth:`_schedule` to ``at`` for every shard; this method
+        never makes a release (a new shard of an open set starts at ``at``).
         """
         topo, m = ps.topology, self.metrics
         await self._dead_letters(ps, topic, decoded.dead)
@@ -407,7 +460,6 @@ class Engine:
             units = None if decoded.units is None else decoded.units[idx]
             weights = None if decoded.weights is None else decoded.weights[idx]
             if st.is_tick:
-                self._catch_up(ps, st, at)
                 epoch, local = st.tick_of(at)
                 if epoch < st.epoch or local < st.rounds:  # wall clock stepped back
                     local = st.rounds  # the open tick: time never runs backwards for a shard
@@ -487,9 +539,9 @@ class Engine:
                 if ps.events is not None:  # apply what the watermark reached, then close
                     await self._drain(ps, topo.input.topic, now)
                 at = self._schedule_ms(ps, now)
+                self._schedule(ps, at)
                 for st in ps.shards.values():
                     if st.is_tick:
-                        self._catch_up(ps, st, at)
                         epoch, local = st.tick_of(at)
                         if epoch == st.epoch:
                             st.advance(local)
@@ -527,6 +579,9 @@ class Engine:
             return
         topo = ps.topology
         t0 = time.perf_counter()
+        # canonical publication order: (published_at, shard), seq order within a shard
+        # (stable sort), whatever order the schedule queued them in
+        ps.pending.sort(key=lambda r: (r[4], r[1]))
         resume, done, wm = ps.next_offset, [], None
         if ps.events is not None:  # event time: records still waiting are read again
             resume = ps.events.resume_offset(ps.next_offset)

@@ -12,6 +12,10 @@ it with the topology:
   checkpointed values (the restored mechanism keeps its noise, the cap stays,
   every release of the epoch states them); the new values apply from the next
   epoch. Nothing a reader sees is ever wrong, and releases keep flowing.
+- ``closed_shards`` (``shards.allowed`` given when the epoch started): a shard
+  state created by its first event under an open set and restored under a
+  closed set keeps stating ``covers_shard_presence: false`` until its epoch
+  ends (its presence was revealed); a block without the field states false.
 - **structural fields** (``HARD``: ``mechanism``, ``clock``, ``time``,
   ``tick_ms``, ``epoch_ticks``, ``epoch_events``, ``unit``, ``noise``,
   ``item_type``): they decide which epoch and tick an event belongs to, or
@@ -90,6 +94,9 @@ def epoch_params(topo: Topology) -> dict[str, Any]:
         "noise": topo.noise.kind,
         "private": topo.noise.kind == "secure",
         "item_type": topo.input.item_type,
+        # the shard's state exists from assignment (closed set) rather than from its first
+        # event: its releases cover shard presence (a block without it: not covered)
+        "closed_shards": topo.allowed_shards is not None,
     }
 
 

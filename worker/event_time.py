@@ -1,4 +1,4 @@
-"""Event-time ticks: a record's tick from its own Kafka timestamp, a data-independent watermark.
+"""Event-time ticks: a record's tick from its own Kafka timestamp; ticks close on read progress.
 
 DESIGN.md privacy semantics 2: which tick an event gets must not depend on
 other events. With ``privacy.time: event`` (the default of production
@@ -7,8 +7,18 @@ timestamp, which the broker sets at append time when the input topic has
 ``message.timestamp.type=LogAppendTime``:
 
 - ``tick(record) = timestamp_ms // tick_ms``: a function of the record alone;
-- the **watermark** is ``wall clock - allowed_lateness_ms``; tick ``g`` closes
-  when the watermark passes its end (``(g + 1) * tick_ms``), whatever the data;
+- the **watermark** of an input partition closes tick ``g`` (ending at
+  ``end(g) = (g + 1) * tick_ms``) only once everything of tick ``g`` has been
+  read from that partition, i.e. when
+
+  (a) a record with timestamp ``>= end(g) + allowed_lateness_ms`` has been read
+      (LogAppendTime does not decrease along a partition, so every record of
+      tick ``g`` came before it), or
+  (b) the consumer was at the partition's end of log (position == high
+      watermark, reported by the driver through :meth:`EventTimeQueue.reached_end`)
+      at a wall-clock time ``t`` with ``t - allowed_lateness_ms >= end(g)``;
+
+  and never before the wall clock minus the lateness has passed ``end(g)``;
 - a record whose tick is already closed when the worker reads it is **late**:
   it goes to the dead-letter topic with reason ``late`` (it is never moved to
   another tick);
@@ -19,15 +29,23 @@ timestamp, which the broker sets at append time when the input topic has
   wall clock is dead-lettered as ``future`` (a wrong clock must not pin the
   partition's checkpoint offset forever).
 
-So adding or removing a record changes only that record's own fate; the tick
-(and the late/on-time status) of every other record depends on nothing but its
-own timestamp and the wall clock when it is read.
+So with LogAppendTime a record is late only if the broker's append times go
+backwards along the partition by more than the lateness, or if clock skew plus
+fetch and replication delay between the broker and the worker exceed it (both
+outside the model: alert on ``late`` dead letters). How fast the worker reads
+(load, batching, restarts, backlogs) never makes a record late: it only
+delays the watermark, and with it the *publication* of releases (their content
+and ``published_at`` do not change). The tick and the late/on-time status of
+a record therefore depend on its own timestamp only, never on other records
+or on when it is read. (Assumption: LogAppendTime is assigned per producer
+batch, so one event can shift the append time of the other records of its
+producer batch slightly; docs/PRIVACY.md section 11 B5.)
 
 Restarts: the checkpoint keeps the watermark; a restored partition restarts it
-there and lets it catch up with the wall clock at ``CATCH_UP`` times real time
-(:meth:`EventTimeQueue.resume`), so records appended while no worker was
-running are not all late. A partition without a checkpoint starts at the wall
-clock: records already older than the allowed lateness are late.
+there, and reading the backlog moves it on by (a), then (b). A partition
+without a checkpoint starts at ``wall clock - allowed_lateness_ms`` at its
+assignment: records older than that are late (they belong to ticks before the
+worker's first schedule).
 
 Checkpoints: a partition's ``next_offset`` is the smallest offset still waiting
 (those records are read again after a restore, with the same timestamps and
@@ -39,15 +57,18 @@ Examples
 --------
 >>> q = EventTimeQueue(tick_ms=100, lateness_ms=250)
 >>> rec = lambda off, ts: (off, b"k", b"{}", ts)
->>> now = 10_000                          # watermark 9_750: tick 97 is the oldest open tick
->>> late, future = q.add([rec(0, 9_650), rec(1, 9_700), rec(2, 9_990), rec(3, 99_999)], now)
+>>> q.resume(None, 10_000)                # fresh partition: watermark 9_750 (tick 97 open)
+>>> late, future = q.add([rec(0, 9_650), rec(1, 9_700), rec(2, 9_990), rec(3, 99_999)], 10_000)
 >>> [r[0] for r in late], [r[0] for r in future]   # tick 96 closed; 99_999 is far ahead
 ([0], [3])
->>> [(g, [r[0] for r in rs]) for g, rs in q.due(now)]   # tick 97 can be applied now
+>>> q.watermark_ms(10_300)    # the wall clock moved on, but nothing newer has been read
+9750
+>>> [(g, [r[0] for r in rs]) for g, rs in q.due(10_300)]   # tick 97 can be applied now
 [(97, [1])]
 >>> q.resume_offset(high=4), q.covered_above(q.resume_offset(high=4))
 (2, [3])
->>> [(g, [r[0] for r in rs]) for g, rs in q.due(now + 300)]   # the watermark reached tick 99
+>>> q.reached_end(10_300)     # (b): read to the end of the log at 10_300
+>>> [(g, [r[0] for r in rs]) for g, rs in q.due(10_300)]   # the watermark reached tick 99
 [(99, [2])]
 >>> q.resume_offset(high=4)
 4
@@ -65,9 +86,6 @@ from worker.decode_common import Record
 
 log = logging.getLogger(__name__)
 
-CATCH_UP = 4
-"""After a restore the watermark moves at this many times wall-clock speed until it
-is back at ``wall clock - allowed lateness`` (a fixed, data-independent ramp)."""
 LOG_APPEND_TIME = "LogAppendTime"
 CREATE_TIME = "CreateTime"
 TIMESTAMP_TYPE = "message.timestamp.type"
@@ -81,43 +99,49 @@ class EventTimeQueue:
         self._held: list[tuple[int, int, Record]] = []  # (tick, offset, record)
         self._sorted = True  # _held sorted by (tick, offset)
         self._watermark: int | None = None
-        self._resumed: tuple[int, int] | None = None
+        self._read_ms: int | None = None  # (a): newest timestamp read (on-time records)
+        self._end_ms: int | None = None   # (b): last time the consumer was at the log's end
         self.done: set[int] = set()
 
-    def watermark_ms(self, now_ms: int) -> int:
-        """The watermark ``now_ms - allowed_lateness_ms``, never moving backwards.
+    def _progress(self, now_ms: int) -> int | None:
+        """How far reading has got: ``max(newest read, log end seen) - lateness``,
+        capped at ``now_ms - lateness`` (None: no progress yet)."""
+        seen = max((x for x in (self._read_ms, self._end_ms) if x is not None), default=None)
+        if seen is None:
+            return None
+        return min(int(now_ms), seen) - self.lateness_ms
 
-        It drives the tick schedule (releases, epoch ends). A wall clock that
-        steps back holds it where it was, so a closed tick never reopens. After
-        :meth:`resume` it restarts from the checkpointed watermark and moves at
-        ``CATCH_UP`` times wall-clock speed until it is back at ``now - lateness``.
+    def watermark_ms(self, now_ms: int) -> int:
+        """The watermark (ms): ticks ending at or before it are closed; never moves back.
+
+        It drives the tick schedule (releases, epoch ends). It moves only with
+        read progress (module docstring, (a) and (b)) and never past
+        ``now_ms - allowed_lateness_ms``; a wall clock that steps back holds it
+        where it was, so a closed tick never reopens. Before :meth:`resume` it
+        starts at ``now_ms - allowed_lateness_ms``.
         """
-        wm = int(now_ms) - self.lateness_ms
-        if self._resumed is not None:
-            w0, t0 = self._resumed
-            ramp = w0 + (int(now_ms) - t0) * CATCH_UP
-            if ramp >= wm:
-                self._resumed = None  # caught up
-            else:
-                wm = ramp
-        if self._watermark is None or wm > self._watermark:
-            self._watermark = wm
+        if self._watermark is None:
+            self._watermark = int(now_ms) - self.lateness_ms
+        progress = self._progress(now_ms)
+        if progress is not None and progress > self._watermark:
+            self._watermark = progress
         return self._watermark
 
     def resume(self, watermark_ms: int | None, now_ms: int) -> None:
-        """Restore: restart the watermark at the checkpointed ``watermark_ms`` (None: wall clock).
+        """Start (None: a fresh partition, at ``now_ms - lateness``) or restore the watermark.
 
-        Records appended while no worker ran are then read before their ticks
-        close (unless the backlog takes longer to read than the catch-up), so a
-        restart or rebalance does not turn them into late records. The ramp
-        depends only on the checkpointed watermark and the wall clock.
+        A restored partition restarts at the checkpointed ``watermark_ms`` and
+        moves on as the backlog is read (records appended while no worker ran
+        are not late, however long reading them takes).
         """
-        if watermark_ms is None:
-            return
-        # never below the checkpointed watermark: the restored clocks closed ticks up to it
-        self._watermark = max(int(watermark_ms), self._watermark or int(watermark_ms))
-        if watermark_ms < int(now_ms) - self.lateness_ms:
-            self._resumed = (int(watermark_ms), int(now_ms))
+        start = int(now_ms) - self.lateness_ms if watermark_ms is None else int(watermark_ms)
+        # never below a watermark already in use: the clocks closed ticks up to it
+        self._watermark = max(start, self._watermark if self._watermark is not None else start)
+
+    def reached_end(self, at_ms: int) -> None:
+        """(b): every record the partition had at wall-clock ``at_ms`` has been read."""
+        if self._end_ms is None or int(at_ms) > self._end_ms:
+            self._end_ms = int(at_ms)
 
     @property
     def watermark(self) -> int | None:
@@ -131,17 +155,24 @@ class EventTimeQueue:
     def add(self, records: Iterable[Record], now_ms: int) -> tuple[list[Record], list[Record]]:
         """Hold every on-time record; return ``(late, future)`` records (to dead-letter).
 
-        Offsets in :attr:`done` (already handled before a restore) are skipped.
+        Records are taken one by one in offset order: each is judged against
+        the watermark left by the records before it (so how the partition is
+        cut into batches changes nothing). Offsets in :attr:`done` (already
+        handled before a restore) are skipped.
         """
-        w = self.watermark_tick(now_ms)
+        wm = self.watermark_ms(now_ms)
+        w = wm // self.tick_ms
+        limit = int(now_ms) - self.lateness_ms
         ahead = (int(now_ms) + self.lateness_ms + self.tick_ms) // self.tick_ms
+        read = self._read_ms
         late: list[Record] = []
         future: list[Record] = []
         for rec in records:
             off = int(rec[0])
             if off in self.done:
                 continue
-            g = int(rec[3]) // self.tick_ms
+            ts = int(rec[3])
+            g = ts // self.tick_ms
             if g < w:
                 late.append(rec)
                 self.done.add(off)
@@ -150,6 +181,12 @@ class EventTimeQueue:
                 self.done.add(off)
             else:
                 self._held.append((g, off, rec))
+                if read is None or ts > read:  # (a): everything before it has been read
+                    read = ts
+                    if min(limit, ts - self.lateness_ms) > wm:
+                        wm = min(limit, ts - self.lateness_ms)
+                        w = wm // self.tick_ms
+        self._read_ms, self._watermark = read, wm
         self._sorted = False
         return late, future
 

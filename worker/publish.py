@@ -85,7 +85,9 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
         "rounds": rounds,
         "horizon": p["epoch_ticks"] if tick else p["epoch_events"],
         "item_type": p["item_type"],
-        "covers_shard_presence": topo.allowed_shards is not None,
+        # per epoch: a state created by data under an open set stays "not covered"
+        # for the rest of its epoch even if the topology now lists its shards
+        "covers_shard_presence": bool(p.get("closed_shards", False)),
         "published_at": published_at_ms,
         "error_bound": payload.get("error_bound"),
         "lag_bound": payload.get("lag_bound"),

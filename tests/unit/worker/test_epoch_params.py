@@ -208,3 +208,54 @@ def test_reader_flags_not_private_releases_and_reads_both_schema_versions() -> N
                                    noise="zero", eps=1.0)).encode())
     warning = not_private_warning(idx.latest("r1"))
     assert warning is not None and "NOT PRIVATE" in warning and "zero" in warning
+
+
+def test_open_to_closed_switch_mid_epoch_does_not_claim_presence_for_old_shards() -> None:
+    """Review: `shards.allowed` was not in the epoch block, so a shard created by its data
+    under an open set, restored under a closed set, published `covers_shard_presence: true`.
+    Presence is stated per epoch: covered only for a shard created under a closed set."""
+    store, clock = MemStore(), Clock(1_000_000.0)
+    run_epoch_start(topo(), store, clock, [ev(0, "r1", "a", "u1")])  # open set: r1 by data
+    closed = topo(shards="shards: {allowed: [r1, r2]}")
+    eng = Engine([closed], store, MemSink(), clock=clock)
+
+    async def go() -> None:
+        await eng.assign([("in", 0)])
+        clock.t += 0.5
+        await eng.on_timer()
+
+    asyncio.run(go())
+    rels = released(eng.sink)  # type: ignore[arg-type]
+    by_shard = {r["shard"]: r["covers_shard_presence"] for r in rels if r["epoch"] == 200_000}
+    assert by_shard == {"r1": False, "r2": True}  # r2 exists from assignment (closed set)
+
+
+def test_version_1_state_restored_under_secure_noise_is_not_stamped_private() -> None:
+    """Review: a version-1 state records no noise kind; restored under a `secure` topology
+    with an equal spec it was stamped `private: true` (it may have been written with
+    `fast` noise). Its epoch now states `private: false`; the next epoch is private."""
+    from worker.checkpoint import decode_checkpoint, encode_checkpoint
+
+    store, clock = MemStore(), Clock(1_000_000.0)
+    mech, params = "test_exact_counts", "{}"
+    run_epoch_start(topo(mech=mech, params=params, noise="fast"), store, clock,
+                    [ev(0, "r1", "a", "u1")])
+    cp = decode_checkpoint(store.data[("views", 0)])
+    cp.shards = [_as_version_1(s) for s in cp.shards]
+    store.data[("views", 0)] = encode_checkpoint(cp)
+    secure = parse_topology(TOPO.format(eps=4.0, cap=1, mech=mech, params=params, tick_ms=100,
+                                        noise="secure", extra="", shards="").replace(
+        "allow_insecure_noise: true", "allow_insecure_noise: false"))
+    eng = Engine([secure], store, MemSink(), clock=clock)
+
+    async def go() -> None:
+        await eng.assign([("in", 0)])
+        clock.t += 5.0  # past the epoch's end: the rest of the epoch, then the next one
+        await eng.on_timer()
+
+    asyncio.run(go())
+    rels = released(eng.sink)  # type: ignore[arg-type]
+    old = [r for r in rels if r["epoch"] == 200_000]
+    new = [r for r in rels if r["epoch"] == 200_001]
+    assert old and all(r["private"] is False for r in old)
+    assert new and all(r["private"] is True for r in new)

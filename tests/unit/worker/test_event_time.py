@@ -1,11 +1,13 @@
 """Event-time ticks (issue 8 item 3): a record's tick never depends on other records.
 
 Pure tests of the engine (no broker). ``test_tick_log`` is a test mechanism that
-logs the tick every event is applied at; the property test compares a stream
-with and without one extra record, under different batchings and timer
-schedules, and checks that every other record gets the same tick (or is late
-in both), and that a record is late exactly when its tick had closed (watermark
-= wall clock - allowed lateness) when it was read.
+logs the tick every event is applied at; the property test compares a stream with
+and without one extra record, each read at its own arbitrary, load-dependent times
+(delays far above the allowed lateness), cut into arbitrary batches, with
+arbitrary timer schedules and end-of-log reports, and checks that every record
+gets its own timestamp's tick, that no record is ever late (append times that do
+not go backwards by more than the lateness: LogAppendTime), and that the extra
+record changes nothing about any other record.
 """
 
 from __future__ import annotations
@@ -68,18 +70,34 @@ Step = tuple[str, Any]        # ("batch", [events]) or ("timer", time_ms)
 
 
 def run(steps: Sequence[Step], time: str = "event") -> tuple[dict[str, int], set[str]]:
-    """Run the engine over ``steps``; return ``({item: global tick}, {late items})``."""
+    """Run the engine over ``steps``; return ``({item: global tick}, {late items})``.
+
+    At a timer the consumer reports the end of the log (``Engine.log_end``) only if it
+    has read every record appended before that time (append time = the running
+    maximum of the timestamps along the partition) and the step allows it.
+    """
     LOG.clear()
     clock = Clock(T0_MS / 1000)
     eng = Engine([topo(time)], MemStore(), MemSink(), clock=clock)
     offset = 0
+    appended: list[tuple[int, int]] = []  # (append time, read time) of every record
+    for kind, arg in steps:
+        if kind == "batch":
+            for _, ts, read in arg:
+                appended.append((max(ts, appended[-1][0]) if appended else ts, read))
 
     async def go() -> None:
         nonlocal offset
         await eng.assign([("in", 0)])
         for kind, arg in steps:
             if kind == "timer":
-                clock.t = max(clock.t, arg / 1000)
+                t, report = arg if isinstance(arg, tuple) else (arg, True)
+                clock.t = max(clock.t, t / 1000)
+                now = int(clock.t * 1000)
+                # at the end of the log: every record appended before now was processed
+                if report == "force" or (report and all(i < offset for i, (a, _)
+                                                        in enumerate(appended) if a < now)):
+                    eng.log_end("in", 0, now)
                 await eng.on_timer()
                 continue
             clock.t = max(clock.t, max(r for _, _, r in arg) / 1000)
@@ -88,7 +106,8 @@ def run(steps: Sequence[Step], time: str = "event") -> tuple[dict[str, int], set
                 recs.append((offset, b"r1", json.dumps({"r": "r1", "i": item}).encode(), ts))
                 offset += 1
             await eng.process_batch("in", 0, recs)
-        clock.t += 10.0  # everything closes
+        clock.t += 10.0  # everything read: every tick closes
+        eng.log_end("in", 0, int(clock.t * 1000))
         await eng.on_timer()
 
     asyncio.run(go())
@@ -108,25 +127,28 @@ def run(steps: Sequence[Step], time: str = "event") -> tuple[dict[str, int], set
 
 @st.composite
 def streams(draw: Any) -> tuple[list[Event], int, Event]:
-    """Records with append timestamps (mostly increasing, some clock regressions) and the
-    wall-clock time each is read at (non-decreasing along the partition); plus one extra
-    record and where it goes."""
+    """LogAppendTime-like records: append times non-decreasing along the partition, the
+    timestamp up to 60 ms below it (clock skew, well within the 300 ms lateness); each
+    read at an arbitrary later time (up to 3 s: a loaded worker or a backlog), read
+    times non-decreasing along the partition. Plus one extra record and where it goes."""
     n = draw(st.integers(1, 25))
-    events: list[Event] = []
-    ts = read = T0_MS
-    for i in range(n):
-        ts = max(T0_MS - 5_000, ts + draw(st.integers(-60, 250)))
-        read = max(read, ts + draw(st.integers(0, 700)))  # > 300 ms: may be late
-        events.append((f"e{i}", ts, read))
+    appends = sorted(T0_MS + draw(st.integers(0, 6_000)) for _ in range(n + 1))
     k = draw(st.integers(0, n))
-    prev_read = events[k - 1][2] if k else T0_MS
-    extra_ts = draw(st.integers(T0_MS - 1_000, prev_read))
-    return events, k, ("extra", extra_ts, prev_read)
+    events: list[Event] = []
+    read = T0_MS
+    for i, a in enumerate(appends):
+        read = max(read, a + draw(st.integers(0, 3_000)))
+        events.append(("extra" if i == k else f"e{len(events) - (i > k)}",
+                       a - draw(st.integers(0, 60)), read))
+    extra = events.pop(k)
+    return events, k, extra
 
 
-def batched(events: Sequence[Event], cuts: Sequence[bool], timers: Sequence[int]) -> list[Step]:
+def batched(events: Sequence[Event], cuts: Sequence[bool], timers: Sequence[int],
+            reports: Sequence[bool]) -> list[Step]:
     """Consecutive events sharing a read time form runs; ``cuts`` splits runs further;
-    ``timers`` are timer calls (ms after T0) interleaved by time."""
+    ``timers`` are timer calls (ms after T0) interleaved by time, each with an
+    end-of-log report when ``reports`` allows it (and the log is read to its end)."""
     steps: list[Step] = []
     cur: list[Event] = []
     for j, e in enumerate(events):
@@ -138,44 +160,39 @@ def batched(events: Sequence[Event], cuts: Sequence[bool], timers: Sequence[int]
         steps.append(("batch", cur))
     out: list[Step] = []
     pending = sorted(T0_MS + t for t in timers)
+    rep = [reports[j % len(reports)] for j in range(len(pending))]
     for step in steps:
         t_batch = max(r for _, _, r in step[1])
         while pending and pending[0] <= t_batch:
-            out.append(("timer", pending.pop(0)))
+            out.append(("timer", (pending.pop(0), rep.pop(0))))
         out.append(step)
-    out += [("timer", t) for t in pending]
+    out += [("timer", (t, r)) for t, r in zip(pending, rep, strict=True)]
     return out
-
-
-def expected_late(events: Sequence[Event]) -> set[str]:
-    """Late iff the record's tick closed before it was read (monotone watermark)."""
-    late, wm = set(), None
-    for item, ts, read in events:
-        w = read - LATENESS_MS
-        wm = w if wm is None else max(wm, w)
-        if ts // TICK_MS < wm // TICK_MS:
-            late.add(item)
-    return late
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams(), st.lists(st.booleans(), min_size=1, max_size=8),
        st.lists(st.booleans(), min_size=1, max_size=8),
-       st.lists(st.integers(0, 8_000), max_size=6), st.lists(st.integers(0, 8_000), max_size=6))
+       st.lists(st.integers(0, 10_000), max_size=8), st.lists(st.integers(0, 10_000), max_size=8),
+       st.lists(st.booleans(), min_size=1, max_size=4),
+       st.lists(st.booleans(), min_size=1, max_size=4), st.integers(0, 2_000))
 def test_adding_one_record_never_changes_another_records_tick(
         stream: tuple[list[Event], int, Event], cuts_a: list[bool], cuts_b: list[bool],
-        timers_a: list[int], timers_b: list[int]) -> None:
+        timers_a: list[int], timers_b: list[int], reports_a: list[bool],
+        reports_b: list[bool], slower: int) -> None:
     events, k, extra = stream
+    # X' is read at its own, later times (the extra record's load slows the worker down)
     with_extra = [*events[:k], extra, *events[k:]]
-    ticks_a, late_a = run(batched(events, cuts_a, timers_a))
-    ticks_b, late_b = run(batched(with_extra, cuts_b, timers_b))
-    # the extra record changes nothing about any other record
+    with_extra = [(i, ts, r + (slower if j >= k else 0)) for j, (i, ts, r)
+                  in enumerate(with_extra)]
+    ticks_a, late_a = run(batched(events, cuts_a, timers_a, reports_a))
+    ticks_b, late_b = run(batched(with_extra, cuts_b, timers_b, reports_b))
+    # no record is late, however late it is read; every tick is the record's own
+    assert late_a == late_b == set()
+    for evs, ticks in ((events, ticks_a), (with_extra, ticks_b)):
+        assert ticks == {i: ts // TICK_MS for i, ts, _ in evs}
+    # so the extra record changes nothing about any other record
     assert {i: t for i, t in ticks_b.items() if i != "extra"} == ticks_a
-    assert late_b - {"extra"} == late_a
-    # each record's tick is its own timestamp's; late exactly when its tick had closed
-    for evs, ticks, late in ((events, ticks_a, late_a), (with_extra, ticks_b, late_b)):
-        assert late == expected_late(evs)
-        assert ticks == {i: ts // TICK_MS for i, ts, _ in evs if i not in late}
 
 
 def test_processing_time_fails_the_property() -> None:
@@ -189,9 +206,19 @@ def test_processing_time_fails_the_property() -> None:
 
 
 def test_late_records_are_dead_lettered_with_reason_late() -> None:
+    """Late only when the record really violates the model: its timestamp is more than the
+    lateness behind one read before it (CreateTime, clock skew), or behind the time the
+    partition was read to its end. Reading it late (load) alone never makes it late."""
     ticks, late = run([("batch", [("on_time", T0_MS, T0_MS + 250)]),
-                       ("batch", [("late", T0_MS, T0_MS + 450)])])
-    assert ticks == {"on_time": T0_MS // TICK_MS} and late == {"late"}
+                       ("batch", [("read_late", T0_MS + 10, T0_MS + 5_000)]),
+                       ("batch", [("newer", T0_MS + 1_000, T0_MS + 5_000)]),
+                       ("batch", [("behind", T0_MS + 20, T0_MS + 5_000)])])
+    assert ticks == {"on_time": T0_MS // TICK_MS, "read_late": T0_MS // TICK_MS,
+                     "newer": (T0_MS + 1_000) // TICK_MS} and late == {"behind"}
+    ticks, late = run([("batch", [("a", T0_MS, T0_MS + 50)]),
+                       ("timer", (T0_MS + 450, "force")),  # "read to the end" at T0 + 450
+                       ("batch", [("appended_before", T0_MS + 20, T0_MS + 460)])])
+    assert ticks == {"a": T0_MS // TICK_MS} and late == {"appended_before"}
 
 
 def test_records_waiting_for_the_watermark_survive_a_restart() -> None:
@@ -219,6 +246,7 @@ def test_records_waiting_for_the_watermark_survive_a_restart() -> None:
         offsets = await e2.assign([("in", 0)])
         await e2.process_batch("in", 0, rec)  # re-read from offset 0: 'b' is skipped
         clock.t += 1.0
+        e2.log_end("in", 0, e2.now_ms())  # read to the end of the log
         await e2.on_timer()
         return offsets
 
@@ -259,8 +287,9 @@ def test_timestamp_type_check_refuses_create_time_inputs_in_production() -> None
 
 
 def test_a_restart_resumes_the_watermark_so_the_backlog_is_not_late() -> None:
-    """Records appended while the worker was down (10 s >> lateness) are read on time: the
-    restored watermark restarts at the checkpointed one and catches up at CATCH_UP x."""
+    """Records appended while the worker was down (10 s >> lateness) are read on time,
+    however slowly: the restored watermark restarts at the checkpointed one and moves only
+    as the backlog is read (read here one record per 2 s, far behind the wall clock)."""
     LOG.clear()
     store, clock = MemStore(), Clock(T0_MS / 1000)
     t = topo()
@@ -270,6 +299,7 @@ def test_a_restart_resumes_the_watermark_so_the_backlog_is_not_late() -> None:
         await e1.assign([("in", 0)])
         await e1.process_batch("in", 0, [(0, b"r1", b'{"r": "r1", "i": "a"}', T0_MS - 100)])
         clock.t += 0.3
+        e1.log_end("in", 0, e1.now_ms())
         await e1.on_timer()  # 'a' applied (its tick reached by the watermark)
         await e1.checkpoint_all()
 
@@ -281,10 +311,12 @@ def test_a_restart_resumes_the_watermark_so_the_backlog_is_not_late() -> None:
 
     async def second() -> None:
         await e2.assign([("in", 0)])
-        await e2.process_batch("in", 0, backlog)
-        for _ in range(40):  # the watermark catches up (4x): 10 s of backlog in ~2.5 s
-            clock.t += 0.1
+        for rec in backlog:  # a slow reader: the backlog grows faster than it is read
+            clock.t += 2.0
+            await e2.process_batch("in", 0, [rec])
             await e2.on_timer()
+        e2.log_end("in", 0, e2.now_ms())  # read to the end
+        await e2.on_timer()
 
     asyncio.run(second())
     late = [v for tp, _, v, *_ in e2.sink.sent if tp == "dlq"]  # type: ignore[attr-defined]

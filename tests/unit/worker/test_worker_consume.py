@@ -30,6 +30,10 @@ class FakeEngine:
         self.restored_at, self.fail = restored_at, fail
         self.batches: list[list[int]] = []
         self.by_topic: dict[str, list[Any]] = {}
+        self.log_ends: list[tuple[str, int, int, int]] = []  # (topic, p, at, batches seen)
+
+    def log_end(self, topic: str, partition: int, at_ms: int) -> None:
+        self.log_ends.append((topic, partition, at_ms, len(self.batches)))
 
     async def assign(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
         if self.fail:
@@ -51,6 +55,20 @@ class FakeConsumer:
                  steps: list[Callable[[], Awaitable[dict[TopicPartition, list[Any]]]]]) -> None:
         self.worker, self.steps = worker, steps
         self.seeks: list[tuple[TopicPartition, int]] = []
+        self.high: int | None = None  # highwater of TP (None: no fetch answered yet)
+        self.pos = 0
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TP}
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return self.high
+
+    def last_poll_timestamp(self, tp: TopicPartition) -> int | None:
+        return None if self.high is None else 123_000
+
+    async def position(self, tp: TopicPartition) -> int:
+        return self.pos
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.seeks.append((tp, offset))
@@ -206,3 +224,27 @@ def test_create_time_records_on_a_production_event_time_topic_fail_the_worker() 
     assert engine.batches == []
     assert isinstance(w.failed, SpecError) and "LogAppendTime" in str(w.failed)
     assert w.stopping
+
+
+def test_end_of_log_is_reported_only_after_the_batch_and_at_the_high_watermark() -> None:
+    """Event time, condition (b): the consume loop tells the engine a partition is read to
+    its end (position == high watermark, with the fetch's time) after the round's batches
+    were applied, never while records below the high watermark are still unread."""
+    engine = FakeEngine(restored_at=0)
+    worker = _worker(engine)
+    worker.rebalancing = False
+
+    async def behind() -> dict[TopicPartition, list[Any]]:
+        consumer.high, consumer.pos = 10, 5  # records 5..9 not fetched yet
+        return {TP: _records(0, 5)}
+
+    async def caught_up() -> dict[TopicPartition, list[Any]]:
+        consumer.high, consumer.pos = 10, 10
+        return {TP: _records(5, 5)}
+
+    consumer = FakeConsumer(worker, [behind, caught_up])
+    worker.consumer = consumer  # type: ignore[assignment]
+    asyncio.run(worker._consume())
+    assert engine.batches == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+    # reported once per round at the end (the last, empty round too), after batch 2 only
+    assert engine.log_ends and all(e == ("in", 0, 123_000, 2) for e in engine.log_ends)

@@ -51,6 +51,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec  # noqa: E402
+from sketches.continual.lazy_hh.spec import item_key_collision_delta  # noqa: E402
 from sketches.core.noise import FastNoise  # noqa: E402
 from sketches.privacy import Calibrator, Clock, Relation, delta_tilde  # noqa: E402
 from sketches.windowed.linear.dp_cms_hh import DPCMSHeavyHitters, DPCMSHeavyHittersSpec  # noqa: E402
@@ -90,13 +91,15 @@ def stream(f: np.ndarray, seed: int) -> np.ndarray:
 def lazyhh_delta(spec_for: Callable[[float], LazyHHSpec], target: float) -> float:
     """Largest spec ``delta`` (within 0.1%) whose total LazyHH delta_tilde is <= target.
 
-    Total (add/remove): ``delta~(eps_s, delta_s) + e^eps_s delta_l + beta``
-    (:func:`sketches.continual.lazy_hh.spec.guarantee`), linear-ish in ``delta``.
+    Total (add/remove): ``delta~(eps_s, delta_s) + e^eps_s delta_l + beta`` plus the
+    item-key collision term (:func:`sketches.continual.lazy_hh.spec.guarantee`),
+    linear-ish in ``delta``.
     """
     def total(d: float) -> float:
         s = spec_for(d)
         (es, ds), (_, dl) = s.sketch_budget, s.count_budget
-        return delta_tilde(es, ds) + math.exp(es) * dl + s.beta_value
+        return (delta_tilde(es, ds) + math.exp(es) * dl + s.beta_value
+                + item_key_collision_delta(s))
 
     d = target * target / total(target)
     while total(d) > target:

@@ -270,26 +270,28 @@ def _distinct_items_bound(spec: LazyHHSpec) -> int:
 
 
 def item_key_collision_delta(spec: LazyHHSpec) -> float:
-    """``2 c N / 2^64``: the key-collision term of ``delta_tilde`` [D] (docs/PRIVACY.md 10.4).
+    """``(N + 2c)^2 / 2^65``: the key-collision term of ``delta_tilde`` [D] (docs/PRIVACY.md 10.4).
 
     LazyHH identifies an item by its 64-bit key (ints: a bijection, never a
-    collision; str/bytes: SipHash-2-4 under a secret per-epoch key). If no
-    item of the (at most ``c``) differing events shares its key with another
-    item of ``X`` or ``X'`` (at most ``N`` distinct items each), the two streams
-    are neighbours over keys and every label is the same function of its key,
-    so Theorem 3 applies; the key is independent of all other randomness, so
-    the failure probability adds to delta. Per differing item and other item
-    the probability is ``2^-64`` (PRF), ``2`` covers the two differing items of
-    ``replace``. The item kind is not part of the spec, so the term is always
-    included (it is about ``1e-11`` for ``N = 10^8``).
+    collision; str/bytes: SipHash-2-4 under a secret per-(shard, epoch) key).
+    A published label is the item that first entered the candidate set since
+    its key was last evicted, and the eviction history depends on the
+    differing events, so a collision between ANY two items of ``X u X'`` (not
+    only one involving a differing item) can change a label. Conditioned on the
+    keys being injective on the at most ``N + 2c`` distinct items of ``X u X'``,
+    labels are a function of keys and Theorem 3 applies; the key is independent
+    of all other randomness, so ``P[some collision] <= (N + 2c)^2 / 2^65``
+    (birthday bound, PRF) adds to delta. The item kind is not part of the spec,
+    so the term is always included (int items never collide; it is then slack).
 
     Examples
     --------
     >>> spec = LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3, event_horizon=10**8)
-    >>> item_key_collision_delta(spec) == 2 * 10**8 / 2**64
+    >>> item_key_collision_delta(spec) == (10**8 + 2) ** 2 / 2**65
     True
     """
-    return 2.0 * spec.unit_cap * _distinct_items_bound(spec) / 2.0**64
+    n = _distinct_items_bound(spec) + 2 * spec.unit_cap
+    return min(1.0, float(n) * float(n) / 2.0**65)
 
 
 SAMPLER_TV_PER_DRAW = 2.0**-104
@@ -357,8 +359,8 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
                              "for the float calibrators (their guarantee is for ideal noise)"},
             "item_key_collisions": {
                 "delta": collide, "distinct_items_bound": _distinct_items_bound(spec),
-                "statement": "P[an item of the differing events shares its 64-bit key with "
-                             "another item] <= 2 c N 2^-64 (SipHash-2-4, secret key per "
+                "statement": "P[any two of the <= N + 2c distinct items of X and X' share "
+                             "a 64-bit key] <= (N + 2c)^2 2^-65 (SipHash-2-4, secret key per "
                              "shard and epoch; docs/PRIVACY.md 10.4)"},
         },
         "reference": "paper 002 Theorem 3; stream length per DESIGN.md 6 [D]",

@@ -230,4 +230,10 @@ def test_dp_cms_hh_collision() -> None:
         hh.update_batch(_stream(c, 2000, "int"))
         return hh.release()
 
-    assert_never_published(run, INT_COLLIDERS, 20)
+    # Only the colliders that alias the target when reduced to the 32-bit domain test a key
+    # collision here: the search publishes exact in-domain ints, so TARGET_INT + 1 is a distinct
+    # item, and a noisy false positive on it is a DP-allowed outcome under X as well as X'
+    # (observed: 1 of 20 runs), not a label collision.
+    aliases = [c for c in INT_COLLIDERS if not 0 <= c < 2**32]
+    assert aliases and all(c & 0xFFFFFFFF == TARGET_INT for c in aliases)
+    assert_never_published(run, aliases, 20)

@@ -182,7 +182,7 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         assert top["item"] in dom or any(i["item"] in dom for i in hh), dom[-3000:]
         # the budget: epsilon and delta per epoch, relation, unit
         assert "ε = <b>4.0</b> per epoch" in dom or "ε = <b>4</b> per epoch" in dom, dom[:3000]
-        assert "δ = <b>0.000001</b>" in dom and "add_remove" in dom
+        assert "δ = <b>1.00e-6</b>" in dom and "add_remove" in dom
         assert "releases published" in dom and "epoch progress" in dom
         # the query box answered from the released matrix, with its error bound
         assert f"{probe} on r0: <b>" in dom and "true count in [" in dom

@@ -200,7 +200,7 @@ def item_key2_from_state(state: dict[str, Any], hash_spec: HashSpec) -> bytes:
             "finish the epoch with the dpstream that wrote it, or delete the shard's "
             "checkpoint (docs/OPERATIONS.md, checkpoint formats)")
     words = json.dumps(hash_spec.to_state(), sort_keys=True).encode()
-    return hashlib.blake2b(words, digest_size=KEY_BYTES, person=b"dpstream-itemkey2").digest()
+    return hashlib.blake2b(words, digest_size=KEY_BYTES, person=b"dpstream-itemk2").digest()
 
 
 def item_key_from_state(state: dict[str, Any], hash_spec: HashSpec) -> bytes:

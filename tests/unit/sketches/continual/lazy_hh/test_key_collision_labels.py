@@ -84,3 +84,24 @@ def test_collision_term_covers_any_collision_among_all_items() -> None:
     """The delta term must bound P[any 128-bit collision among N + 2c items] <= (N+2c)^2/2^129."""
     n = SPEC.event_horizon + 2 * SPEC.unit_cap
     assert item_key_collision_delta(SPEC) >= n * n / 2.0**129
+
+
+@pytest.mark.parametrize("items", [["a", "b"], [1, 2]])
+def test_state_without_second_key_refused_for_str_items(items: list[object]) -> None:
+    """A checkpoint from before 128-bit identities (no ``item_key2``) is refused with str
+    items (64-bit candidate identities cannot be converted); int-item states restore."""
+    from sketches.core.serialization import state_from_bytes, state_to_bytes
+    from sketches.errors import SerializationError
+
+    hh = LazyHH(SPEC, make_noise("fast", 0, allow_insecure=True))
+    arr = np.array(items, dtype=object if isinstance(items[0], str) else np.int64)
+    hh.update_batch(arr, ticks=np.zeros(len(items), np.int64))
+    spec, state, arrays = state_from_bytes("lazy_hh", LazyHHSpec, hh.to_bytes())
+    del state["item_key2"]
+    old = state_to_bytes("lazy_hh", spec, state, arrays)
+    noise = make_noise("fast", 0, allow_insecure=True)
+    if isinstance(items[0], str):
+        with pytest.raises(SerializationError, match="item_key2"):
+            LazyHH.from_bytes(old, noise)
+    else:
+        assert sorted(LazyHH.from_bytes(old, noise)._st.cands.items.tolist()) == items

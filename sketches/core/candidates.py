@@ -7,7 +7,9 @@ that set as parallel numpy arrays, sorted by key, so membership tests
 (``searchsorted``), additions and the trim are vectorised:
 
 - ``keys``: the 64-bit item keys of :class:`sketches.core.hashing.HashSpec`
-  (unique, ascending: the identity of an item inside the set);
+  (unique, ascending: the identity of an item inside the set); a *wide* set
+  (LazyHH's str/bytes items) adds ``keys2``, and its identity is the 128-bit pair
+  ``(keys, keys2)`` (unique, ascending by pair; equal first words may repeat);
 - ``items``: the original items (``int64`` for integer streams, ``object``
   holding ``str``/``bytes`` otherwise), needed because the heavy hitters
   themselves are the published output;

@@ -7,7 +7,9 @@ that set as parallel numpy arrays, sorted by key, so membership tests
 (``searchsorted``), additions and the trim are vectorised:
 
 - ``keys``: the 64-bit item keys of :class:`sketches.core.hashing.HashSpec`
-  (unique, ascending: the identity of an item inside the set);
+  (unique, ascending: the identity of an item inside the set); a *wide* set
+  (LazyHH's str/bytes items) adds ``keys2``, and its identity is the 128-bit pair
+  ``(keys, keys2)`` (unique, ascending by pair; equal first words may repeat);
 - ``items``: the original items (``int64`` for integer streams, ``object``
   holding ``str``/``bytes`` otherwise), needed because the heavy hitters
   themselves are the published output;
@@ -44,10 +46,14 @@ __all__ = [
     "encode_items",
     "public_item",
     "top_order",
+    "unique_pairs",
 ]
 
-def top_order(estimates: np.ndarray, keys: np.ndarray) -> np.ndarray:
+def top_order(estimates: np.ndarray, keys: np.ndarray,
+              keys2: np.ndarray | None = None) -> np.ndarray:
     """Indices sorting candidates by estimate (descending), ties by key (ascending).
+
+    ``keys2``: second key words of a wide (128-bit) set; ties then by ``(keys, keys2)``.
 
     The tie-break makes ``arg top-k~`` (Algorithm 6, line 12) a deterministic
     function of (estimates, keys), independent of insertion order, so a batch
@@ -58,7 +64,26 @@ def top_order(estimates: np.ndarray, keys: np.ndarray) -> np.ndarray:
     >>> top_order(np.array([1.0, 3.0, 3.0]), np.array([5, 9, 2], dtype=np.uint64)).tolist()
     [2, 1, 0]
     """
-    return np.lexsort((keys, -np.asarray(estimates, dtype=np.float64)))
+    est = -np.asarray(estimates, dtype=np.float64)
+    if keys2 is None:
+        return np.lexsort((keys, est))
+    return np.lexsort((keys2, keys, est))
+
+
+def unique_pairs(keys: np.ndarray, keys2: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct ``(keys, keys2)`` pair, in pair order.
+
+    Examples
+    --------
+    >>> k = np.array([5, 5, 3, 5], dtype=np.uint64)
+    >>> unique_pairs(k, np.array([2, 1, 9, 2], dtype=np.uint64)).tolist()
+    [2, 1, 0]
+    """
+    order = np.lexsort((keys2, keys))  # stable: the first occurrence leads its group
+    k1, k2 = keys[order], keys2[order]
+    head = np.ones(order.size, dtype=bool)
+    head[1:] = (k1[1:] != k1[:-1]) | (k2[1:] != k2[:-1])
+    return order[head]
 
 
 class CandidateSet:
@@ -71,12 +96,19 @@ class CandidateSet:
     integer_items : bool
         True for integer item streams (items stored as ``int64``), False for
         ``str``/``bytes`` streams (items stored as Python objects).
+    wide : bool
+        True: a candidate's identity is the 128-bit pair ``(keys, keys2)``
+        (:attr:`keys2` holds the second word; two items with equal first word
+        are distinct candidates); sorted by the pair. False (default): the
+        64-bit ``keys`` alone, :attr:`keys2` is None.
     """
 
-    def __init__(self, depth: int, integer_items: bool) -> None:
+    def __init__(self, depth: int, integer_items: bool, wide: bool = False) -> None:
         self._depth = int(depth)
         self._integer = bool(integer_items)
         self._keys = np.empty(0, dtype=np.uint64)
+        self._keys2: np.ndarray | None = np.empty(0, dtype=np.uint64) if wide else None
+        self._table2: np.ndarray | None = None
         self._items: np.ndarray = np.empty(0, dtype=np.int64 if integer_items else object)
         self._cells = np.empty((self._depth, 0), dtype=np.int64)
         self._table: np.ndarray | None = None  # membership cache of missing(), rebuilt lazily
@@ -85,6 +117,11 @@ class CandidateSet:
     def keys(self) -> np.ndarray:
         """``uint64[n]`` keys of the candidates, ascending."""
         return self._keys
+
+    @property
+    def keys2(self) -> np.ndarray | None:
+        """``uint64[n]`` second key words (wide sets), aligned with :attr:`keys`; else None."""
+        return self._keys2
 
     @property
     def items(self) -> np.ndarray:
@@ -106,8 +143,8 @@ class CandidateSet:
         """True if the items are integers."""
         return self._integer
 
-    def missing(self, keys: np.ndarray) -> np.ndarray:
-        """Boolean mask of ``keys`` that are not candidates yet.
+    def missing(self, keys: np.ndarray, keys2: np.ndarray | None = None) -> np.ndarray:
+        """Boolean mask of ``keys`` (wide sets: pairs ``(keys, keys2)``) not candidates yet.
 
         A direct-mapped table (slot = low key bits) confirms most members in
         O(1) each; the rest (new keys, and members that lost their slot to
@@ -121,24 +158,54 @@ class CandidateSet:
             # empty slot s holds s ^ 1: never a key of slot s (its low bits differ)
             self._table = np.arange(size, dtype=np.uint64) ^ np.uint64(1)
             self._table[self._keys & np.uint64(size - 1)] = self._keys
-        out = self._table[keys & np.uint64(self._table.size - 1)] != keys
+            if self._keys2 is not None:
+                self._table2 = np.zeros(size, dtype=np.uint64)
+                self._table2[self._keys & np.uint64(size - 1)] = self._keys2
+        slot = keys & np.uint64(self._table.size - 1)
+        out = self._table[slot] != keys
+        if self._keys2 is not None:
+            assert self._table2 is not None and keys2 is not None
+            keys2 = np.asarray(keys2, dtype=np.uint64)
+            out |= self._table2[slot] != keys2
         check = np.flatnonzero(out)
         if check.size:
             sub = keys[check]
             pos = np.minimum(np.searchsorted(self._keys, sub), self._keys.size - 1)
-            out[check] = self._keys[pos] != sub
+            miss = self._keys[pos] != sub
+            if self._keys2 is not None:
+                assert keys2 is not None
+                sub2 = keys2[check]
+                miss |= self._keys2[pos] != sub2
+                # equal first word, different second: scan the (rare) run of equal first words
+                for j in np.flatnonzero(miss & (self._keys[pos] == sub)).tolist():
+                    p = int(pos[j])
+                    while p < self._keys.size and self._keys[p] == sub[j]:
+                        if self._keys2[p] == sub2[j]:
+                            miss[j] = False
+                            break
+                        p += 1
+            out[check] = miss
         return out
 
-    def add(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray) -> None:
+    def add(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray,
+            keys2: np.ndarray | None = None) -> None:
         """Add items that are not candidates yet (``keys`` unique and all missing).
 
         ``cells`` is ``int64[d, len(keys)]``. Use :meth:`missing` to filter first.
+        Wide sets: ``keys2`` (required) and the pairs are unique and missing.
         """
         keys = np.asarray(keys, dtype=np.uint64)
         if keys.size == 0:
             return None
         all_keys = np.concatenate([self._keys, keys])
-        order = np.argsort(all_keys, kind="stable")
+        if self._keys2 is None:
+            order = np.argsort(all_keys, kind="stable")
+        else:
+            if keys2 is None:
+                raise ValueError("keys2: a wide CandidateSet needs the second key words")
+            all2 = np.concatenate([self._keys2, np.asarray(keys2, dtype=np.uint64)])
+            order = np.lexsort((all2, all_keys))
+            self._keys2 = all2[order]
         self._keys = all_keys[order]
         new_items = np.asarray(items).astype(self._items.dtype, copy=False)
         self._items = np.concatenate([self._items, new_items])[order]
@@ -157,23 +224,30 @@ class CandidateSet:
         chosen[ties[: keep - int(np.count_nonzero(chosen))]] = True
         top = np.flatnonzero(chosen)  # same set as top_order(...)[:keep], key order
         self._keys = self._keys[top]
+        if self._keys2 is not None:
+            self._keys2 = self._keys2[top]
         self._items = self._items[top]
         self._cells = self._cells[:, top]
         self._table = None
         return None
 
-    def restore(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray) -> None:
+    def restore(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray,
+                keys2: np.ndarray | None = None) -> None:
         """Replace the whole set (deserialisation); sorts by key."""
         self._table = None
         self._keys = np.empty(0, dtype=np.uint64)
+        if self._keys2 is not None:
+            self._keys2 = np.empty(0, dtype=np.uint64)
         self._items = self._items[:0]
         self._cells = np.empty((self._depth, 0), dtype=np.int64)
-        self.add(keys, items, np.asarray(cells, dtype=np.int64).reshape(self._depth, -1))
+        self.add(keys, items, np.asarray(cells, dtype=np.int64).reshape(self._depth, -1), keys2)
         return None
 
     def memory_bytes(self) -> int:
         """Bytes of numpy state (object items count their pointer only)."""
         table = 0 if self._table is None else self._table.nbytes
+        if self._keys2 is not None:
+            table += self._keys2.nbytes + (0 if self._table2 is None else self._table2.nbytes)
         return int(self._keys.nbytes + self._items.nbytes + self._cells.nbytes + table)
 
 

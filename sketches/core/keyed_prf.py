@@ -45,7 +45,8 @@ import numpy as np
 
 from sketches.errors import SpecError
 
-__all__ = ["KEY_BYTES", "collision_bound", "item_bytes", "siphash24", "siphash24_scalar"]
+__all__ = ["KEY_BYTES", "collision_bound", "item_bytes", "siphash24", "siphash24_multi",
+           "siphash24_scalar"]
 
 KEY_BYTES = 16
 _MASK64 = (1 << 64) - 1
@@ -127,13 +128,29 @@ def siphash24(key: bytes, items: np.ndarray | Sequence[Any]) -> np.ndarray:
     SpecError
         A key that is not 16 bytes, or items that are not str/bytes.
     """
-    if not isinstance(key, bytes) or len(key) != KEY_BYTES:
-        raise SpecError(f"key: SipHash needs a {KEY_BYTES}-byte secret key; draw it with "
-                        f"noise.random_bytes({KEY_BYTES})")
+    return siphash24_multi((key,), items)[0]
+
+
+def siphash24_multi(keys: Sequence[bytes], items: np.ndarray | Sequence[Any]) -> np.ndarray:
+    """:func:`siphash24` of the items under each of ``keys``: ``uint64[len(keys), n]``.
+
+    The items are encoded and laid out once for all keys (the costly part).
+
+    Examples
+    --------
+    >>> k1, k2 = bytes(range(16)), bytes(16)
+    >>> two = siphash24_multi([k1, k2], ["a", b"bc"])
+    >>> two[1].tolist() == siphash24(k2, ["a", b"bc"]).tolist()
+    True
+    """
+    for key in keys:
+        if not isinstance(key, bytes) or len(key) != KEY_BYTES:
+            raise SpecError(f"key: SipHash needs a {KEY_BYTES}-byte secret key; draw it with "
+                            f"noise.random_bytes({KEY_BYTES})")
     data = item_bytes(items)
     n = len(data)
     if n == 0:
-        return np.zeros(0, np.uint64)
+        return np.zeros((len(keys), 0), np.uint64)
     lengths = np.fromiter(map(len, data), dtype=np.int64, count=n)
     nwords = lengths // 8 + 1  # the last word carries the length byte
     order = np.argsort(-nwords, kind="stable")  # longest first: word j = a prefix slice
@@ -149,6 +166,16 @@ def siphash24(key: bytes, items: np.ndarray | Sequence[Any]) -> np.ndarray:
         buf[dest] = blob
     buf[(starts + nwords) * 8 - 1] = (lengths & 0xFF).astype(np.uint8)
     words = buf.view("<u8").astype(np.uint64, copy=False)
+    base = starts[order]
+    result = np.empty((len(keys), n), np.uint64)
+    for i, key in enumerate(keys):
+        result[i, order] = _sip_rounds(key, words, base, nw_sorted)
+    return result
+
+
+def _sip_rounds(key: bytes, words: np.ndarray, base: np.ndarray,
+                nw_sorted: np.ndarray) -> np.ndarray:
+    n = base.size
     k0 = int.from_bytes(key[:8], "little")
     k1 = int.from_bytes(key[8:], "little")
     v0 = np.full(n, k0 ^ _C[0], np.uint64)
@@ -156,7 +183,6 @@ def siphash24(key: bytes, items: np.ndarray | Sequence[Any]) -> np.ndarray:
     v2 = np.full(n, k0 ^ _C[2], np.uint64)
     v3 = np.full(n, k1 ^ _C[3], np.uint64)
     tmp = np.empty(n, np.uint64)
-    base = starts[order]
     active = n
     for j in range(int(nw_sorted[0])):
         while active and nw_sorted[active - 1] <= j:
@@ -171,9 +197,7 @@ def siphash24(key: bytes, items: np.ndarray | Sequence[Any]) -> np.ndarray:
     v2 ^= np.uint64(0xFF)
     for _ in range(4):
         _round(v0, v1, v2, v3, tmp)
-    out = np.empty(n, np.uint64)
-    out[order] = v0 ^ v1 ^ v2 ^ v3
-    return out
+    return v0 ^ v1 ^ v2 ^ v3
 
 
 def siphash24_scalar(key: bytes, data: bytes) -> int:

@@ -58,16 +58,18 @@ from sketches.continual.lazy_hh.state import (
     LazyHHState,
     check_seed,
     hash_from_state,
+    item_key2_from_state,
     item_key_from_state,
     make_hash,
     make_item_key,
+    make_item_key2,
     restore_state,
     state_of,
 )
 from sketches.core.base import MechanismEntry, register
-from sketches.core.candidates import CandidateSet, top_order
+from sketches.core.candidates import CandidateSet, top_order, unique_pairs
 from sketches.core.hashing import HashSpec
-from sketches.core.keyed_prf import siphash24
+from sketches.core.keyed_prf import siphash24, siphash24_multi
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
@@ -100,12 +102,14 @@ class LazyHH:
         if not isinstance(spec, LazyHHSpec):
             raise SpecError(f"spec: expected LazyHHSpec, got {type(spec).__name__}")
         hash_spec = make_hash(spec, noise, _depth(spec))
-        self._setup(spec, noise, hash_spec, make_item_key(spec, noise))
+        self._setup(spec, noise, hash_spec, make_item_key(spec, noise),
+                    make_item_key2(spec, noise))
 
     def _setup(self, spec: LazyHHSpec, noise: NoiseSource, hash_spec: HashSpec,
-               item_key: bytes) -> None:
+               item_key: bytes, item_key2: bytes) -> None:
         self.spec = spec
         self._item_key = item_key  # secret SipHash key of str/bytes items (never released)
+        self._item_key2 = item_key2  # second, independent key: the identity's second word
         eps_s, delta_s = spec.sketch_budget
         depth = _depth(spec)
         if (hash_spec.depth, hash_spec.width) != (depth, spec.k_tilde):
@@ -174,6 +178,20 @@ class LazyHH:
             return self.hash.item_keys(items)
         return siphash24(self._item_key, items)
 
+    def _item_keys2(self, items: np.ndarray) -> np.ndarray:
+        """Second 64-bit word of a str/bytes item's 128-bit identity (SipHash-2-4 under the
+        independent secret ``_item_key2``); candidates are the pairs ``(key, key2)``, so
+        labels need no 64-bit collision term (docs/PRIVACY.md 10.4). Int items: unused."""
+        return siphash24(self._item_key2, items)
+
+    def _item_key_words(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(keys, keys2)``: :meth:`_item_keys` and, for str/bytes items, :meth:`_item_keys2`
+        (one encoding of the items for both words); ``keys2`` is None for int items."""
+        if items.dtype.kind in "iub":
+            return self.hash.item_keys(items), None
+        both = siphash24_multi((self._item_key, self._item_key2), items)
+        return both[0], both[1]
+
     def _check_items(self, items: np.ndarray) -> None:
         limit = self.spec.horizon if self.spec.clock is Clock.ARRIVAL else self.spec.event_horizon
         if items.size and self._st.events + items.size > limit:
@@ -186,7 +204,7 @@ class LazyHH:
         if not integer and items.dtype.kind not in "USO":
             raise SpecError(f"items: unsupported dtype {items.dtype}; pass integers, str or bytes")
         if self._st.cands is None:
-            self._st.cands = CandidateSet(self.sketch_spec.depth, integer)
+            self._st.cands = CandidateSet(self.sketch_spec.depth, integer, wide=not integer)
         elif self._st.cands.integer_items != integer:
             raise SpecError("items: a LazyHH holds either integer or str/bytes items, not both;"
                             " convert the items to one type")
@@ -205,7 +223,7 @@ class LazyHH:
             seg = items[c0:c0 + _CHUNK]
             s0, m = self._st.events, seg.size
             base = s0 // w
-            keys = self._item_keys(seg)
+            keys, keys2 = self._item_key_words(seg)
             buckets = self.hash.buckets(keys)
             slots = (s0 + m - 1) // w - base + 3
             acc = self._round_sums(buckets, s0, slots).reshape(slots, dw)
@@ -214,12 +232,14 @@ class LazyHH:
             for r in range(done):
                 a, b = max(0, (base + r) * w - s0), (base + r + 1) * w - s0
                 self._st.counters.push(acc[r], 1)  # one round (same noise rule as advance)
-                self._absorb(seg[a:b], keys[a:b], buckets[:, a:b])
+                self._absorb(seg[a:b], keys[a:b], buckets[:, a:b],
+                             None if keys2 is None else keys2[a:b])
                 self._st.events = s0 + b
                 self._output()
             a = max(0, (base + done) * w - s0)
             if a < m:
-                self._absorb(seg[a:], keys[a:], buckets[:, a:])
+                self._absorb(seg[a:], keys[a:], buckets[:, a:],
+                             None if keys2 is None else keys2[a:])
             self._st.events = s0 + m
             self._st.carry[:] = acc[done:done + 2]  # later slots are empty
 
@@ -275,7 +295,7 @@ class LazyHH:
         when the tick closes); loops over the distinct ticks of the batch, not events."""
         if not items.size:
             return
-        keys = self._item_keys(items)
+        keys, keys2 = self._item_key_words(items)
         buckets = self.hash.buckets(keys)
         cells = buckets + self._row0
         dw = self._st.carry.shape[1]
@@ -284,7 +304,7 @@ class LazyHH:
                               strict=True):
             self._close_ticks(tick)
             self._st.carry[0] += np.bincount(cells[:, a:b].ravel(), minlength=dw)
-        self._absorb(items, keys, buckets)
+        self._absorb(items, keys, buckets, keys2)
         self._st.events += items.size
         self._st.tick_counts += np.bincount(ticks - self._st.boundary,
                                             minlength=self.spec.output_every)
@@ -368,14 +388,26 @@ class LazyHH:
         self._st.boundary = boundary
         self._output()
 
-    def _absorb(self, items: np.ndarray, keys: np.ndarray, buckets: np.ndarray) -> None:
-        """Alg. 6 line 9, vectorised: add the interval's distinct new items to C."""
-        assert self._st.cands is not None
-        pos = np.flatnonzero(self._st.cands.missing(keys))  # most items are candidates already
+    def _absorb(self, items: np.ndarray, keys: np.ndarray, buckets: np.ndarray,
+                keys2: np.ndarray | None = None) -> None:
+        """Alg. 6 line 9, vectorised: add the interval's distinct new items to C.
+
+        ``keys2``: second words of str/bytes items, whose identity is ``(keys, keys2)``
+        (equal first words, different second: distinct candidates sharing sketch cells).
+        """
+        c = self._st.cands
+        assert c is not None
+        if keys2 is None:  # int items: the 64-bit key is a bijection
+            pos = np.flatnonzero(c.missing(keys))  # most items are candidates already
+            if pos.size:
+                ukeys, first = np.unique(keys[pos], return_index=True)
+                idx = pos[first]
+                c.add(ukeys, items[idx], buckets[:, idx] + self._row0)
+            return
+        pos = np.flatnonzero(c.missing(keys, keys2))
         if pos.size:
-            ukeys, first = np.unique(keys[pos], return_index=True)
-            idx = pos[first]
-            self._st.cands.add(ukeys, items[idx], buckets[:, idx] + self._row0)
+            idx = pos[unique_pairs(keys[pos], keys2[pos])]
+            c.add(keys[idx], items[idx], buckets[:, idx] + self._row0, keys2[idx])
 
     # ------------------------------------------------------------- outputs
     def _length(self) -> tuple[float, float]:
@@ -416,7 +448,7 @@ class LazyHH:
         if c is None or est is None:
             return
         hot = np.flatnonzero(est > tau)
-        order = hot[top_order(est[hot], c.keys[hot])]
+        order = hot[top_order(est[hot], c.keys[hot], None if c.keys2 is None else c.keys2[hot])]
         st = self._st
         st.hh_keys, st.hh_items, st.hh_est = c.keys[order], c.items[order], est[order]
         c.trim(est, self.spec.k_tilde)
@@ -456,7 +488,7 @@ class LazyHH:
 
         Layout: :mod:`sketches.continual.lazy_hh.state`.
         """
-        state, arrays = state_of(self._st, self.hash, self._item_key)
+        state, arrays = state_of(self._st, self.hash, self._item_key, self._item_key2)
         return state_to_bytes(self.name, self.spec, state, arrays)
 
     @classmethod
@@ -467,8 +499,9 @@ class LazyHH:
         try:
             obj = cls.__new__(cls)
             hash_spec = hash_from_state(state, _depth(spec), spec.k_tilde)
-            obj._setup(spec, noise, hash_spec, item_key_from_state(state, hash_spec))
-            restore_state(obj._st, state, arrays, obj.hash, obj._item_keys)
+            obj._setup(spec, noise, hash_spec, item_key_from_state(state, hash_spec),
+                       item_key2_from_state(state, hash_spec))
+            restore_state(obj._st, state, arrays, obj.hash, obj._item_keys, obj._item_keys2)
         except (KeyError, TypeError, ValueError, SpecError) as exc:
             raise SerializationError(f"state: incomplete LazyHH state ({exc!r})") from None
         return obj

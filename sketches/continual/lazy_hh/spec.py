@@ -270,28 +270,31 @@ def _distinct_items_bound(spec: LazyHHSpec) -> int:
 
 
 def item_key_collision_delta(spec: LazyHHSpec) -> float:
-    """``(N + 2c)^2 / 2^65``: the key-collision term of ``delta_tilde`` [D] (docs/PRIVACY.md 10.4).
+    """``(N + 2c)^2 / 2^129``: the key-collision term of ``delta_tilde`` [D] (docs/PRIVACY.md 10.4).
 
-    LazyHH identifies an item by its 64-bit key (ints: a bijection, never a
-    collision; str/bytes: SipHash-2-4 under a secret per-(shard, epoch) key).
-    A published label is the item that first entered the candidate set since
-    its key was last evicted, and the eviction history depends on the
-    differing events, so a collision between ANY two items of ``X u X'`` (not
-    only one involving a differing item) can change a label. Conditioned on the
-    keys being injective on the at most ``N + 2c`` distinct items of ``X u X'``,
-    labels are a function of keys and Theorem 3 applies; the key is independent
-    of all other randomness, so ``P[some collision] <= (N + 2c)^2 / 2^65``
-    (birthday bound, PRF) adds to delta. The item kind is not part of the spec,
-    so the term is always included (int items never collide; it is then slack).
+    LazyHH identifies an item by its key: ints by a 64-bit bijection (never a
+    collision); str/bytes by the 128-bit pair of two SipHash-2-4 words under
+    two independent secret per-(shard, epoch) keys (the first word alone also
+    picks the sketch cells). A published label is the item that first entered
+    the candidate set since its identity was last evicted, and the eviction
+    history depends on the differing events, so a collision of identities
+    between ANY two items of ``X u X'`` could change a label. Conditioned on the
+    128-bit identities being injective on the at most ``N + 2c`` distinct items
+    of ``X u X'``, labels are a function of identities and Theorem 3 applies; the
+    keys are independent of all other randomness, so ``P[some collision] <=
+    (N + 2c)^2 / 2^129`` (birthday bound, PRF) adds to delta. The item kind is
+    not part of the spec, so the term is always included (slack for int items).
+    A collision of first words only is a sketch-row collision (Lemma 6's hash
+    analysis), not a label change: such items are distinct candidates.
 
     Examples
     --------
     >>> spec = LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3, event_horizon=10**8)
-    >>> item_key_collision_delta(spec) == (10**8 + 2) ** 2 / 2**65
+    >>> item_key_collision_delta(spec) == (10**8 + 2) ** 2 / 2**129
     True
     """
     n = _distinct_items_bound(spec) + 2 * spec.unit_cap
-    return min(1.0, float(n) * float(n) / 2.0**65)
+    return min(1.0, float(n) * float(n) / 2.0**129)
 
 
 SAMPLER_TV_PER_DRAW = 2.0**-104

@@ -21,7 +21,9 @@ benchmarks.
 Checkpoint layout
 -----------------
 :func:`sketches.core.serialization.state_to_bytes` with header keys ``hash``
-(``HashSpec.to_state()``; older states carry ``hash_seed`` instead),
+(``HashSpec.to_state()``; older states carry ``hash_seed`` instead), ``item_key`` and
+``item_key2`` (hex SipHash keys: str/bytes candidates are identified by the 128-bit pair of
+words; a state without ``item_key2`` holding str items is refused),
 ``events``, ``boundary``, ``open``, ``outputs``, ``last``, ``sketch`` and
 ``counter`` (:meth:`~sketches.counters.gauss_bm.ContinualCounters.state_header`),
 ``integer_items``; arrays ``carry``, ``tick_counts``, ``hh_est``,
@@ -69,8 +71,9 @@ if TYPE_CHECKING:
     from sketches.continual.lazy_hh.spec import LazyHHSpec
     from sketches.core.noise import NoiseSource
 
-__all__ = ["LazyHHState", "check_seed", "hash_from_state", "item_key_from_state", "make_hash",
-           "make_item_key", "restore_state", "state_of"]
+__all__ = ["LazyHHState", "check_seed", "hash_from_state", "item_key2_from_state",
+           "item_key_from_state", "make_hash", "make_item_key", "make_item_key2", "restore_state",
+           "state_of"]
 
 
 @dataclass(eq=False)
@@ -158,9 +161,46 @@ def make_item_key(spec: LazyHHSpec, noise: NoiseSource) -> bytes:
     return key
 
 
-def _seeded_item_key(seed: int) -> bytes:
-    tag = b"dpstream-lazyhh-item-key/" + str(seed).encode()
+def make_item_key2(spec: LazyHHSpec, noise: NoiseSource) -> bytes:
+    """The second secret SipHash key (the identity's second 64-bit word), drawn after
+    :func:`make_item_key` from the same ``noise``, independent of it; seeded like it (tests)."""
+    check_seed(spec, noise)
+    if spec.hash_seed is not None or getattr(noise, "kind", "") == "zero":
+        return _seeded_item_key(0 if spec.hash_seed is None else int(spec.hash_seed), b"2")
+    key = noise.random_bytes(KEY_BYTES)
+    if len(key) != KEY_BYTES:
+        raise SerializationError(f"noise: random_bytes returned {len(key)} bytes, expected "
+                                 f"{KEY_BYTES}")
+    return key
+
+
+def _seeded_item_key(seed: int, word: bytes = b"") -> bytes:
+    tag = b"dpstream-lazyhh-item-key" + word + b"/" + str(seed).encode()
     return hashlib.blake2b(tag, digest_size=KEY_BYTES).digest()
+
+
+def item_key2_from_state(state: dict[str, Any], hash_spec: HashSpec) -> bytes:
+    """The second item key of a checkpoint header (``item_key2``, hex).
+
+    States written before 128-bit identities (no ``item_key2``) that hold
+    str/bytes items are refused: their candidates' labels were decided by 64-bit
+    keys; int-item states (or none yet) get a key derived from the secret hash
+    (deterministic, as secret as the hash).
+    """
+    hexkey = state.get("item_key2")
+    if hexkey is not None:
+        key = bytes.fromhex(hexkey)
+        if len(key) != KEY_BYTES:
+            raise SerializationError(f"state.item_key2: need {KEY_BYTES} bytes, got {len(key)}")
+        return key
+    if state.get("integer_items") is False:
+        raise SerializationError(
+            "state.item_key2: this LazyHH checkpoint predates 128-bit item identities and "
+            "holds str/bytes candidates keyed by 64 bits only, which cannot be converted; "
+            "finish the epoch with the dpstream that wrote it, or delete the shard's "
+            "checkpoint (docs/OPERATIONS.md, checkpoint formats)")
+    words = json.dumps(hash_spec.to_state(), sort_keys=True).encode()
+    return hashlib.blake2b(words, digest_size=KEY_BYTES, person=b"dpstream-itemk2").digest()
 
 
 def item_key_from_state(state: dict[str, Any], hash_spec: HashSpec) -> bytes:
@@ -196,12 +236,13 @@ def hash_from_state(state: dict[str, Any], depth: int, width: int) -> HashSpec:
     return HashSpec.from_state(data)
 
 
-def state_of(st: LazyHHState, hash_spec: HashSpec, item_key: bytes
+def state_of(st: LazyHHState, hash_spec: HashSpec, item_key: bytes, item_key2: bytes
              ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``(header, arrays)`` of a LazyHH (private: exact counts, raw items, secret hash)."""
     c = st.cands
     state: dict[str, Any] = {
-        "hash": hash_spec.to_state(), "item_key": item_key.hex(), "events": st.events,
+        "hash": hash_spec.to_state(), "item_key": item_key.hex(),
+        "item_key2": item_key2.hex(), "events": st.events,
         "boundary": st.boundary, "outputs": st.outputs, "last": st.last,
         "open": st.open, "sketch": st.counters.state_header(),
         "integer_items": None if c is None else c.integer_items,
@@ -223,11 +264,13 @@ def state_of(st: LazyHHState, hash_spec: HashSpec, item_key: bytes
 
 
 def restore_state(st: LazyHHState, state: dict[str, Any], arrays: dict[str, np.ndarray],
-                  hash_spec: HashSpec, item_keys: Callable[[np.ndarray], np.ndarray]) -> None:
+                  hash_spec: HashSpec, item_keys: Callable[[np.ndarray], np.ndarray],
+                  item_keys2: Callable[[np.ndarray], np.ndarray]) -> None:
     """Fill a fresh state (same spec and hash) from :func:`state_of` output.
 
     ``item_keys``: the sketch's item-to-key map (hash bijection for ints, keyed
-    PRF for str/bytes), to rebuild the candidates' keys and cells.
+    PRF for str/bytes), to rebuild the candidates' keys and cells;
+    ``item_keys2``: the second word of str/bytes identities.
     """
     st.counters.restore(state["sketch"], {  # lazy (or older eager) node noise
         k[len("sketch_"):]: v for k, v in arrays.items() if k.startswith("sketch_")})
@@ -243,19 +286,22 @@ def restore_state(st: LazyHHState, state: dict[str, Any], arrays: dict[str, np.n
         st.counter.restore(state["counter"], {
             k: arrays[f"counter_{k}"] for k in ("prefix", "node_noise")})
     if state["integer_items"] is not None:
-        _restore_items(st, bool(state["integer_items"]), arrays, hash_spec, item_keys)
+        _restore_items(st, bool(state["integer_items"]), arrays, hash_spec, item_keys,
+                       item_keys2)
 
 
 def _restore_items(st: LazyHHState, integer: bool, arrays: dict[str, np.ndarray],
-                   h: HashSpec, item_keys: Callable[[np.ndarray], np.ndarray]) -> None:
+                   h: HashSpec, item_keys: Callable[[np.ndarray], np.ndarray],
+                   item_keys2: Callable[[np.ndarray], np.ndarray]) -> None:
     def items(prefix: str) -> np.ndarray:
         if integer:
             return arrays[f"{prefix}_items"]
         return decode_items({k: arrays[f"{prefix}_{k}"] for k in ("blob", "lengths", "is_bytes")})
 
-    st.cands = CandidateSet(h.depth, integer)
+    st.cands = CandidateSet(h.depth, integer, wide=not integer)
     cand = items("cand")
     keys = item_keys(cand) if cand.size else np.zeros(0, dtype=np.uint64)
-    st.cands.restore(keys, cand, h.cells(keys))
+    keys2 = None if integer else (item_keys2(cand) if cand.size else np.zeros(0, np.uint64))
+    st.cands.restore(keys, cand, h.cells(keys), keys2)
     st.hh_items = items("hh")
     st.hh_keys = item_keys(st.hh_items) if st.hh_items.size else st.hh_keys

@@ -2,7 +2,7 @@
 
 - str/bytes items are keyed by SipHash-2-4 under a secret 16-byte key drawn per
   sketch from the noise source and checkpointed (never released);
-- ``delta_tilde`` includes the key-collision term ``(N + 2c)^2 / 2^65``;
+- ``delta_tilde`` includes the key-collision term ``(N + 2c)^2 / 2^129`` (128-bit identities);
 - the release's (and the worker envelope's) ``delta`` is the guarantee
   ``delta_tilde``; the sketch's input delta is ``delta_parameter``.
 """
@@ -72,7 +72,7 @@ def test_old_checkpoint_without_item_key_refuses_str_items_and_restores_int_item
 def test_delta_tilde_includes_key_collisions_and_delta_is_the_guarantee() -> None:
     spec = _spec(relation="replace", clock="arrival", horizon=64, event_horizon=0, hash_seed=1)
     rel = LazyHH(spec, FAST).release()
-    collide = (64 + 2) ** 2 / 2**65  # any collision among N + 2c items (10.4)
+    collide = (64 + 2) ** 2 / 2**129  # any collision among N + 2c items (10.4)
     sampler = rel["budget"]["sampler"]["delta"]
     assert rel["delta_tilde"] == delta_tilde(1.0, 1e-4) + collide + sampler
     assert rel["budget"]["item_key_collisions"]["delta"] == collide
@@ -83,7 +83,7 @@ def test_delta_tilde_includes_key_collisions_and_delta_is_the_guarantee() -> Non
     sampler = ar["budget"]["sampler"]["delta"]
     assert 0 < sampler < 1e-20  # discrete calibrator: the table sampler's TV (item 9)
     expect = (delta_tilde(sk["eps"], sk["delta"]) + math.exp(sk["eps"]) *
-              ar["budget"]["length"]["delta"] + sk["beta"] + (10**6 + 6) ** 2 / 2**65 + sampler)
+              ar["budget"]["length"]["delta"] + sk["beta"] + (10**6 + 6) ** 2 / 2**129 + sampler)
     assert ar["delta"] == pytest.approx(expect, rel=1e-12)
 
 

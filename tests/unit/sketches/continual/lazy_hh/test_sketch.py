@@ -320,7 +320,7 @@ def test_parameters_follow_lemma6_and_theorem3() -> None:
     assert (th.lag, th.lambda1) == (kt, hh.params.gamma + kt)
     assert th.tau2(1e6) == pytest.approx(5e6 / kt + 3 * hh.params.gamma + kt)
     priv = hh.privacy()
-    keys = (t + 2) ** 2 / 2**65  # any item-key collision among the N + 2c items (10.4)
+    keys = (t + 2) ** 2 / 2**129  # any item-key collision among the N + 2c items (10.4)
     assert priv["delta_tilde"] == pytest.approx(2e-3 * (1.5 + math.exp(0.5) + 1e-3) + keys)
 
 
@@ -332,7 +332,7 @@ def test_add_remove_budget_split_and_reported_guarantee() -> None:
     b = rel["budget"]
     assert b["sketch"]["eps"] + b["length"]["eps"] == pytest.approx(1.0)
     assert b["length"]["eps"] == pytest.approx(0.2)
-    keys = (10**6 + 2) ** 2 / 2**65  # any item-key collision among N + 2c items (10.4)
+    keys = (10**6 + 2) ** 2 / 2**129  # any item-key collision among N + 2c items (10.4)
     expect = delta_tilde(0.8, 0.8e-4) + math.exp(0.8) * 0.2e-4 + spec.beta_value + keys
     assert rel["delta_tilde"] == pytest.approx(expect)
     assert (rel["eps"], rel["length_public"], rel["items"]) == (1.0, False, [])

@@ -362,9 +362,10 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
                              "for the float calibrators (their guarantee is for ideal noise)"},
             "item_key_collisions": {
                 "delta": collide, "distinct_items_bound": _distinct_items_bound(spec),
-                "statement": "P[any two of the <= N + 2c distinct items of X and X' share "
-                             "a 64-bit key] <= (N + 2c)^2 2^-65 (SipHash-2-4, secret key per "
-                             "shard and epoch; docs/PRIVACY.md 10.4)"},
+                "statement": "P[any two of the <= N + 2c distinct str/bytes items of X and "
+                             "X' share a 128-bit identity] <= (N + 2c)^2 2^-129 (two SipHash-2-4 "
+                             "words under independent secret keys per shard and epoch; int "
+                             "items are keyed one-to-one; docs/PRIVACY.md 10.4)"},
         },
         "reference": "paper 002 Theorem 3; stream length per DESIGN.md 6 [D]",
     }

@@ -333,10 +333,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return int(dashboard_main(argv[1:]) or 0)
     if argv and argv[0] in ("tail", "query"):
-        import importlib
-
-        reader = importlib.import_module("worker.reader")
-        fn = reader.tail_main if argv[0] == "tail" else reader.query_main
+        if argv[0] == "tail":
+            from worker.reader_confluent import tail_main as fn
+        else:
+            from worker.reader import query_main as fn
         return int(fn(argv[1:]) or 0)
     args = build_parser().parse_args(argv)
     try:

@@ -5,7 +5,7 @@ them is post-processing and costs no privacy budget. :class:`ReleaseIndex` is
 the pure part (parse, validate, keep the latest); :class:`ReleaseReader` tails
 a release topic with aiokafka into an index (asyncio code);
 :class:`worker.reader_confluent.ConfluentReleaseReader` is the synchronous
-confluent-kafka reader for scripts and notebooks; :func:`tail_main` (on
+confluent-kafka reader for scripts and notebooks; its :func:`~worker.reader_confluent.tail_main` (on
 confluent-kafka) and :func:`query_main` are the ``dpstream tail`` /
 ``dpstream query`` commands.
 
@@ -255,7 +255,7 @@ class ReleaseReader(ReleaseIndex):
 # ---------------------------------------------------------------- CLI
 
 
-def _bootstrap(arg: str | None) -> tuple[str, dict[str, Any]]:
+def bootstrap_from(arg: str | None) -> tuple[str, dict[str, Any]]:
     if arg:
         return arg, {}
     from worker.settings import Settings
@@ -266,70 +266,16 @@ def _bootstrap(arg: str | None) -> tuple[str, dict[str, Any]]:
     return s.broker, s.kafka_security_kwargs()
 
 
-def _common(ap: argparse.ArgumentParser) -> None:
+def add_topic_args(ap: argparse.ArgumentParser) -> None:
+    """The ``--topic`` and ``--broker`` options of ``dpstream tail`` and ``query``."""
     ap.add_argument("--topic", required=True, help="release topic (the topology's release.topic)")
     ap.add_argument("--broker", help="host:port (default: $DPSTREAM_BROKER)")
-
-
-def tail_main(argv: Sequence[str] | None = None) -> int:
-    """``dpstream tail --topic T [--from-beginning] [--json] [--count N] [--seconds S]``.
-
-    Prints releases as they are published (from now on; ``--from-beginning``
-    replays the topic first). A release that is not private (``private:
-    false`` or fast/zero noise, :mod:`worker.release_status`) is marked
-    ``[NOT PRIVATE ...]`` (with ``--json``: on stderr, the JSON line unchanged).
-    Reads with confluent-kafka (:class:`worker.reader_confluent.ConfluentReleaseReader`).
-    """
-    from worker.publish import summarize_release
-    from worker.reader_confluent import ConfluentReleaseReader, librdkafka_security
-    from worker.release_status import privacy_note
-
-    ap = argparse.ArgumentParser(prog="dpstream tail", description=tail_main.__doc__)
-    _common(ap)
-    ap.add_argument("--from-beginning", action="store_true",
-                    help="replay the topic from its first release (default: from now on)")
-    ap.add_argument("--json", action="store_true", help="print each envelope as JSON")
-    ap.add_argument("--count", type=int, default=0, help="stop after N releases (0: never)")
-    ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
-    args = ap.parse_args(argv)
-    try:
-        if args.broker:
-            bootstrap, conf = args.broker, {}
-        else:
-            from worker.settings import Settings
-
-            bootstrap = _bootstrap(None)[0]
-            conf = librdkafka_security(Settings.from_env())
-        printed = 0
-        with ConfluentReleaseReader(bootstrap, args.topic, from_beginning=args.from_beginning,
-                                    config=conf) as rd:
-            for raw, env in rd.records(timeout_s=args.seconds or None):
-                note = privacy_note(env) if env is not None else ""
-                if args.json:
-                    print(raw.decode(errors="replace"), flush=True)
-                    if note:
-                        print(f"dpstream tail: {note}: {env and env['topology']}/"
-                              f"{env and env['shard']} epoch {env and env['epoch']} "
-                              f"seq {env and env['seq']}", file=sys.stderr, flush=True)
-                else:
-                    line = summarize_release(raw)
-                    print(f"[{note}] {line}" if note else line, flush=True)
-                printed += 1
-                if args.count and printed >= args.count:
-                    break
-    except (KeyError, SpecError, SerializationError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"dpstream: {msg}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    return 0
 
 
 def query_main(argv: Sequence[str] | None = None) -> int:
     """``dpstream query --topic T --shard S [ITEM ...]``: point estimates or heavy hitters."""
     ap = argparse.ArgumentParser(prog="dpstream query", description=query_main.__doc__)
-    _common(ap)
+    add_topic_args(ap)
     ap.add_argument("--shard", required=True, help="shard key, e.g. r7")
     ap.add_argument("--topology", help="only needed if several topologies share the topic")
     ap.add_argument("--json", action="store_true", help="print the answer as JSON")
@@ -339,7 +285,7 @@ def query_main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     async def run() -> int:
-        bootstrap, opts = _bootstrap(args.broker)
+        bootstrap, opts = bootstrap_from(args.broker)
         async with ReleaseReader(bootstrap, args.topic, client_options=opts) as rd:
             await rd.catch_up()
             deadline = time.monotonic() + args.wait

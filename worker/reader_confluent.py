@@ -28,15 +28,23 @@ Behaviour:
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from sketches.errors import SerializationError
-from worker.reader import Envelope, ReleaseIndex, parse_envelope
+from sketches.errors import SerializationError, SpecError
+from worker.reader import (
+    Envelope,
+    ReleaseIndex,
+    add_topic_args,
+    bootstrap_from,
+    parse_envelope,
+)
 
 FETCH_QUEUE_BACKOFF_MS = 10
 
@@ -257,3 +265,57 @@ class ConfluentReleaseReader:
     def heavy_hitters(self, topology: str, shard: str) -> list[dict[str, Any]]:
         """The heavy-hitter list of the latest heavy_hitters release."""
         return self.index.heavy_hitters(shard, topology)
+
+
+def tail_main(argv: Sequence[str] | None = None) -> int:
+    """``dpstream tail --topic T [--from-beginning] [--json] [--count N] [--seconds S]``.
+
+    Prints releases as they are published (from now on; ``--from-beginning``
+    replays the topic first). A release that is not private (``private:
+    false`` or fast/zero noise, :mod:`worker.release_status`) is marked
+    ``[NOT PRIVATE ...]`` (with ``--json``: on stderr, the JSON line unchanged).
+    Reads with confluent-kafka (:class:`worker.reader_confluent.ConfluentReleaseReader`).
+    """
+    from worker.publish import summarize_release
+    from worker.release_status import privacy_note
+
+    ap = argparse.ArgumentParser(prog="dpstream tail", description=tail_main.__doc__)
+    add_topic_args(ap)
+    ap.add_argument("--from-beginning", action="store_true",
+                    help="replay the topic from its first release (default: from now on)")
+    ap.add_argument("--json", action="store_true", help="print each envelope as JSON")
+    ap.add_argument("--count", type=int, default=0, help="stop after N releases (0: never)")
+    ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
+    args = ap.parse_args(argv)
+    try:
+        if args.broker:
+            bootstrap, conf = args.broker, {}
+        else:
+            from worker.settings import Settings
+
+            bootstrap = bootstrap_from(None)[0]
+            conf = librdkafka_security(Settings.from_env())
+        printed = 0
+        with ConfluentReleaseReader(bootstrap, args.topic, from_beginning=args.from_beginning,
+                                    config=conf) as rd:
+            for raw, env in rd.records(timeout_s=args.seconds or None):
+                note = privacy_note(env) if env is not None else ""
+                if args.json:
+                    print(raw.decode(errors="replace"), flush=True)
+                    if note:
+                        print(f"dpstream tail: {note}: {env and env['topology']}/"
+                              f"{env and env['shard']} epoch {env and env['epoch']} "
+                              f"seq {env and env['seq']}", file=sys.stderr, flush=True)
+                else:
+                    line = summarize_release(raw)
+                    print(f"[{note}] {line}" if note else line, flush=True)
+                printed += 1
+                if args.count and printed >= args.count:
+                    break
+    except (KeyError, SpecError, SerializationError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"dpstream: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -17,7 +17,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from sketches.core.hashing import HashSpec
 from worker.broker import EmbeddedBroker
-from worker.reader import ReleaseIndex, ReleaseReader, query_main, tail_main
+from worker.reader import ReleaseIndex, ReleaseReader, query_main
+from worker.reader_confluent import tail_main
 
 pytestmark = pytest.mark.broker
 

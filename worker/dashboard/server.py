@@ -239,7 +239,7 @@ def topics_of(topology_paths: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``dpstream dashboard``."""
-    from worker.reader import _bootstrap
+    from worker.reader import bootstrap_from
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
@@ -247,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
     async def run() -> int:
-        bootstrap, opts = _bootstrap(args.broker)
+        bootstrap, opts = bootstrap_from(args.broker)
         topics = list(args.topic) + (topics_of(args.topology) if args.topology else [])
         dash = Dashboard(bootstrap, topics, metrics_url=args.metrics_url,
                          client_options=opts, history=args.history, replay=args.replay)

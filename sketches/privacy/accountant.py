@@ -1,8 +1,5 @@
-"""Privacy calibration, error bounds and budget accounting: the one import for mechanisms.
-
-This module re-exports :mod:`sketches.privacy.calibration` (relations, clocks,
-sensitivity, calibrators) and :mod:`sketches.privacy.bounds` (paper 002's error bounds,
-``delta_tilde``, LazyHH thresholds), and adds:
+"""Budget accounting (the package :mod:`sketches.privacy` re-exports it with
+:mod:`~sketches.privacy.calibration` and :mod:`~sketches.privacy.bounds`):
 
 - the DP stream-length counter of LazyHH under add/remove (DESIGN.md 6) and the
   split of a total budget between sketch and counter (basic composition);
@@ -24,81 +21,10 @@ import math
 from dataclasses import dataclass
 
 from sketches.errors import SpecError
-from sketches.privacy.bounds import (
-    LazyHHThresholds,
-    alg6_gamma,
-    check_lemma6_delta,
-    counter_error_bound,
-    delta_tilde,
-    lazy_cms_error_bound,
-    lazy_cs_error_bound,
-    lazyhh_depth,
-    lazyhh_gamma,
-    lazyhh_thresholds,
-    lemma4_error,
-    lemma5_depth,
-    lemma5_gamma,
-    lemma6_gamma,
-    theorem4_gamma,
-)
-from sketches.privacy.calibration import (
-    Calibration,
-    Calibrator,
-    Clock,
-    Relation,
-    analytic_gaussian_delta,
-    analytic_gaussian_sigma,
-    calibrate,
-    check_clock,
-    classic_gaussian_sigma,
-    discrete_gaussian_delta,
-    discrete_gaussian_sigma,
-    l2_sensitivity,
-    neighbouring_cells,
-    paper_sigma,
-    tree_levels,
-    zcdp_delta,
-)
+from sketches.privacy.calibration import Calibration, Calibrator, Relation, calibrate, zcdp_delta
 
-__all__ = [
-    "BudgetAccountant",
-    "BudgetSplit",
-    "Calibration",
-    "Calibrator",
-    "Clock",
-    "Guarantee",
-    "LazyHHThresholds",
-    "Relation",
-    "alg6_gamma",
-    "analytic_gaussian_delta",
-    "analytic_gaussian_sigma",
-    "calibrate",
-    "check_clock",
-    "check_lemma6_delta",
-    "classic_gaussian_sigma",
-    "counter_error_bound",
-    "delta_tilde",
-    "discrete_gaussian_delta",
-    "discrete_gaussian_sigma",
-    "l2_sensitivity",
-    "lazy_cms_error_bound",
-    "lazy_cs_error_bound",
-    "lazyhh_depth",
-    "lazyhh_gamma",
-    "lazyhh_thresholds",
-    "lemma4_error",
-    "lemma5_depth",
-    "lemma5_gamma",
-    "lemma6_gamma",
-    "length_counter_calibration",
-    "neighbouring_cells",
-    "paper_sigma",
-    "split_budget",
-    "theorem4_gamma",
-    "tree_levels",
-    "zcdp_delta",
-    "zcdp_eps",
-]
+__all__ = ["BudgetAccountant", "BudgetSplit", "Guarantee", "length_counter_calibration",
+           "split_budget", "zcdp_eps"]
 
 
 def zcdp_eps(rho: float, delta: float) -> float:

@@ -187,20 +187,10 @@ def item_key2_from_state(state: dict[str, Any], hash_spec: HashSpec) -> bytes:
     keys; int-item states (or none yet) get a key derived from the secret hash
     (deterministic, as secret as the hash).
     """
-    hexkey = state.get("item_key2")
-    if hexkey is not None:
-        key = bytes.fromhex(hexkey)
-        if len(key) != KEY_BYTES:
-            raise SerializationError(f"state.item_key2: need {KEY_BYTES} bytes, got {len(key)}")
-        return key
-    if state.get("integer_items") is False:
-        raise SerializationError(
-            "state.item_key2: this LazyHH checkpoint predates 128-bit item identities and "
-            "holds str/bytes candidates keyed by 64 bits only, which cannot be converted; "
-            "finish the epoch with the dpstream that wrote it, or delete the shard's "
-            "checkpoint (docs/OPERATIONS.md, checkpoint formats)")
-    words = json.dumps(hash_spec.to_state(), sort_keys=True).encode()
-    return hashlib.blake2b(words, digest_size=KEY_BYTES, person=b"dpstream-itemk2").digest()
+    return _key_from_state(
+        state, hash_spec, "item_key2", b"dpstream-itemk2",
+        "predates 128-bit item identities and holds str/bytes candidates keyed by 64 bits "
+        "only")
 
 
 def item_key_from_state(state: dict[str, Any], hash_spec: HashSpec) -> bytes:
@@ -212,20 +202,29 @@ def item_key_from_state(state: dict[str, Any], hash_spec: HashSpec) -> bytes:
     derived from its secret hash parameters (deterministic, so a restore is
     repeatable, and as secret as the hash).
     """
-    hexkey = state.get("item_key")
+    return _key_from_state(
+        state, hash_spec, "item_key", b"dpstream-itemkey",
+        "predates the keyed item PRF and holds str/bytes items keyed by the old salted chain")
+
+
+def _key_from_state(state: dict[str, Any], hash_spec: HashSpec, field: str, person: bytes,
+                    predates: str) -> bytes:
+    """A secret key of a checkpoint header (``field``, hex), or, for a state written
+    before the field existed, a key derived from the secret hash (int items or none
+    yet) or a refusal naming what the state ``predates`` (str/bytes items)."""
+    hexkey = state.get(field)
     if hexkey is not None:
         key = bytes.fromhex(hexkey)
         if len(key) != KEY_BYTES:
-            raise SerializationError(f"state.item_key: need {KEY_BYTES} bytes, got {len(key)}")
+            raise SerializationError(f"state.{field}: need {KEY_BYTES} bytes, got {len(key)}")
         return key
     if state.get("integer_items") is False:
         raise SerializationError(
-            "state.item_key: this LazyHH checkpoint predates the keyed item PRF and holds "
-            "str/bytes items keyed by the old salted chain, which cannot be converted; "
+            f"state.{field}: this LazyHH checkpoint {predates}, which cannot be converted; "
             "finish the epoch with the dpstream that wrote it, or delete the shard's "
             "checkpoint (docs/OPERATIONS.md, checkpoint formats)")
     words = json.dumps(hash_spec.to_state(), sort_keys=True).encode()
-    return hashlib.blake2b(words, digest_size=KEY_BYTES, person=b"dpstream-itemkey").digest()
+    return hashlib.blake2b(words, digest_size=KEY_BYTES, person=person).digest()
 
 
 def hash_from_state(state: dict[str, Any], depth: int, width: int) -> HashSpec:

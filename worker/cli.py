@@ -11,6 +11,9 @@
 ``dpstream validate TOPOLOGY...``
     Check topology files (or directories) without a broker; exit 2 on the
     first error, which names the file, the field and the fix.
+``dpstream plan TOPOLOGY... [--rate EVENTS_PER_S] [--share S] [--json]``
+    Before running: each topology's stated guarantee, noise sigma, error
+    bounds, detection times, memory and what-ifs (``worker.plan``).
 ``dpstream tail ...`` / ``dpstream query ...``
     Read releases (see ``worker.reader``).
 ``dpstream dashboard ...``
@@ -65,12 +68,28 @@ def build_parser() -> argparse.ArgumentParser:
                       help="serve the dashboard (dpstream dashboard) on this port; 0: none")
     val = sub.add_parser("validate", help="check topology files without a broker")
     val.add_argument("topology", nargs="+", help="topology file or directory")
+    _plan_parser(sub)
     sub.add_parser("tail", help="tail a release topic (see dpstream tail -h)", add_help=False)
     sub.add_parser("query", help="point queries on releases (see dpstream query -h)",
                    add_help=False)
     sub.add_parser("dashboard", help="live web page over release topics "
                    "(see dpstream dashboard -h)", add_help=False)
     return p
+
+
+def _plan_parser(sub: Any) -> None:
+    """``dpstream plan``: the numbers a topology's releases will have, before running it."""
+    pl = sub.add_parser("plan", help="sigma, error bounds, detection times, memory and "
+                        "what-ifs of topologies, before running them (no broker)")
+    pl.add_argument("topology", nargs="+", help="topology file or directory")
+    pl.add_argument("--rate", type=float, default=None, help="events per second on the input "
+                    "topic, spread evenly over the shards (default: no rate; bounds only)")
+    pl.add_argument("--shards", type=int, default=None, help="shards the rate spreads over "
+                    "(default: the size of shards.allowed, else 1)")
+    pl.add_argument("--share", type=float, action="append", default=None,
+                    help="traffic share of an example item, e.g. 0.05 (repeatable; default "
+                    "0.01, 0.05, 0.10)")
+    pl.add_argument("--json", action="store_true", help="machine-readable JSON")
 
 
 def _faust_flags(p: argparse.ArgumentParser) -> None:
@@ -316,6 +335,32 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``dpstream plan``: print each topology's plan (worker.plan); no broker needed."""
+    import json
+
+    from worker.mechanisms import load_mechanisms
+    from worker.plan import DEFAULT_SHARES, plan, render
+    from worker.topology import load_topologies
+
+    shares = tuple(args.share or DEFAULT_SHARES)
+    if args.rate is not None and not args.rate > 0:
+        raise SpecError(f"--rate: must be > 0 events per second, got {args.rate}")
+    if any(not 0 < s <= 1 for s in shares):
+        raise SpecError(f"--share: each share must be in (0, 1], got {list(shares)}; "
+                        "e.g. --share 0.05 for 5% of the traffic")
+    if args.shards is not None and args.shards < 1:
+        raise SpecError(f"--shards: must be >= 1, got {args.shards}")
+    load_mechanisms(Settings.from_env().plugins)
+    plans = plan(load_topologies(args.topology), rate=args.rate, shares=shares,
+                 shards=args.shards)
+    if args.json:
+        print(json.dumps(plans, indent=2, default=str, allow_nan=False))
+    else:
+        print(render(plans), end="")
+    return 0
+
+
 def _dashboard(settings: Settings, args: argparse.Namespace) -> list[Extra]:
     """The demo's dashboard as an extra (none with ``--dashboard-port 0``)."""
     if not args.dashboard_port:
@@ -344,6 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "validate":
             return cmd_validate(args)
+        if args.command == "plan":
+            return cmd_plan(args)
         return cmd_demo(args)
     except DPStreamError as exc:
         print(f"dpstream: {exc}", file=sys.stderr)

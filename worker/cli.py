@@ -337,11 +337,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """``dpstream plan``: print each topology's plan (worker.plan); no broker needed."""
+    import glob
     import json
+    import os
 
     from worker.mechanisms import load_mechanisms
     from worker.plan import DEFAULT_SHARES, plan, render
-    from worker.topology import load_topologies
+    from worker.topology import load_topology
 
     shares = tuple(args.share or DEFAULT_SHARES)
     if args.rate is not None and not args.rate > 0:
@@ -352,8 +354,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.shards is not None and args.shards < 1:
         raise SpecError(f"--shards: must be >= 1, got {args.shards}")
     load_mechanisms(Settings.from_env().plugins)
-    plans = plan(load_topologies(args.topology), rate=args.rate, shares=shares,
-                 shards=args.shards)
+    # every file on its own (unlike `run`, two plans may share a topology name: a user
+    # compares alternatives of one topology)
+    files = [f for path in args.topology for f in (
+        sorted(glob.glob(os.path.join(path, "*.yaml")) + glob.glob(os.path.join(path, "*.yml")))
+        if os.path.isdir(path) else [path])]
+    if not files:
+        raise SpecError(f"topology: no *.yaml files in {args.topology}; name topology files")
+    topos = [load_topology(f) for f in files]
+    plans = plan(topos, rate=args.rate, shares=shares, shards=args.shards)
     if args.json:
         print(json.dumps(plans, indent=2, default=str, allow_nan=False))
     else:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 import typing
 from collections.abc import Callable, Sequence
@@ -163,7 +164,8 @@ def timing(topo: Topology, total_rate: float | None, shards: int | None = None
     else:
         epoch_events = float(pr.epoch_events)
         epoch_s = None if not rate else pr.epoch_events / rate
-    return {"total_rate": total_rate, "shards": n_shards, "rate": rate, "tick_s": tick_s, "release_s": release_s, "epoch_s": epoch_s,
+    return {"total_rate": total_rate, "shards": n_shards, "rate": rate, "tick_s": tick_s,
+            "release_s": release_s, "epoch_s": epoch_s,
             "first_release_events": None if rate is None else min(
                 rate * release_s, epoch_events if epoch_events is not None else math.inf),
             "epoch_events": epoch_events}
@@ -253,6 +255,18 @@ def _replace_params(topo: Topology, values: dict[str, Any]) -> Topology:
     return dataclasses.replace(topo, mechanism_params={**topo.mechanism_params, **values})
 
 
+def _scale_params(topo: Topology, values: dict[str, int], factor: int) -> Topology:
+    return _replace_params(topo, {k: x * factor for k, x in values.items()})
+
+
+def _scale_params_by(topo: Topology, factor: int, values: dict[str, int]) -> Topology:
+    return _scale_params(topo, values, factor)
+
+
+def _say_scaled(factor: int, values: dict[str, int]) -> str:
+    return ", ".join(f"{k} {x} -> {x * factor}" for k, x in values.items()) + f" (x{factor})"
+
+
 def _int_fields(spec: Any, names: Sequence[str]) -> list[str]:
     have = {f.name for f in dataclasses.fields(spec)} if dataclasses.is_dataclass(spec) else set()
     return [n for n in names if n in have and isinstance(getattr(spec, n), int)
@@ -283,7 +297,7 @@ def counter_choices(spec: Any) -> list[Any]:
     if not dataclasses.is_dataclass(spec) or "counter" not in {
             f.name for f in dataclasses.fields(spec)}:
         return []
-    value = spec.counter
+    value = getattr(spec, "counter")  # noqa: B009 (a field only some specs have)
     if isinstance(value, enum.Enum):
         return [m.value for m in type(value)]
     try:
@@ -307,15 +321,19 @@ def variations(topo: Topology, spec: Any) -> list[Variation]:
         ("eps /2", lambda t: _replace_privacy(t, eps=pr.eps / 2)),
     ]
     for knob in _int_fields(spec, WIDTH_KNOBS)[:1]:
-        value = getattr(spec, knob)
-        out.append((f"{knob} x2", lambda t, k=knob, v=value: _replace_param(t, k, 2 * v)))
+        out.append((f"{knob} x2", functools.partial(_scale_params, values={
+            knob: getattr(spec, knob)}, factor=2)))
     out.append(("epoch x2", lambda t: _scale_epoch(t, 2)))
     out.append(("epoch /2", lambda t: _scale_epoch(t, 0.5)))
+    if pr.unit_field and pr.unit_cap > 1:
+        out.append(("unit_cap /2", lambda t: _replace_privacy(t, unit_cap=max(1,
+                                                                          pr.unit_cap // 2))))
     current = getattr(spec, "counter", None)
     current = current.value if isinstance(current, enum.Enum) else current
     for alt in counter_choices(spec):
         if alt != current:
-            out.append((f"counter {alt}", lambda t, a=alt: _replace_param(t, "counter", a)))
+            out.append((f"counter {alt}", functools.partial(_replace_param, name="counter",
+                                                             value=alt)))
     return out
 
 
@@ -361,27 +379,32 @@ def _fix_search(topo: Topology, shares: Sequence[float], rate: float, shards: in
     base = probe(topo)
     knobs: list[tuple[str, Callable[[Topology, int], Topology], Callable[[int], str]]] = [
         ("privacy.eps", lambda t, f: _replace_privacy(t, eps=pr.eps * f),
-         lambda f: f"{pr.eps:g} -> {pr.eps * f:g}"),
+         lambda f: f"{pr.eps:g} -> {pr.eps * f:g} (x{f})"),
         ("privacy.epoch_ticks" if pr.clock == "tick" else "privacy.epoch_events",
          lambda t, f: _scale_epoch(t, f),
-         lambda f: (f"{pr.epoch_ticks} -> {pr.epoch_ticks * f}" if pr.clock == "tick"
-                    else f"{pr.epoch_events} -> {pr.epoch_events * f}")),
+         lambda f: (f"{pr.epoch_ticks} -> {pr.epoch_ticks * f} (x{f})" if pr.clock == "tick"
+                    else f"{pr.epoch_events} -> {pr.epoch_events * f} (x{f})")),
     ]
     for fields_ in _size_knobs(base.spec):
         values = {k: getattr(base.spec, k) for k in fields_}
         knobs.append(("mechanism.params:",
-                      lambda t, f, v=values: _replace_params(t, {k: x * f for k, x in v.items()}),
-                      lambda f, v=values: ", ".join(f"{k} {x} -> {x * f}"
-                                                    for k, x in v.items())))
+                      functools.partial(_scale_params_by, values=values),
+                      functools.partial(_say_scaled, values=values)))
+    if pr.unit_field and pr.unit_cap > 1:
+        knobs.append(("privacy.unit_cap", lambda t, f: _replace_privacy(
+            t, unit_cap=max(1, pr.unit_cap // f)),
+            lambda f: f"{pr.unit_cap} -> {max(1, pr.unit_cap // f)}"))
     for path, change, say in knobs:
         for j in range(1, 7):
             f = 2 ** j
+            if path == "privacy.unit_cap" and pr.unit_cap // f < 1:
+                break
             try:
                 s = _summary(probe(change(topo, f)), rate, shares, shards)
             except (DPStreamError, TypeError, ValueError):
                 break
             if ok(s):
-                tips.append(f"{path} {say(f)} (x{f})")
+                tips.append(f"{path} {say(f)}")
                 break
     return tips
 
@@ -534,7 +557,7 @@ def render(plans: Sequence[dict[str, Any]]) -> str:
     return "\n\n".join(_render_one(p) for p in plans) + "\n"
 
 
-def _render_one(p: dict[str, Any]) -> str:  # noqa: C901 (one linear report)
+def _render_one(p: dict[str, Any]) -> str:
     g, t, b, m = p["guarantee"], p["timing"], p["bounds"], p["memory"]
     out = [f"== {p['topology']} ({p['source']}): mechanism {p['mechanism']}"]
     if not p["private"]:
@@ -552,9 +575,9 @@ def _render_one(p: dict[str, Any]) -> str:  # noqa: C901 (one linear report)
     when = (f"release every {_dur(t['release_s'])}, epoch "
             f"{_dur(t['epoch_s']) if t['epoch_s'] else '-'}")
     if rate:
-        spread = (f" ({t['total_rate']:,.0f}/s over {t['shards']} shards)"
+        spread = (f" ({_num(t['total_rate'])}/s over {t['shards']} shards)"
                   if t["shards"] > 1 else "")
-        when += (f"; at {rate:,.0f} events/s per shard{spread}: "
+        when += (f"; at {_num(rate)} events/s per shard{spread}: "
                  f"{_num(t['first_release_events'])} "
                  f"events by the first release, {_num(t['epoch_events'])} by the epoch's end")
     out.append(f"   timing: {when}")
@@ -562,7 +585,8 @@ def _render_one(p: dict[str, Any]) -> str:  # noqa: C901 (one linear report)
         out.append(f"   WARNING: {_num(t['epoch_events'])} events per epoch exceed "
                    f"event_horizon {_num(p['event_horizon'])}: later events are dropped")
     beta = b.get("beta")
-    out.append(f"   error bounds (w.p. >= 1 - beta, beta = {beta if beta is None else f'{beta:.3g}'}):")
+    out.append("   error bounds (w.p. >= 1 - beta, beta = "
+               f"{'not stated' if beta is None else f'{beta:.3g}'}):")
     kind = b.get("kind")
     if kind == "heavy_hitters_continual":
         s0 = b["at_start"]

@@ -332,6 +332,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"ok {t.source}: topology {t.name!r}, mechanism {t.mechanism}, "
               f"eps {t.privacy.eps}, delta {t.privacy.delta}, input {t.input.topic} "
               f"({t.input.partitions} partitions), releases on {t.release.topic}")
+    print("next: `dpstream plan TOPOLOGY --rate EVENTS_PER_S` shows the noise, the error "
+          "bounds and detection times these releases will have, and which knob changes them")
     return 0
 
 

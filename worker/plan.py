@@ -424,9 +424,10 @@ def verdict(p: Probe, b: dict[str, Any], t: dict[str, Any], shares: Sequence[flo
         min_share = b["min_detectable_share"]
         det = {d["share"]: d for d in b["detection"]}
         if top <= min_share:
-            lines.append(f"NO ITEM WILL APPEAR: an item needs more than {min_share:.1%} of the "
-                         f"traffic to pass the threshold (the largest share asked is {top:.1%})")
-            status = "noise_dominates" if status == "ok" else status
+            lines.append(f"NEVER REPORTED: items with {top:.0%} of a shard's traffic or less never "
+                         f"appear; LazyHH reports only items above {min_share:.1%} of it (the "
+                         "threshold grows with the stream: t/k and 5 t/k_tilde)")
+            status = "never_reported" if status == "ok" else status
         elif rate is None:
             n = det[top]["events"]
             lines.append(f"an item with {top:.0%} of the traffic appears after "
@@ -442,7 +443,7 @@ def verdict(p: Probe, b: dict[str, Any], t: dict[str, Any], shares: Sequence[flo
                 lines.append(f"ok: an item with {top:.0%} of the traffic appears after about "
                              f"{_dur(sec)} of each {_dur(epoch_s)} epoch (plus the release "
                              f"period, {_dur(t['release_s'])})")
-        if status == "noise_dominates" and rate:
+        if status in ("noise_dominates", "never_reported") and rate:
             epoch_s = t["epoch_s"] or math.inf
 
             def ok_hh(s: dict[str, Any]) -> bool:
@@ -577,6 +578,8 @@ def _render_one(p: dict[str, Any]) -> str:
     if rate:
         spread = (f" ({_num(t['total_rate'])}/s over {t['shards']} shards)"
                   if t["shards"] > 1 else "")
+        if p["memory"]["shards"] is None and t["shards"] == 1:
+            spread = " (open shard set: --shards N spreads --rate over N shards)"
         when += (f"; at {_num(rate)} events/s per shard{spread}: "
                  f"{_num(t['first_release_events'])} "
                  f"events by the first release, {_num(t['epoch_events'])} by the epoch's end")
@@ -644,8 +647,9 @@ def _render_one(p: dict[str, Any]) -> str:
                 out.append(f"     {r['label']:<14} invalid: {r['error']}")
                 continue
             ratio = r.get("headline_ratio")
+            word = "reported surely above" if hh else "bound"
             cells = [] if r.get("headline") is None else [
-                f"bound {_num(r['headline'])}" + (f" (x{ratio:.2f})" if ratio else "")]
+                f"{word} {_num(r['headline'])}" + (f" (x{ratio:.2f})" if ratio else "")]
             if r.get("sigma") is not None:
                 cells.append(f"sigma {r['sigma']:,.1f}")
             if hh:

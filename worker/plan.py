@@ -233,12 +233,19 @@ def bounds(p: Probe, t: dict[str, Any], shares: Sequence[float]) -> dict[str, An
             out[name] = {"events": n, "point_query": [lo, hi],
                          "collision_term": eb.get("collision_term")}
         return out
-    out["kind"] = "windowed"
+    out["kind"] = "quantiles" if p.payload.get("kind") == "quantiles" else "windowed"
     for key in ("noise_abs_max", "rank_noise_abs_max", "vs_sketch", "noise"):
         if isinstance(eb.get(key), int | float):
             out["headline"] = {"label": f"error_bound.{key} (stated by the release)",
                                "value": float(eb[key])}
             break
+    sketch_error = getattr(p.spec, "sketch_error", None)  # Misra-Gries: n/(k+1) undercount
+    if callable(sketch_error):
+        noise = (out.get("headline") or {}).get("value") or 0.0
+        for name, n in at.items():
+            if n is not None:
+                e = float(sketch_error(n))
+                out[name] = {"events": n, "sketch_error": e, "total": noise + e}
     return out
 
 
@@ -341,7 +348,10 @@ def _summary(p: Probe, rate: float | None, shares: Sequence[float],
              shards: int | None = None) -> dict[str, Any]:
     t = timing(p.topology, rate, shards)
     b = bounds(p, t, shares)
-    s = {"sigma": sigmas(p).get("sketch"), "headline": (b.get("headline") or {}).get("value"),
+    head = (b.get("headline") or {}).get("value")
+    if head is not None and "total" in (b.get("epoch_end") or {}):
+        head = b["epoch_end"]["total"]  # Misra-Gries: noise plus the undercount n/(k+1)
+    s = {"sigma": sigmas(p).get("sketch"), "headline": head,
          "memory_per_shard_bytes": memory(p)["per_shard_bytes"], "epoch_s": t["epoch_s"],
          "epoch_events": t["epoch_events"]}
     if "detection" in b:
@@ -457,6 +467,13 @@ def verdict(p: Probe, b: dict[str, Any], t: dict[str, Any], shares: Sequence[flo
                                     "k_tilde and eps together"))
         return {"status": status, "lines": lines}
     head = (b.get("headline") or {}).get("value")
+    end = b.get("epoch_end") or {}
+    if head is not None and "total" in end:  # noise plus the sketch's own undercount
+        head = end["total"]
+    if head is not None and b.get("kind") == "quantiles" and t["epoch_events"]:
+        lines.append(f"rank error +/-{_num(head)} of {_num(t['epoch_events'])} events per "
+                     f"epoch ({head / t['epoch_events']:.2%} of the ranks)")
+        return {"status": status, "lines": lines}
     if head is None:
         lines.append("no count-type error bound to compare (see the stated bound)")
         return {"status": status, "lines": lines}
@@ -469,7 +486,7 @@ def verdict(p: Probe, b: dict[str, Any], t: dict[str, Any], shares: Sequence[flo
     expected = top * t["epoch_events"]
     if expected <= head:
         lines.append(f"NOISE DOMINATES: an item with {top:.0%} of the traffic counts about "
-                     f"{_num(expected)} by the epoch's end, but the noise bound is "
+                     f"{_num(expected)} by the epoch's end, but the error bound is "
                      f"+/-{_num(head)} (x{head / max(expected, 1e-9):.1f} the count)")
         status = "noise_dominates" if status == "ok" else status
 
@@ -484,7 +501,7 @@ def verdict(p: Probe, b: dict[str, Any], t: dict[str, Any], shares: Sequence[flo
     else:
         small = min(shares)
         lines.append(f"ok: an item with {top:.0%} of the traffic counts about {_num(expected)} "
-                     f"by the epoch's end against +/-{_num(head)} noise"
+                     f"by the epoch's end against an error bound of {_num(head)}"
                      + (f"; items below {head / t['epoch_events']:.2%} of the traffic stay "
                         "within the noise" if small * t["epoch_events"] <= head else ""))
     return {"status": status, "lines": lines}
@@ -632,6 +649,14 @@ def _render_one(p: dict[str, Any]) -> str:
         shown = {k: v for k, v in eb.items() if k not in ("beta",)}
         for k, v in shown.items():
             out.append(f"     {k}: {_num(v) if isinstance(v, int | float) else v}")
+        for name in ("first_release", "epoch_end"):
+            x = b.get(name)
+            if name == "first_release" and x == b.get("epoch_end"):
+                continue  # windowed: the one release is the epoch's end
+            if x and "sketch_error" in x:
+                out.append(f"     at the {name.replace('_', ' ')} ({_num(x['events'])} events): "
+                           f"Misra-Gries undercount up to {_num(x['sketch_error'])}, "
+                           f"{_num(x['total'])} with the noise")
     out.append(f"   memory: {_bytes(m['per_shard_bytes'])} per shard ({m['source']})"
                + (f", {_bytes(m['total_bytes'])} for {m['shards']} shards" if m["shards"] else
                   ", open shard set (one such state per active shard)"))

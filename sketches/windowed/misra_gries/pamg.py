@@ -211,6 +211,16 @@ class PAMGSpec:
                                    "raise sigma/tau or leave them None")
         ItemCodec(self.item_kind, self.hash_seed)
 
+    def sketch_error(self, events: float) -> float:
+        """Misra-Gries undercount bound ``N/(k+1)`` for ``events`` items after capping (§7).
+
+        Examples
+        --------
+        >>> PAMGSpec(k=99, m=2, eps=1.0, delta=1e-6).sketch_error(1000)
+        10.0
+        """
+        return float(events) / (self.k + 1)
+
     def gshm(self) -> tuple[float, float]:
         """(sigma, tau) of the release."""
         if self.sigma is not None and self.tau is not None:

@@ -150,6 +150,19 @@ class PMGSpec:
             raise SpecError(f"unit_cap: need an int >= 1, got {self.unit_cap!r}")
         ItemCodec(self.item_kind, self.hash_seed)  # validates item_kind
 
+    def sketch_error(self, events: float) -> float:
+        """Misra-Gries undercount bound ``n/(k+1)`` after ``events`` events (paper 000 Fact 1).
+
+        One-sided and deterministic: ``f - n/(k+1) <= MG count <= f``; the release's
+        noise (:func:`pmg_error_bound`) comes on top. ``dpstream plan`` uses it.
+
+        Examples
+        --------
+        >>> PMGSpec(k=255, eps=1.0, delta=1e-6).sketch_error(9_000_000)
+        35156.25
+        """
+        return float(events) / (self.k + 1)
+
     def event_budget(self) -> tuple[float, float]:
         """Per-event (eps', delta') so that ``unit_cap`` events get (eps, delta).
 

@@ -315,3 +315,24 @@ def test_cli_plan_text_json_and_errors(capsys: Any) -> None:
     assert main(["plan", netmon, "--share", "5"]) == 2
     assert "--share" in capsys.readouterr().err
     assert main(["plan", netmon, "--rate", "0"]) == 2
+
+
+def test_misra_gries_plans_add_the_undercount_to_the_noise() -> None:
+    """PMG: |released - f| <= vs_sketch (noise, Lemma 7) + n/(k+1) (Fact 1) at the window end."""
+    p = planmod.plan_topology(topo("pmg", "{k: 99}", every=3600, item_type="int"), rate=10.0)
+    n = 5.0 * 3600  # 10/s over two shards
+    end = p["bounds"]["epoch_end"]
+    assert end["sketch_error"] == pytest.approx(n / 100)
+    assert end["total"] == pytest.approx(n / 100 + p["bounds"]["stated"]["vs_sketch"])
+    assert "error bound of" in p["verdict"]["lines"][-1]
+    rows = {r["label"]: r for r in p["what_if"]}
+    assert rows["k x2"]["headline"] < end["total"]  # half the undercount, a bit more noise
+
+
+def test_quantile_plans_state_the_rank_error_as_a_share_of_the_ranks() -> None:
+    p = planmod.plan_topology(topo("dyadic_quantiles", "{bits: 8, depth: 2, width: 64}",
+                                   every=3600, item_type="int"), rate=10.0)
+    rank = p["bounds"]["stated"]["rank_noise_abs_max"]
+    assert p["verdict"]["lines"] == [
+        f"rank error +/-{planmod._num(rank)} of 18,000 events per epoch "
+        f"({rank / 18000:.2%} of the ranks)"]

@@ -68,6 +68,10 @@ WIDTH_KNOBS = ("width", "k_tilde", "k")
 
 PLAN_SHARD = "<plan>"
 
+PROBE_MEMORY_LIMIT = 256 << 20
+"""A what-if or fix search never builds a variation whose state would exceed this (bytes,
+estimated from the topology's own state times the size factor)."""
+
 
 # ---------------------------------------------------------------------- probing
 @dataclasses.dataclass(frozen=True)
@@ -366,8 +370,15 @@ def what_if(topo: Topology, base: Probe, rate: float | None, shares: Sequence[fl
     """Each knob variation planned like the topology; ``error`` if the variation is invalid."""
     ref = _summary(base, rate, shares, shards)
     rows = []
+    base_mem = ref["memory_per_shard_bytes"]
     for label, change in variations(topo, base.spec):
         row: dict[str, Any] = {"label": label}
+        if label.endswith(" x2") and base_mem * 2 > PROBE_MEMORY_LIMIT and not label.startswith(
+                ("eps", "epoch")):
+            row["error"] = (f"not planned: the state would exceed {PROBE_MEMORY_LIMIT >> 20} MiB "
+                            "per shard")
+            rows.append(row)
+            continue
         try:
             row.update(_summary(probe(change(topo)), rate, shares, shards))
         except (DPStreamError, TypeError, ValueError) as exc:
@@ -404,9 +415,12 @@ def _fix_search(topo: Topology, shares: Sequence[float], rate: float, shards: in
         knobs.append(("privacy.unit_cap", lambda t, f: _replace_privacy(
             t, unit_cap=max(1, pr.unit_cap // f)),
             lambda f: f"{pr.unit_cap} -> {max(1, pr.unit_cap // f)}"))
+    base_mem = memory(base)["per_shard_bytes"]
     for path, change, say in knobs:
         for j in range(1, 7):
             f = 2 ** j
+            if path.startswith("mechanism.params") and base_mem * f > PROBE_MEMORY_LIMIT:
+                break  # never allocate a huge probe: the state grows with the size knobs
             if path == "privacy.unit_cap" and pr.unit_cap // f < 1:
                 break
             try:

@@ -336,3 +336,13 @@ def test_quantile_plans_state_the_rank_error_as_a_share_of_the_ranks() -> None:
     assert p["verdict"]["lines"] == [
         f"rank error +/-{planmod._num(rank)} of 18,000 events per epoch "
         f"({rank / 18000:.2%} of the ranks)"]
+
+
+def test_size_variations_that_would_allocate_too_much_are_not_built(monkeypatch: Any) -> None:
+    monkeypatch.setattr(planmod, "PROBE_MEMORY_LIMIT", 1)
+    p = planmod.plan_topology(topo("pmg", "{k: 99}", every=3600, item_type="int", eps=0.01),
+                              rate=1.0)
+    rows = {r["label"]: r for r in p["what_if"]}
+    assert rows["k x2"]["error"].startswith("not planned")
+    assert "error" not in rows["eps x2"]
+    assert "mechanism.params" not in p["verdict"]["lines"][-1]  # the fix search skipped k too

@@ -219,6 +219,20 @@ class PunctualCS(_PunctualSketch):
 
 
 def _build_spec(params: Any) -> PunctualSketchSpec:
+    """Build the spec from topology params; the worker also passes ``clock``.
+
+    Algorithm 3 has one round per event, so it runs on the arrival clock only;
+    ``clock`` is checked here and not stored (the spec has no other clock).
+    """
+    params = dict(params)
+    clock = params.pop("clock", Clock.ARRIVAL.value)
+    if Clock(clock) is not Clock.ARRIVAL:
+        raise SpecError(
+            f"privacy.clock: {clock!r} is not supported by the punctual sketches (Algorithm 3"
+            " has one round per event, so they run on the arrival clock only); set"
+            " `privacy.clock: arrival` with `relation: replace`, or use lazy_cms / lazy_cs"
+            " for the tick clock"
+        )
     return spec_from_params(PunctualSketchSpec, params)
 
 

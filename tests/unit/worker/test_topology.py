@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -226,3 +227,79 @@ def test_mechanism_item_kind_must_match_input_item_type(tmp_path: Path) -> None:
     doc["input"]["item_type"] = "int"
     p.write_text(yaml.safe_dump(doc))
     assert load_topology(p).input.item_type == "int"
+
+
+@pytest.mark.parametrize("name", ["punctual_cms", "punctual_cs"])
+def test_punctual_topology_builds_on_the_arrival_clock(name: str) -> None:
+    """Regression: the worker passed ``clock`` to PunctualSketchSpec, which had no
+    such field, so no topology could run the documented punctual mechanisms."""
+    from sketches.core.base import lookup as get
+
+    load_mechanisms()
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc["mechanism"] = {"name": name, "params": {"depth": 2, "width": 64}}
+    doc["privacy"] = {"eps": 1.0, "delta": 1e-6, "relation": "replace", "clock": "arrival",
+                      "epoch_events": 100}
+    doc["release"] = {"every_ticks": 5, "topic": "out"}
+    t = parse_topology(yaml.safe_dump(doc), "p.yaml")
+    entry = get(name)
+    spec = entry.build_spec(t.spec_params())
+    assert spec.horizon == 100
+    from sketches.core.noise import ZeroNoise
+
+    sketch = entry.build(spec, ZeroNoise())
+    sketch.update_batch(np.array(["a", "a", "b"], dtype=object))
+    assert sketch.name == name and sketch.query(np.array(["a"], dtype=object))[0] == 2
+
+
+@pytest.mark.parametrize("name", ["punctual_cms", "punctual_cs"])
+def test_punctual_topology_runs_in_the_engine(name: str) -> None:
+    """End to end through the engine (zero noise): the arrival-clock releases count exactly."""
+    import asyncio
+    import json
+
+    from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
+    from worker.engine import Engine
+
+    load_mechanisms()
+    text = f"""
+name: p
+input: {{topic: in, partitions: 1, fields: {{shard: r, item: i}}}}
+shards: {{allowed: [r1]}}
+mechanism: {{name: {name}, params: {{depth: 2, width: 64}}}}
+privacy: {{eps: 1.0, delta: 1.0e-6, relation: replace, clock: arrival, epoch_events: 50}}
+noise: {{kind: zero, allow_insecure_noise: true}}
+release: {{every_ticks: 1, topic: out}}
+dead_letter: {{topic: dlq}}
+"""
+    t = parse_topology(text, "p.yaml")
+    clock = Clock(1_000_000.0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+
+    async def go() -> None:
+        await eng.assign([("in", 0)])
+        recs = [(i, b"r1", json.dumps({"r": "r1", "i": f"x{i % 3}"}).encode(), 0)
+                for i in range(12)]
+        await eng.process_batch("in", 0, recs)
+        for _ in range(5):
+            clock.t += 1.0
+            await eng.on_timer()
+
+    asyncio.run(go())
+    docs = [json.loads(v) for topic, _, v, _ in eng.sink.sent if topic == "out"]  # type: ignore[attr-defined]
+    assert docs, "the engine published nothing"
+    last = docs[-1]
+    assert last["mechanism"] == name and last["clock"] == "arrival" and last["rounds"] == 12
+    assert [sum(abs(v) for v in row) for row in last["payload"]["matrix"]] == [12, 12]
+
+
+@pytest.mark.parametrize("name", ["punctual_cms", "punctual_cs"])
+def test_punctual_refuses_the_tick_clock_naming_the_fix(name: str) -> None:
+    from sketches.core.base import lookup as get
+
+    load_mechanisms()
+    entry = get(name)
+    with pytest.raises(SpecError, match=r"clock.*arrival.*lazy_cm?s?"):
+        entry.build_spec({"depth": 2, "width": 64, "eps": 1.0, "delta": 1e-6,
+                          "relation": "replace", "clock": "tick", "horizon": 50,
+                          "unit_cap": 1})

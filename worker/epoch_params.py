@@ -49,10 +49,11 @@ sketches.errors.SpecError: v.yaml: privacy.tick_ms: changed from 1000 to 500, bu
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from sketches.errors import SpecError
-from worker.topology import Topology
+from worker.topology import Topology, float_noise_field
 
 PARAMS_VERSION = 1
 
@@ -92,12 +93,38 @@ def epoch_params(topo: Topology) -> dict[str, Any]:
         "unit": p.unit_field or "event",
         "unit_cap": p.unit_cap if p.unit_field else 1,
         "noise": topo.noise.kind,
-        "private": topo.noise.kind == "secure",
+        "private": not_private_reason(topo.mechanism, topo.noise.kind,
+                                     topo.mechanism_params) is None,
         "item_type": topo.input.item_type,
         # the shard's state exists from assignment (closed set) rather than from its first
         # event: its releases cover shard presence (a block without it: not covered)
         "closed_shards": topo.allowed_shards is not None,
     }
+
+
+def not_private_reason(mechanism: str, noise: str, mechanism_params: Mapping[str, Any]
+                       ) -> str | None:
+    """Why releases of this epoch are not differentially private, or None if they are.
+
+    ``fast`` (seeded) and ``zero`` noise give no privacy; float noise
+    (:func:`worker.topology.float_noise_field`) is open to the floating-point
+    attack, so its stated eps does not hold either. Computed from the epoch's
+    checkpointed block, so a state written before this rule is judged the same.
+
+    >>> not_private_reason("lazy_cms", "secure", {}) is None
+    True
+    >>> not_private_reason("lazy_cms", "zero", {})
+    'zero noise'
+    >>> not_private_reason("lazy_cms", "secure", {"calibrator": "analytic"})  # doctest: +ELLIPSIS
+    'float noise (mechanism.params.calibrator: floating-point attack...'
+    """
+    if noise != "secure":
+        return f"{noise} noise"
+    field = float_noise_field(mechanism, mechanism_params)
+    if field is not None:
+        return (f"float noise ({field}: floating-point attack, Mironov 2012; use integer "
+                "noise for a private release)")
+    return None
 
 
 def soft_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

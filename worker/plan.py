@@ -439,8 +439,9 @@ def verdict(p: Probe, b: dict[str, Any], t: dict[str, Any], shares: Sequence[flo
     lines: list[str] = []
     status = "ok"
     if not private:
-        lines.append(f"NOT PRIVATE: noise.kind is {p.topology.noise.kind!r}; these releases "
-                     "carry no DP guarantee (the bounds below are what secure noise would give)")
+        why = p.envelope.get("not_private_reason") or f"{p.topology.noise.kind} noise"
+        lines.append(f"NOT PRIVATE: {why}; these releases carry no DP guarantee (the bounds "
+                     "below are what secure integer noise would give)")
         status = "not_private"
     rate = t["rate"]
     top = max(shares)
@@ -526,7 +527,7 @@ def plan_topology(topo: Topology, *, rate: float | None = None,
                   shares: Sequence[float] = DEFAULT_SHARES, shards: int | None = None,
                   with_what_if: bool = True) -> dict[str, Any]:
     """The plan of one topology as a JSON-able dict (see module docstring)."""
-    from worker.release_status import is_private
+    from worker.release_status import is_private, privacy_note
 
     shares = tuple(sorted(shares))
     p = probe(topo)
@@ -536,8 +537,7 @@ def plan_topology(topo: Topology, *, rate: float | None = None,
     private = is_private(p.envelope)
     out = {
         "topology": topo.name, "source": topo.source, "mechanism": topo.mechanism,
-        "private": private, "privacy_note": "" if private else
-        f"NOT PRIVATE ({topo.noise.kind} noise)",
+        "private": private, "privacy_note": privacy_note(p.envelope),
         "guarantee": g, "sigma": sigmas(p), "timing": t, "shares": list(shares),
         "bounds": b, "memory": memory(p),
         "event_horizon": getattr(p.spec, "event_horizon", None) or None,

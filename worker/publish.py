@@ -30,7 +30,7 @@ False
 The guarantee stated is the one the epoch's noise was drawn with: ``params``
 (the shard state's checkpointed block) wins over the topology.
 
->>> from worker.epoch_params import epoch_params
+>>> from worker.epoch_params import epoch_params, not_private_reason
 >>> old = dict(epoch_params(topo), eps=4.0, unit_cap=1)
 >>> doc = json.loads(envelope_bytes(topo, "acme", epoch=7, seq=1, rounds=60, final=False,
 ...                                 payload={}, published_at_ms=1, params=old))
@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from worker.epoch_params import epoch_params
+from worker.epoch_params import epoch_params, not_private_reason
 from worker.topology import Topology
 
 SCHEMA_VERSION = 2
@@ -64,6 +64,11 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
     """
     p = epoch_params(topo) if params is None else params
     tick = p["clock"] == "tick"
+    # from the checkpointed block itself, so an epoch stored before a rule was added is
+    # judged by it too (a block's own "private" can only make a release less private)
+    reason = not_private_reason(p["mechanism"], p["noise"], p.get("mechanism_params") or {})
+    if reason is None and not p["private"]:
+        reason = f"{p['noise']} noise"
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "topology": topo.name,
@@ -72,7 +77,8 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
         "seq": seq,
         "final": final,
         "mechanism": p["mechanism"],
-        "private": bool(p["private"]),
+        "private": reason is None,
+        "not_private_reason": reason,
         "noise": p["noise"],
         "eps": p["eps"],
         "delta": p["delta"],
@@ -121,7 +127,8 @@ def privacy_label(doc: dict[str, Any]) -> str:
     'NOT PRIVATE: zero noise, eps 1.0 not provided'
     """
     if doc.get("private") is False:
-        return f"NOT PRIVATE: {doc.get('noise')} noise, eps {doc.get('eps')} not provided"
+        why = doc.get("not_private_reason") or f"{doc.get('noise')} noise"
+        return f"NOT PRIVATE: {why}, eps {doc.get('eps')} not provided"
     return f"eps {doc.get('eps')}"
 
 

@@ -87,8 +87,8 @@ def not_private_warning(env: Envelope) -> str | None:
     True
     """
     if env.get("private") is False:
-        return (f"NOT PRIVATE: made with {env.get('noise')} noise; the stated eps "
-                f"{env.get('eps')} does not hold")
+        why = env.get("not_private_reason") or f"{env.get('noise')} noise"
+        return f"NOT PRIVATE: made with {why}; the stated eps {env.get('eps')} does not hold"
     return None
 
 

@@ -47,5 +47,8 @@ def privacy_note(env: Mapping[str, Any]) -> str:
     """``""`` for a private release, else a loud marker naming the noise kind."""
     if is_private(env):
         return ""
+    why = env.get("not_private_reason")
+    if isinstance(why, str) and why:
+        return f"NOT PRIVATE ({why})"
     kind = noise_kind(env)
     return "NOT PRIVATE" + (f" ({kind} noise)" if kind else "")

@@ -220,16 +220,42 @@ def _check_production(top: SpecReader, allowed: frozenset[str] | None,
         raise top.error("shards.allowed", "a production topology needs a closed shard set "
                         "(with an open set, a shard's first-event time is public)",
                         "list every shard key under `shards: {allowed: [r1, r2, ...]}`")
-    if params.get("noise", "geometric") == "laplace":  # PMG/PAMG: float Laplace noise
+    field = float_noise_field("", params)
+    if field == "mechanism.params.noise":  # PMG/PAMG: float Laplace noise
         raise top.error("mechanism.params.noise", "'laplace' draws float noise (floating-point "
                         "attack); refused in a production topology",
                         "use `noise: geometric` (integer noise), or set `production: false`")
-    calibrator = params.get("calibrator", "discrete")
-    if calibrator != "discrete":
+    if field == "mechanism.params.calibrator":
+        calibrator = params.get("calibrator")
         raise top.error("mechanism.params.calibrator", f"{calibrator!r} calibrates float noise "
                         "(floating-point attack); refused in a production topology",
                         "use `calibrator: discrete` (integer noise), or set "
                         "`production: false` to reproduce a paper")
+
+
+def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:
+    """The topology field that makes a mechanism draw float noise, or None.
+
+    Float noise (``calibrator: analytic|paper``, PMG's ``noise: laplace``, a
+    mechanism registered ``float_noise_only`` such as PAMG) is open to the
+    floating-point attack (Mironov 2012): production topologies refuse it, and
+    the releases of any other topology using it say ``private: false``.
+
+    >>> float_noise_field("lazy_cms", {"calibrator": "analytic"})
+    'mechanism.params.calibrator'
+    >>> float_noise_field("lazy_cms", {}) is None
+    True
+    """
+    if params.get("noise", "geometric") == "laplace":
+        return "mechanism.params.noise"
+    if params.get("calibrator", "discrete") != "discrete":
+        return "mechanism.params.calibrator"
+    if mechanism:
+        from sketches import lookup, registered
+
+        if mechanism in registered() and lookup(mechanism).float_noise_only:
+            return "mechanism.name"
+    return None
 
 
 def _parse_input(r: SpecReader) -> InputSpec:

@@ -182,6 +182,54 @@ def test_insecure_noise_releases_say_not_private() -> None:
         assert ("NOT PRIVATE" in line) == (not private), line
 
 
+@pytest.mark.parametrize(("mech", "params", "private"), [
+    ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1}", True),
+    ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, calibrator: analytic}", False),
+    ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, calibrator: paper}", False),
+    ("pmg", "{k: 8, item_kind: str, noise: laplace}", False),
+    ("pmg", "{k: 8, item_kind: str}", True),
+    ("pamg", "{k: 8, item_kind: str}", False),
+])
+def test_float_noise_releases_say_not_private(mech: str, params: str, private: bool) -> None:
+    """Old code stamped `private: true` on releases drawn with float noise (a non-production
+    topology with `calibrator: analytic|paper`, PMG's `laplace`, PAMG's GSHM): the stated eps
+    does not hold against the floating-point attack (Mironov 2012), the very reason production
+    topologies refuse them. Such a release now says `private: false` and why, and every reader
+    prints NOT PRIVATE for it."""
+    from worker.publish import privacy_label
+    from worker.reader import not_private_warning
+    from worker.release_status import is_private, privacy_note
+
+    load_mechanisms()
+    eps = 0.5 if "paper" in params else 4.0  # the classic bound needs eps < 1
+    t = topo(eps=eps, noise="secure", mech=mech, params=params)
+    if mech != "lazy_cms":  # windowed: one release per epoch
+        t = parse_topology(TOPO.format(eps=eps, cap=1, mech=mech, params=params, tick_ms=100,
+                                       noise="secure", extra="", shards="")
+                           .replace("every_ticks: 5", "every_ticks: 50"))
+    eng = Engine([t], MemStore(), MemSink(), clock=(clock := Clock(1_000_000.0)))
+
+    async def go() -> None:
+        await eng.assign([("in", 0)])
+        await eng.process_batch("in", 0, [ev(0, "r1", "a", "u1")])
+        for _ in range(60):
+            clock.t += 0.1
+            await eng.on_timer()
+
+    asyncio.run(go())
+    rels = released(eng.sink)  # type: ignore[arg-type]
+    assert rels, "nothing released"
+    for rel in rels:
+        assert rel["private"] is private and rel["noise"] == "secure"
+        reason = rel["not_private_reason"]
+        assert (reason is None) is private
+        assert is_private(rel) is private
+        assert ("NOT PRIVATE" in privacy_label(rel)) is not private
+        assert (not_private_warning(rel) is None) is private
+        if not private:
+            assert "float noise" in reason and "float noise" in privacy_note(rel)
+
+
 def test_open_shard_set_releases_say_shard_presence_is_not_covered() -> None:
     for shards, covered in (("", False), ("shards: {allowed: [r1, r2]}", True)):
         eng = run_epoch_start(topo(shards=shards), MemStore(), Clock(1_000_000.0),

@@ -156,7 +156,10 @@ def test_every_mechanism_type_plans_as_json_with_the_release_error_bound(
         mech: str, params: str, kw: dict[str, Any]) -> None:
     p = planmod.plan_topology(topo(mech, params, **kw), rate=100.0)
     json.dumps(p, allow_nan=False, default=str)
-    assert p["mechanism"] == mech and p["private"] is True
+    # PAMG's GSHM draws float noise: its releases (and so its plan) say NOT PRIVATE
+    assert p["mechanism"] == mech and p["private"] is (mech != "pamg")
+    if mech == "pamg":
+        assert p["privacy_note"].startswith("NOT PRIVATE (float noise")
     assert p["memory"]["per_shard_bytes"] >= 0  # a fresh PAMG holds nothing yet
     assert p["memory"]["total_bytes"] == 2 * p["memory"]["per_shard_bytes"]
     assert p["verdict"]["lines"]

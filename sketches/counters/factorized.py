@@ -270,7 +270,7 @@ class FactorizedCounters:
 
     def error_bound(self, *, beta: float, steps: int = 1, counters: int | None = None,
                     at_round: int | None = None) -> float:
-        """Max |release - prefix| over ``counters`` counters and ``steps`` releases, w.p. ``>= 1-beta``.
+        """Max |release - prefix| of ``counters`` counters at ``steps`` releases, w.p. >= 1 - beta.
 
         ``sigma sqrt(2 v ln(2 steps counters / beta)) + 1/2`` (rounding) with
         ``v = ||B row||^2`` at ``at_round`` (default: the horizon, the largest).
@@ -324,7 +324,8 @@ class FactorizedCounters:
         for name, shape in need.items():
             a = arrays.get(name)
             if a is None or a.shape != shape:
-                raise SerializationError(f"counters: array {name!r} missing or not of shape {shape}")
+                raise SerializationError(
+                    f"counters: array {name!r} missing or not of shape {shape}")
         buf = arrays.get("fact_buf")
         want = (self._buf.shape[0], self.n) if self.kind is CounterKind.BLT else (rounds, self.n)
         if buf is None or buf.shape != want or buf.dtype != np.float64:
@@ -362,5 +363,5 @@ def factorized_error_bound(sigma: float, row_norm_sq: float, *, n: int, steps: i
     union bound are those of :func:`sketches.privacy.counter_error_bound` with
     ``levels`` replaced by ``v``.
     """
-    return float(counter_error_bound(sigma, levels=1, n=n, steps=steps, beta=beta)) * math.sqrt(row_norm_sq) \
-        + (0.5 if integer else 0.0)
+    base = counter_error_bound(sigma, levels=1, n=n, steps=steps, beta=beta)
+    return float(base) * math.sqrt(row_norm_sq) + (0.5 if integer else 0.0)

@@ -40,11 +40,12 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from sketches.counters.factorization import CounterKind
 from sketches.errors import SpecError
 from sketches.privacy import (
     Calibration,
@@ -116,9 +117,14 @@ class LazyHHSpec:
     output_every: int = 1
     count_fraction: float = 0.1
     unit_cap: int = 1
+    #: the sketch cells' continual counter (``tree`` | ``blt`` | ``sqrt``; docs/PRIVACY.md
+    #: "Factorized counters"); the length counter stays a tree (one counter)
+    counter: CounterKind = field(default=CounterKind.TREE,
+                                 metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
-        for name, enum in (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator)):
+        for name, enum in (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator),
+                           ("counter", CounterKind)):
             try:
                 object.__setattr__(self, name, enum(getattr(self, name)))
             except ValueError:
@@ -245,8 +251,11 @@ def derive_params(spec: LazyHHSpec, sketch_cal: Calibration | None, depth: int |
     if sketch_cal is None:
         return HHParams(d, 0.0, lazyhh_thresholds(0.0, k=spec.k, k_tilde=kt), None, 0.0)
     d = int(depth or d)
-    gamma = lazyhh_gamma(sketch_cal.sigma, levels=sketch_cal.levels, depth=d, k_tilde=kt,
-                         outputs=max(spec.outputs, 1), beta=beta)
+    if sketch_cal.row_norm_sq is None:
+        gamma = lazyhh_gamma(sketch_cal.sigma, levels=sketch_cal.levels, depth=d, k_tilde=kt,
+                             outputs=max(spec.outputs, 1), beta=beta)
+    else:  # factorized counter [D] (docs/PRIVACY.md "Factorized counters", LazyHH)
+        gamma = sketch_cal.error_bound(n=d * kt, steps=max(spec.outputs, 1), beta=beta / 2)
     if spec.calibrator is Calibrator.PAPER and spec.clock is Clock.ARRIVAL:
         # the paper's printed gamma (Alg. 6 line 4); never below the exact-sigma bound
         gamma = max(gamma, alg6_gamma(spec.eps, spec.delta, horizon=spec.horizon,
@@ -317,7 +326,11 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams) -> float:
     """
     if spec.calibrator is not Calibrator.DISCRETE:
         return 0.0
-    draws = params.depth * spec.k_tilde * 2 * spec.horizon + 2 * spec.horizon
+    # a factorized sketch counter draws no table samples (its caveat: docs/PRIVACY.md
+    # "Factorized counters"); the length counter is a tree
+    sketch_draws = params.depth * spec.k_tilde * 2 * spec.horizon \
+        if spec.counter is CounterKind.TREE else 0
+    draws = sketch_draws + 2 * spec.horizon
     return (1.0 + math.exp(spec.eps)) * draws * SAMPLER_TV_PER_DRAW
 
 
@@ -351,7 +364,12 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
                          "10.5)"} if spec.truncated else None,
         "budget": {
             "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch, "beta": beta,
-                       "calibrator": spec.calibrator.value, "sigma": sketch_sigma},
+                       "calibrator": spec.calibrator.value, "sigma": sketch_sigma,
+                       **({} if spec.counter is CounterKind.TREE else {
+                           "counter": spec.counter.value,
+                           "noise_caveat": "Gaussian z from a float64 sampler, rounded "
+                                           "integer noise (docs/PRIVACY.md Factorized "
+                                           "counters)"})},
             "length": None if count is None else {
                 "eps": eps_l, "delta": delta_l, "beta": beta, "sigma": count.sigma,
                 "error_bound": params.count_error},

@@ -80,3 +80,49 @@ def test_blt_error_bound_about_a_third_of_the_tree() -> None:
     r = tree.error_bound_epoch(0.05) / blt.error_bound_epoch(0.05)
     assert 3.0 < r < 3.4
     assert blt.memory_bytes() < tree.memory_bytes()
+
+
+# ------------------------------------------------------------------ LazyHH
+def _hh(counter: str, noise):
+    from sketches import LazyHH
+    from sketches.continual.lazy_hh.spec import LazyHHSpec
+
+    spec = LazyHHSpec(k=5, k_tilde=20, horizon=200, eps=1.0, delta=1e-4, event_horizon=10**5,
+                      output_every=10, hash_seed=1, counter=counter)
+    return LazyHH(spec, noise)
+
+
+def test_lazyhh_blt_gamma_is_the_factorized_bound_and_round_trips() -> None:
+    from sketches import LazyHH
+
+    tree = _hh("tree", make_noise("zero", allow_insecure=True))
+    blt = _hh("blt", make_noise("fast", seed=3, allow_insecure=True))
+    cal, p = blt.calibration, blt.params
+    assert cal.counter == "blt" and cal.rho == pytest.approx(tree.calibration.rho)
+    assert p.gamma == pytest.approx(cal.error_bound(
+        n=p.depth * 20, steps=blt.spec.outputs, beta=blt.spec.beta_value / 2))
+    assert 2.5 < tree.params.gamma / p.gamma < 4
+    items, ticks = _stream(2, 20000)
+    blt.update_batch(items, ticks)
+    blob = blt.to_bytes()
+    again = LazyHH.from_bytes(blob, make_noise("fast", seed=3, allow_insecure=True))
+    assert again.to_bytes() == blob
+    g = blt.privacy()
+    assert g["budget"]["sketch"]["counter"] == "blt"
+    assert g["delta"] == pytest.approx(tree.privacy()["delta"], rel=1e-6)
+
+
+def test_lazyhh_noise_off_blt_estimates_equal_the_tree() -> None:
+    zero = make_noise("zero", allow_insecure=True)
+    items, ticks = _stream(5, 20000)
+    a, b = _hh("tree", zero), _hh("blt", zero)
+    for sk in (a, b):
+        sk.update_batch(items, ticks)
+        sk.advance_to(200)
+    ia, ea = a.heavy_hitters()
+    ib, eb = b.heavy_hitters()
+    common = {int(i): float(e) for i, e in zip(ia, ea, strict=True)}
+    assert set(common) <= {int(i) for i in ib}  # lower threshold: a superset
+    for i, e in zip(ib, eb, strict=True):
+        if int(i) in common:
+            assert common[int(i)] == float(e)

@@ -36,13 +36,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sketches import LazyCMS, LazyHH  # noqa: E402
-from sketches.continual.lazy_hh.spec import LazyHHSpec  # noqa: E402
-from sketches.continual.lazy_spec import LazySketchSpec  # noqa: E402
-from sketches.core.noise import FastNoise, make_noise  # noqa: E402
-from sketches.counters.factorization import factorization  # noqa: E402
-from sketches.counters.family import calibrate_counter, make_counters  # noqa: E402
-from sketches.privacy import Calibrator  # noqa: E402
+from sketches import LazyCMS, LazyHH
+from sketches.continual.lazy_hh.spec import LazyHHSpec
+from sketches.continual.lazy_spec import LazySketchSpec
+from sketches.core.noise import FastNoise, make_noise
+from sketches.counters.factorization import factorization
+from sketches.counters.family import calibrate_counter, make_counters
+from sketches.privacy import Calibrator
 
 DATA = Path("/work/shared/data")
 CAIDA = "caida2016_chicagoA_20160406-125912_dst16_counts.csv"
@@ -260,7 +260,8 @@ def main() -> None:
              f"## 1. Released prefixes (noise only), {p_rounds} rounds, 256 counters"
              " (Poisson(3) increments)", "",
              "| counter | max_col(C)^2 | max_row(B)^2 | sigma | RMSE | max err | bound"
-             " (beta=.05, all rounds) | rounds/s | state bytes |", "|---|---|---|---|---|---|---|---|---|"]
+             " (beta=.05, all rounds) | rounds/s | state bytes |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in prefix:
         lines.append(f"| {r['counter']} | {r['col']:.3f} | {r['row']:.3f} | {r['sigma']:.2f} |"
                      f" {r['rmse']:.2f} | {r['max']:.0f} | {r['bound']:.0f} |"

@@ -199,10 +199,10 @@ def _lazy_factorized(counter: str, observed: int = 128) -> Case:
     i.e. ``mu = sqrt(d sum_{j<R} c_j^2) / sigma`` (``R = observed``; the full epoch's
     ``sum_{j<n} c_j^2`` is the calibrated sensitivity, so the audit sees ``R``'s share).
     """
-    from sketches.counters.factorization import factorization, sqrt_coeffs
+    from sketches.counters.factorization import CounterKind, factorization, sqrt_coeffs
 
     spec = LazySketchSpec(depth=4, width=16, horizon=3600, eps=1.0, delta=1e-6,
-                          hash_seed=20240601, counter=counter)
+                          hash_seed=20240601, counter=CounterKind(counter))
     f = factorization(counter, spec.rounds)
     b = f.b_coeffs(observed) if hasattr(f, "b_coeffs") else sqrt_coeffs(observed)
     i, j = np.indices((observed, observed))

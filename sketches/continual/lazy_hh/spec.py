@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from sketches.counters.factorization import CounterKind
+from sketches.counters.factorization import SQRT_MAX_VALUES, CounterKind
 from sketches.errors import SpecError
 from sketches.privacy import (
     Calibration,
@@ -152,9 +152,20 @@ class LazyHHSpec:
                             " events of a horizon of `horizon` events; leave both unset")
         sketch_delta = self.sketch_budget[1]
         check_lemma6_delta(sketch_delta, name="delta")
+        if self.counter is not CounterKind.TREE and self.calibrator is Calibrator.PAPER:
+            raise SpecError(f"counter: {self.counter.value!r} needs calibrator 'discrete' (or"
+                            " 'analytic'); 'paper' reproduces paper 002's tree: use counter: tree")
         if not 0 < self.beta_value < sketch_delta:
             raise SpecError(f"beta: must be in (0, {sketch_delta:g}) (sketch delta, Lemma 11),"
                             f" got {self.beta}; leave it unset for delta/2")
+        if self.counter is CounterKind.SQRT:
+            cells = derive_params(self, None, None).depth * self.k_tilde
+            if cells * self.horizon > SQRT_MAX_VALUES:
+                raise SpecError(
+                    f"counter: 'sqrt' keeps every round's noise of every cell: up to"
+                    f" {self.horizon} rounds x {cells} cells exceed the limit of"
+                    f" {SQRT_MAX_VALUES} values; use counter: blt (same error within about 1%,"
+                    " 7 values per cell) or counter: tree")
 
     @property
     def beta_value(self) -> float:

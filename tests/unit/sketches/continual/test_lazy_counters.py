@@ -126,3 +126,14 @@ def test_lazyhh_noise_off_blt_estimates_equal_the_tree() -> None:
     for i, e in zip(ib, eb, strict=True):
         if int(i) in common:
             assert common[int(i)] == float(e)
+
+
+def test_lazyhh_sqrt_refused_when_too_big_and_paper_refused() -> None:
+    from sketches.continual.lazy_hh.spec import LazyHHSpec
+
+    with pytest.raises(SpecError, match="counter: blt"):
+        LazyHHSpec(k=10, k_tilde=256, horizon=3600, eps=1.0, delta=1e-6,
+                   event_horizon=50_000_000, counter="sqrt")
+    with pytest.raises(SpecError, match="paper"):
+        LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3, relation="replace",
+                   clock="arrival", calibrator="paper", counter="blt")

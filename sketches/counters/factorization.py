@@ -100,7 +100,8 @@ SQRT_MAX_VALUES = 1 << 25
 
 #: BLT noise parameters ``(theta, omega)`` optimised for ``n = 2**e`` rounds
 #: (``scripts/blt_params.py --max-exp 16``, 4 buffers; figure of merit within
-#: 0.2% of the square root's for ``e <= 12``, 0.4/0.7/1.7/2.1% for 13..16). A horizon ``n`` uses the entry of the smallest ``2**e >= n``;
+#: 0.2% of the square root's for ``e <= 12``, 0.4/0.7/1.7/2.1% for 13..16).
+#: A horizon ``n`` uses the entry of the smallest ``2**e >= n``;
 #: the sensitivity and error are computed for the actual ``n``.
 BLT_TABLE: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {
     1: ((0.12500000000000003, 0.12500000000000003, 0.12500000000000003, 0.12500000000000003,),

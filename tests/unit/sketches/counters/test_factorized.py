@@ -276,3 +276,19 @@ def test_error_bound_covers_the_releases() -> None:
         c.push(np.zeros(2000, np.int64), 1)
         worst = max(worst, int(np.max(np.abs(c.query()))))
     assert worst <= c.error_bound(beta=0.05, steps=64)
+
+
+def test_tree_shares_the_interface_round_trip_and_error_bound() -> None:
+    from sketches.counters.gauss_bm import ContinualCounters
+    from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
+    from sketches.privacy import counter_error_bound
+
+    for cls in (ContinualCounters, LazyNoiseCounters):
+        a = cls(3, 16, 2.0, True, make_noise("fast", seed=1, allow_insecure=True))
+        a.push(np.array([1, 2, 3]), 5)
+        a.query()
+        b = cls.from_bytes(a.to_bytes(), make_noise("fast", seed=1, allow_insecure=True))
+        assert b.to_bytes() == a.to_bytes()
+        assert b.query().tolist() == a.query().tolist()
+        assert a.error_bound(beta=0.05, steps=16) == counter_error_bound(
+            2.0, levels=5, n=3, steps=16, beta=0.05)

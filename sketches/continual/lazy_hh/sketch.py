@@ -73,11 +73,11 @@ from sketches.core.keyed_prf import siphash24, siphash24_multi
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
 from sketches.counters.factorization import CounterKind
 from sketches.counters.factorized import FactorizedCounters
-from sketches.counters.family import calibrate_counter, make_counters
+from sketches.counters.family import make_counters
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
-from sketches.privacy import Clock, neighbouring_cells
+from sketches.privacy import Clock
 
 if TYPE_CHECKING:
     from sketches.core.noise import NoiseSource
@@ -130,10 +130,7 @@ class LazyHH:
         self._row0 = (np.arange(depth, dtype=np.int64) * spec.k_tilde)[:, None]
         # spec.truncated: events past event_horizon are dropped, so neighbours may also
         # differ by pushed-out events: 2d cells per unit, like replace (docs/PRIVACY.md 10.5)
-        cells = 2 * depth if spec.truncated else neighbouring_cells(spec.relation, depth)
-        self.calibration = calibrate_counter(
-            spec.counter, eps_s, delta_s, m=cells,
-            rounds=self.sketch_spec.rounds, calibrator=spec.calibrator, unit_cap=spec.unit_cap)
+        self.calibration = spec.sketch_calibration(depth)  # m = 2d under truncation
         dw = depth * spec.k_tilde
         counters: LazyNoiseCounters | FactorizedCounters = LazyNoiseCounters(
             dw, self.sketch_spec.rounds, self.calibration.sigma,

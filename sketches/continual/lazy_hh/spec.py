@@ -62,6 +62,7 @@ from sketches.privacy import (
     lazyhh_gamma,
     lazyhh_thresholds,
     length_counter_calibration,
+    neighbouring_cells,
     split_budget,
 )
 
@@ -209,6 +210,51 @@ class LazyHHSpec:
         if self.clock is Clock.ARRIVAL:
             return self.horizon // self.k_tilde
         return self.horizon // self.output_every
+
+    # ------------------------------------------------- planning (no sketch built)
+    def sketch_rounds(self) -> int:
+        """Rounds of the sketch counters (tick clock: one per tick; arrival: per ``k~``)."""
+        return -(-self.horizon // self.k_tilde) if self.clock is Clock.ARRIVAL \
+            else self.horizon
+
+    def sketch_calibration(self, depth: int | None = None) -> Calibration:
+        """The sketch cells' calibration (``LazyHH`` uses exactly this): budget
+        ``sketch_budget``, ``m = 2d`` under truncation else ``neighbouring_cells``."""
+        from sketches.counters.family import calibrate_counter
+
+        d = derive_params(self, None, None).depth if depth is None else int(depth)
+        eps_s, delta_s = self.sketch_budget
+        cells = 2 * d if self.truncated else neighbouring_cells(self.relation, d)
+        return calibrate_counter(self.counter, eps_s, delta_s, m=cells,
+                                 rounds=self.sketch_rounds(), calibrator=self.calibrator,
+                                 unit_cap=self.unit_cap)
+
+    def error_bound_per_release(self, beta: float) -> float:
+        """Noise of one output: w.p. ``>= 1 - beta`` every read sketch cell (``d k~``) of one
+        output is within this of its exact pushed count (an estimate: min over rows)."""
+        d = derive_params(self, None, None).depth
+        return self.sketch_calibration(d).error_bound(n=d * self.k_tilde, steps=1, beta=beta)
+
+    def error_bound_epoch(self, beta: float) -> float:
+        """Noise over the epoch: every cell at every output time (``gamma`` uses this at
+        ``beta/2``: ``derive_params(...).gamma``)."""
+        d = derive_params(self, None, None).depth
+        return self.sketch_calibration(d).error_bound(
+            n=d * self.k_tilde, steps=max(self.outputs, 1), beta=beta)
+
+    def memory_bytes(self) -> int:
+        """Bytes of the sketch counters and the carry (candidates: ``O(k~)`` more): tree
+        (lazy draws) ``(levels + 1) * 8 + levels + 17`` per cell, ``blt`` ``7 * 8``,
+        ``sqrt`` ``(rounds + 3) * 8``; carry ``16`` per cell."""
+        from sketches.counters.family import counter_memory_bytes
+
+        cells = derive_params(self, None, None).depth * self.k_tilde
+        rounds = self.sketch_rounds()
+        if self.counter is CounterKind.TREE:
+            levels = int(rounds).bit_length()
+            per = (levels + 1) * 8 + levels + 17
+            return cells * (per + 16)
+        return counter_memory_bytes(self.counter, cells, rounds) + 16 * cells
 
 
 def _positive_int(name: str, value: Any) -> None:

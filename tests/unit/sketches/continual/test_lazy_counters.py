@@ -137,3 +137,21 @@ def test_lazyhh_sqrt_refused_when_too_big_and_paper_refused() -> None:
     with pytest.raises(SpecError, match="paper"):
         LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3, relation="replace",
                    clock="arrival", calibrator="paper", counter="blt")
+
+
+@pytest.mark.parametrize("counter", ["tree", "blt"])
+def test_lazyhh_spec_planning_methods_match_the_sketch(counter) -> None:
+    from sketches import LazyHH
+    from sketches.continual.lazy_hh.spec import LazyHHSpec
+
+    for kw in ({"event_horizon": 10**5, "output_every": 10},
+               {"relation": "replace", "clock": "arrival"}):
+        spec = LazyHHSpec(k=5, k_tilde=20, horizon=200, eps=1.0, delta=1e-4, hash_seed=1,
+                          counter=counter, **kw)
+        hh = LazyHH(spec, make_noise("zero", allow_insecure=True))
+        assert spec.sketch_rounds() == hh.sketch_spec.rounds
+        assert spec.sketch_calibration() == hh.calibration
+        assert spec.error_bound_epoch(hh.spec.beta_value / 2) == pytest.approx(hh.params.gamma) \
+            or counter == "tree" and kw.get("clock") == "arrival"
+        assert spec.error_bound_per_release(0.05) < spec.error_bound_epoch(0.05)
+        assert 0.5 < spec.memory_bytes() / hh.memory_bytes() < 2.0

@@ -152,6 +152,6 @@ def test_lazyhh_spec_planning_methods_match_the_sketch(counter) -> None:
         assert spec.sketch_rounds() == hh.sketch_spec.rounds
         assert spec.sketch_calibration() == hh.calibration
         assert spec.error_bound_epoch(hh.spec.beta_value / 2) == pytest.approx(hh.params.gamma) \
-            or counter == "tree" and kw.get("clock") == "arrival"
+            or (counter == "tree" and kw.get("clock") == "arrival")
         assert spec.error_bound_per_release(0.05) < spec.error_bound_epoch(0.05)
         assert 0.5 < spec.memory_bytes() / hh.memory_bytes() < 2.0

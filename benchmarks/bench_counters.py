@@ -285,6 +285,21 @@ def main() -> None:
         lines.append(f"| {r['data']} | {r['counter']} | {r['gamma']:.0f} | {r['first_s']} |"
                      f" {r['true']} | {r['published']} | {r['recall']:.2f} |"
                      f" {r['precision']:.2f} | {r['ups']:,.0f} | {r['mem']:,} |")
+    lines += ["", "## Notes", "",
+              "- The released-cell noise is data-independent and the seed is shared, so it"
+              " is the same on every data set; the point-query columns add hash collisions"
+              " (CMS over-estimates ~ e t / w), which dominate on AGH and Zipf at w = 1024.",
+              "- Equal privacy: every counter is calibrated to the same zCDP rho (discrete"
+              " calibrator) for the same (eps, delta); sensitivity c sqrt(m max_col(C)^2)"
+              " (docs/PRIVACY.md 13).",
+              "- The tree's worst prefix sums h = 12 nodes; its RMSE over all rounds is lower"
+              " than its bound suggests because most rounds use fewer nodes. The BLT's noise"
+              " variance is almost flat over rounds (sum_{j<t} b_j^2).",
+              "- sqrt keeps the whole noise history (rounds x cells floats) and recomputes a"
+              " length-t convolution per round: the reference, not for production sizes.",
+              "- LazyHH: the first true heavy hitter is the first published item whose exact"
+              " count exceeds t/k at that second; recall/precision at the end of the run"
+              " against items with exact count > t/k."]
     (out / "counters.md").write_text("\n".join(lines) + "\n")
     plot(prefix, cms, out / "counters.png")
     print("\n".join(lines))

@@ -349,8 +349,11 @@ class FactorizedCounters:
         kind = st.get("counter")
         if header.get("mechanism") != f"counter_{kind}":
             raise SerializationError(f"mechanism: {header.get('mechanism')!r} is not a counter")
-        c = cls(int(spec["n"]), int(spec["horizon"]), float(st["sigma"]),
-                bool(st["integer_noise"]), noise, kind=str(kind))
+        try:
+            c = cls(int(spec["n"]), int(spec["horizon"]), float(st["sigma"]),
+                    bool(st["integer_noise"]), noise, kind=str(kind))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SerializationError(f"counter state: malformed header ({exc!r})") from None
         c.restore(st, arrays)
         return c
 

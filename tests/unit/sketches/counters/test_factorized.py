@@ -292,3 +292,17 @@ def test_tree_shares_the_interface_round_trip_and_error_bound() -> None:
         assert b.query().tolist() == a.query().tolist()
         assert a.error_bound(beta=0.05, steps=16) == counter_error_bound(
             2.0, levels=5, n=3, steps=16, beta=0.05)
+
+
+def test_from_bytes_refuses_garbage_and_other_counters() -> None:
+    from sketches.core.serialization import pack
+    from sketches.errors import SerializationError
+
+    with pytest.raises(SerializationError):
+        FactorizedCounters.from_bytes(b"DPSK\x01\x00garbage", Pattern())
+    bad = pack("counter_blt", {"horizon": 8}, {"counter": "blt", "sigma": 1.0}, {})
+    with pytest.raises(SerializationError):
+        FactorizedCounters.from_bytes(bad, Pattern())
+    tree = pack("lazy_cms", {}, {"counter": "tree"}, {})
+    with pytest.raises(SerializationError):
+        FactorizedCounters.from_bytes(tree, Pattern())

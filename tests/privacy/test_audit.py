@@ -6,7 +6,7 @@ Two kinds of assertion per mechanism:
   bound at the stated delta does not exceed the claimed eps. The bound is a
   Clopper-Pearson bound at total confidence ``1 - ALPHA`` (Bonferroni over all
   thresholds), so a correct mechanism fails this test with probability at most
-  ``ALPHA = 1e-4`` per check, below 2.5e-3 for the 15 Clopper-Pearson and 7
+  ``ALPHA = 1e-4`` per check, below 2.5e-3 for the 16 Clopper-Pearson and 8
   parametric checks together.
 - **power**: the same audit on a deliberately broken variant (zero noise for
   every mechanism; noise scale divided by 4 for PMG and by 10 for LazyCMS)

@@ -190,6 +190,50 @@ def _lazy(kind: str) -> Case:
             claim=(spec.eps, spec.delta), claim_note="release", mean0=_mean0(run)))
 
 
+def _lazy_factorized(counter: str, observed: int = 128) -> Case:
+    """LazyCMS over a factorized counter (docs/PRIVACY.md 13): the event at tick 0 shifts
+    every release of its ``d`` cells by +1; the releases' noise is ``round(B z)``, so the
+    likelihood-ratio-optimal linear statistic over rounds ``1..R`` weighs the per-round
+    cell sums by ``w = (B_R B_R^T)^-1 1 = B_R^-T c_R`` (``c`` the first column of
+    ``C = B^-1 A``): shift ``d ||c_R||^2``, standard deviation ``sigma sqrt(d) ||c_R||``,
+    i.e. ``mu = sqrt(d sum_{j<R} c_j^2) / sigma`` (``R = observed``; the full epoch's
+    ``sum_{j<n} c_j^2`` is the calibrated sensitivity, so the audit sees ``R``'s share).
+    """
+    from sketches.counters.factorization import CounterKind, factorization, sqrt_coeffs
+
+    spec = LazySketchSpec(depth=4, width=16, horizon=3600, eps=1.0, delta=1e-6,
+                          hash_seed=20240601, counter=CounterKind(counter))
+    f = factorization(counter, spec.rounds)
+    b = f.b_coeffs(observed) if hasattr(f, "b_coeffs") else sqrt_coeffs(observed)
+    i, j = np.indices((observed, observed))
+    b_mat = np.where(i >= j, b[np.clip(i - j, 0, observed - 1)], 0.0)
+    c_r = np.linalg.solve(b_mat, np.ones(observed))  # B_R^-1 1 = first column of C_R
+    w = np.linalg.solve(b_mat.T, c_r)
+    bg = np.array([11, 12, 13, 14], dtype=np.int64)
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        sk = LazyCMS(spec, noise)
+        items = np.concatenate([bg, [IP_INT]]) if neighbour else bg
+        sk.update_batch(items, ticks=np.zeros(items.size, np.int64))
+        sums = np.empty(observed)
+        for r in range(1, observed + 1):
+            sk.advance_to(r)
+            sums[r - 1] = _cells_sum(sk.release(), [IP_INT], signed=False)
+        return float(w @ sums)
+
+    return Case(
+        name=f"lazy_cms_{counter}", mechanism="lazy_cms", clock="tick", relation="add_remove",
+        source=f"topologies/netmon_prefixes.yaml with counter: {counter} (width 16, d=4)",
+        statistic=f"(B_R B_R^T)^-1 1 weighted sum of the item's {spec.depth} cells over the"
+                  f" releases at rounds 1..{observed} (LR-optimal linear for round(B z) noise)",
+        inputs="X: 4 background events at tick 0; X' = X + 1 event of the item at tick 0",
+        run=run, claim=(spec.eps, spec.delta),
+        parametric=Parametric(
+            mu_calibrated=math.sqrt(spec.depth * float(c_r @ c_r))
+            / LazyCMS(spec, SecureNoise()).calibration.sigma,
+            claim=(spec.eps, spec.delta), claim_note="release", mean0=_mean0(run)))
+
+
 # ---------------------------------------------------------------- dp_cms / dp_cs
 def _dp_linear(kind: str) -> Case:
     spec = DPLinearSpec(kind=kind, depth=5, width=2048, eps=1.0, delta=1e-6, hash_seed=0)
@@ -474,6 +518,7 @@ def _fp_sketch() -> Case:
 CASES: dict[str, Callable[[], Case]] = {
     "lazy_cms": lambda: _lazy("cms"),
     "lazy_cs": lambda: _lazy("cs"),
+    "lazy_cms_blt": lambda: _lazy_factorized("blt"),
     "dp_cms": lambda: _dp_linear("cms"),
     "dp_cs": lambda: _dp_linear("cs"),
     "pmg_int": lambda: _pmg("int"),

@@ -75,9 +75,9 @@ from sketches.continual.lazy_schedule import batch_steps, pushed_columns, split_
 from sketches.continual.lazy_spec import LazySketchSpec, error_bound
 from sketches.core.release import estimate
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
-from sketches.counters.gauss_bm import ContinualCounters
+from sketches.counters.family import make_counters
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
-from sketches.privacy import Calibration, Clock, calibrate, neighbouring_cells
+from sketches.privacy import Calibration, Clock
 
 if TYPE_CHECKING:
     from sketches.core.noise import NoiseSource
@@ -97,17 +97,12 @@ class _LazySketch:
             raise SpecError(f"spec: expected LazySketchSpec, got {type(spec).__name__}")
         self.spec = spec
         self.hash = spec.hash_spec
-        self.calibration: Calibration = calibrate(
-            spec.eps, spec.delta,
-            m=neighbouring_cells(spec.relation, spec.depth, signed=self.signed),
-            rounds=spec.rounds, calibrator=spec.calibrator, unit_cap=spec.unit_cap,
-        )
+        self.calibration: Calibration = spec.calibration(signed=self.signed)
         self._noise = noise
         d, w = spec.depth, spec.width
         self._P = np.zeros((d, w), dtype=np.int64)
-        self._counters = ContinualCounters(
-            d * w, spec.rounds, self.calibration.sigma, self.calibration.integer_noise, noise
-        )
+        # tree (ContinualCounters) or factorized (FactorizedCounters): one interface
+        self._counters = make_counters(spec.counter, d * w, spec.rounds, self.calibration, noise)
         self._steps = 0  # steps closed (arrival: events seen; tick: ticks closed)
         self._slot = np.arange(w, dtype=np.int64) // spec.cpt
         self._work: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None

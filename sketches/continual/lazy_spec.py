@@ -21,7 +21,7 @@ sketches.errors.SpecError: columns_per_tick: must be a divisor of width=1024, go
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -29,6 +29,7 @@ import numpy as np
 
 from sketches.core.hashing import HashSpec
 from sketches.core.serialization import spec_to_dict
+from sketches.counters.factorization import SQRT_MAX_VALUES, CounterKind
 from sketches.errors import SpecError
 from sketches.privacy import (
     Calibration,
@@ -36,8 +37,8 @@ from sketches.privacy import (
     Clock,
     Relation,
     check_clock,
-    counter_error_bound,
     lemma5_depth,
+    neighbouring_cells,
 )
 
 __all__ = ["LazySketchSpec", "coerce_enums", "error_bound", "validate_numbers"]
@@ -98,6 +99,14 @@ class LazySketchSpec:
         Public hash seed.
     unit_cap : int
         Exact per-unit contribution cap (1 = event-level privacy).
+    counter : CounterKind
+        The continual counter of every cell: ``tree`` (default, paper 002's
+        binary mechanism, exact discrete Gaussian), ``blt`` (Buffered Linear
+        Toeplitz factorization: about 3x lower noise at equal privacy for
+        ``10^3-10^4`` rounds, 7 floats per cell) or ``sqrt`` (the exact square-root
+        factorization, ``rounds`` floats per cell: a reference for small
+        sketches, refused above ``SQRT_MAX_VALUES``). See docs/PRIVACY.md
+        "Factorized counters" for the guarantee of each.
     """
 
     depth: int
@@ -111,9 +120,12 @@ class LazySketchSpec:
     calibrator: Calibrator = Calibrator.DISCRETE
     hash_seed: int = 0
     unit_cap: int = 1
+    counter: CounterKind = field(default=CounterKind.TREE,
+                                 metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
-        coerce_enums(self, (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator)))
+        coerce_enums(self, (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator),
+                            ("counter", CounterKind)))
         validate_numbers(self, ("depth", "width", "horizon", "unit_cap"))
         cpt = self.columns_per_tick
         if self.clock is Clock.ARRIVAL and cpt not in (None, 1):
@@ -134,6 +146,24 @@ class LazySketchSpec:
         if cpt is not None:
             object.__setattr__(self, "columns_per_tick", int(cpt))
         check_clock(self.relation, self.clock)
+        self._check_counter()
+
+    def _check_counter(self) -> None:
+        """Refuse counter/calibrator pairs without a guarantee and a too-large ``sqrt``."""
+        if self.counter is CounterKind.TREE:
+            return
+        if self.calibrator is Calibrator.PAPER:
+            raise SpecError(
+                f"counter: {self.counter.value!r} needs calibrator 'discrete' (or 'analytic');"
+                " 'paper' reproduces paper 002's tree: use counter: tree with it")
+        cells = self.depth * self.width
+        if self.counter is CounterKind.SQRT and self.rounds * cells > SQRT_MAX_VALUES:
+            raise SpecError(
+                f"counter: 'sqrt' keeps every round's noise of every cell: rounds x cells ="
+                f" {self.rounds} x {cells} values ({8 * self.rounds * cells / 2**20:.0f} MiB)"
+                f" exceed the limit of {SQRT_MAX_VALUES}; use counter: blt (same error within"
+                " about 1%, 7 values per cell) or counter: tree (exact integer noise, about 3x"
+                " the error)")
 
     # ------------------------------------------------------------ derived
     @property
@@ -161,6 +191,41 @@ class LazySketchSpec:
         """JSON-able dict of every field (enums as strings)."""
         return spec_to_dict(self)
 
+    # ------------------------------------------------- planning (no sketch built)
+    def calibration(self, *, signed: bool = False) -> Calibration:
+        """The noise calibration a LazyCMS (``signed=False``) or LazyCS (``True``) of
+        this spec uses: sigma, sensitivity, counter norms."""
+        from sketches.counters.family import calibrate_counter
+
+        return calibrate_counter(
+            self.counter, self.eps, self.delta,
+            m=neighbouring_cells(self.relation, self.depth, signed=signed),
+            rounds=self.rounds, calibrator=self.calibrator, unit_cap=self.unit_cap)
+
+    def sigma(self, *, signed: bool = False) -> float:
+        """Per-draw noise standard deviation (tree: per node; factorized: of ``z``)."""
+        return self.calibration(signed=signed).sigma
+
+    def error_bound_per_release(self, beta: float, *, signed: bool = False) -> float:
+        """Noise error of one release: w.p. ``>= 1 - beta`` every cell of one release
+        (at the epoch's last round, the largest) is within this of its exact pushed
+        count (union bound over ``d w`` cells)."""
+        return self.calibration(signed=signed).error_bound(
+            n=self.depth * self.width, steps=1, beta=beta)
+
+    def error_bound_epoch(self, beta: float, *, signed: bool = False) -> float:
+        """Noise error over the whole epoch: w.p. ``>= 1 - beta`` every cell of every
+        release of the epoch is within this (the ``noise`` of a release's ``error_bound``)."""
+        return self.calibration(signed=signed).error_bound(
+            n=self.depth * self.width, steps=self.rounds, beta=beta)
+
+    def memory_bytes(self) -> int:
+        """Bytes of numpy state of a sketch with this spec: ``P`` plus the counters."""
+        from sketches.counters.family import counter_memory_bytes
+
+        cells = self.depth * self.width
+        return 8 * cells + counter_memory_bytes(self.counter, cells, self.rounds)
+
 
 def error_bound(spec: LazySketchSpec, cal: Calibration, estimator: str,
                 beta: float) -> dict[str, Any]:
@@ -175,11 +240,15 @@ def error_bound(spec: LazySketchSpec, cal: Calibration, estimator: str,
     (CS, ``eta = sqrt(3/w)``); it holds for all times w.p. ``1 - beta/2`` only
     when ``depth >= ceil(ln(2T/beta))`` (``collision_depth_ok``).
     """
-    noise = counter_error_bound(cal.sigma, levels=cal.levels, n=spec.depth * spec.width,
-                                steps=spec.rounds, beta=beta)
+    noise = cal.error_bound(n=spec.depth * spec.width, steps=spec.rounds, beta=beta)
     cms = estimator == "min"
     lag = spec.steps_per_round
-    return {
+    extra: dict[str, Any] = {}
+    if spec.counter is not CounterKind.TREE:
+        extra = {"counter": spec.counter.value,
+                 "noise_reference": "docs/PRIVACY.md Factorized counters: sigma sqrt(2"
+                                    " max_row(B)^2 ln(2 rounds d w / beta)) + 1/2"}
+    return {**extra,
         "beta": beta,
         "noise": noise,
         "lag": [-lag, 0] if cms else [-lag, lag],

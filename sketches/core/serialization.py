@@ -267,12 +267,19 @@ def spec_from_params(spec_cls: type[_S], params: Mapping[str, Any]) -> _S:
 
 
 def spec_to_dict(spec: Any) -> dict[str, Any]:
-    """JSON-able dict of every init field of a spec dataclass (enums as values)."""
+    """JSON-able dict of every init field of a spec dataclass (enums as values).
+
+    A field declared with ``metadata={"omit_if_default": True}`` is left out while
+    it holds its default, so adding such a field keeps older specs' bytes (and
+    checkpoints, release hashes) unchanged.
+    """
     out: dict[str, Any] = {}
     for f in dataclasses.fields(spec):
         if not f.init:
             continue
         v = getattr(spec, f.name)
+        if f.metadata.get("omit_if_default") and v == f.default:
+            continue
         out[f.name] = v.value if hasattr(v, "value") else v
     return out
 

@@ -87,6 +87,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from sketches.core.noise_tables import validate_discrete_sigma
+from sketches.core.serialization import pack, unpack
 from sketches.counters.gauss_bm_catchup import empty_rounds_noise
 from sketches.errors import (
     HorizonExceededError,
@@ -94,6 +95,7 @@ from sketches.errors import (
     SerializationError,
     SpecError,
 )
+from sketches.privacy import counter_error_bound
 
 
 class GaussianNoise(Protocol):
@@ -418,3 +420,36 @@ class ContinualCounters:
     def _reset_query_cache(self) -> None:
         """Rebuild the derived ``noise_sum(rounds)`` cache after a restore."""
         self._noise_now = self.noise_sum(self.rounds)
+
+    # ------------------------------------------- the counter family's common interface
+    def error_bound(self, *, beta: float, steps: int = 1, counters: int | None = None,
+                    at_round: int | None = None) -> float:
+        """Max |release - prefix| of ``counters`` counters at ``steps`` releases, w.p. >= 1 - beta.
+
+        ``sigma sqrt(2 h ln(2 steps counters / beta))`` (Lemma 4 with this sigma;
+        ``at_round`` is accepted for the family's interface: the tree's bound uses
+        ``h`` nodes at every round).
+        """
+        return counter_error_bound(self.sigma, levels=self.levels,
+                                   n=self.n if counters is None else counters,
+                                   steps=steps, beta=beta)
+
+    def to_bytes(self) -> bytes:
+        """Versioned binary state of this counter array alone (no pickle)."""
+        return pack("counter_tree", {"n": self.n, "horizon": self.horizon},
+                    {**self.state_header(), "counter": "tree",
+                     "lazy": type(self).__name__ != "ContinualCounters"},
+                    self.state_arrays())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, noise: GaussianNoise) -> ContinualCounters:
+        """Restore :meth:`to_bytes` output (the noise source continues the draws)."""
+        header, arrays = unpack(data)
+        if header.get("mechanism") != "counter_tree":
+            raise SerializationError(f"mechanism: {header.get('mechanism')!r} is not a tree"
+                                     " counter state")
+        st, spec = header.get("state", {}), header.get("spec", {})
+        c = cls(int(spec["n"]), int(spec["horizon"]), float(st["sigma"]),
+                bool(st["integer_noise"]), noise)
+        c.restore(st, arrays)
+        return c

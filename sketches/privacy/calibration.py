@@ -231,11 +231,26 @@ class Calibration:
     levels: int
     unit_cap: int
     integer_noise: bool
+    #: ``tree`` (binary mechanism) or a factorized counter (``blt``, ``sqrt``)
+    counter: str = "tree"
+    #: factorized counters: ``max_col(C)^2`` (sensitivity) and ``max_row(B)^2``
+    #: (error); None for the tree (both are ``levels``)
+    column_norm_sq: float | None = None
+    row_norm_sq: float | None = None
 
     @property
     def sensitivity(self) -> float:
-        """L2 sensitivity ``Δ_2`` of the full tree release."""
+        """L2 sensitivity ``Δ_2`` of the full release (tree: ``c sqrt(m h)``; a factorized
+        counter: ``c sqrt(m max_col(C)^2)``, docs/PRIVACY.md "Factorized counters" [D])."""
+        if self.column_norm_sq is not None:
+            return self.unit_cap * math.sqrt(self.m * self.column_norm_sq)
         return l2_sensitivity(self.m, self.levels, self.unit_cap)
+
+    @property
+    def noise_levels(self) -> float:
+        """Variance of the worst released prefix noise in units of ``σ²``
+        (tree: ``levels``; factorized: ``max_row(B)^2``)."""
+        return float(self.levels) if self.row_norm_sq is None else float(self.row_norm_sq)
 
     @property
     def rho(self) -> float:
@@ -252,8 +267,15 @@ class Calibration:
         >>> cal = calibrate(1.0, 1e-6, m=1, rounds=7, calibrator=Calibrator.ANALYTIC)
         >>> cal.error_bound(n=1, steps=7, beta=0.05) > 3 * cal.sigma
         True
+
+        A factorized counter: ``σ sqrt(2 max_row(B)^2 ln(2 steps n / β))``, plus
+        ``1/2`` when its noise is rounded to integers.
         """
-        return counter_error_bound(self.sigma, levels=self.levels, n=n, steps=steps, beta=beta)
+        if self.row_norm_sq is None:
+            return counter_error_bound(self.sigma, levels=self.levels, n=n, steps=steps,
+                                       beta=beta)
+        return counter_error_bound(self.sigma, levels=1, n=n, steps=steps, beta=beta) \
+            * math.sqrt(self.row_norm_sq) + (0.5 if self.integer_noise else 0.0)
 
 
 def calibrate(
@@ -264,6 +286,9 @@ def calibrate(
     rounds: int,
     calibrator: Calibrator,
     unit_cap: int = 1,
+    counter: str = "tree",
+    column_norm_sq: float | None = None,
+    row_norm_sq: float | None = None,
 ) -> Calibration:
     """Per-node sigma making ``n`` GaussBM counters ``(ε, δ)``-DP on ``m``-neighbouring inputs.
 
@@ -281,6 +306,11 @@ def calibrate(
         ``discrete`` (CKS20 zCDP; integer noise).
     unit_cap:
         Exact per-unit contribution cap ``c`` per (shard, epoch); ``Δ_2 = c sqrt(m h)``.
+    counter, column_norm_sq, row_norm_sq:
+        A factorized counter (``sketches.counters.factorization``): its name and
+        norms; ``Δ_2 = c sqrt(m column_norm_sq)``. ``discrete`` then means
+        zCDP accounting (CKS20 conversion) of the Gaussian noise ``z`` with
+        integer-rounded releases; ``paper`` is refused (it reproduces the tree).
 
     Raises
     ------
@@ -305,6 +335,23 @@ def calibrate(
     _check_positive_int("unit_cap", unit_cap)
     levels = tree_levels(rounds)
     cal = Calibrator(calibrator)
+    if column_norm_sq is not None or counter != "tree":
+        if column_norm_sq is None or row_norm_sq is None or not (
+                math.isfinite(column_norm_sq) and column_norm_sq >= 1.0
+                and math.isfinite(row_norm_sq) and row_norm_sq >= 1.0):
+            raise SpecError(f"counter: {counter!r} needs finite column_norm_sq and row_norm_sq"
+                            f" >= 1, got {column_norm_sq!r}, {row_norm_sq!r}")
+        if cal is Calibrator.PAPER:
+            raise SpecError(f"calibrator: 'paper' reproduces the tree counter of paper 002;"
+                            f" counter={counter!r} needs 'discrete' or 'analytic'")
+        sens = unit_cap * math.sqrt(m * column_norm_sq)
+        sigma = analytic_gaussian_sigma(eps, delta, sens) if cal is Calibrator.ANALYTIC \
+            else discrete_gaussian_sigma(eps, delta, sens)
+        return Calibration(sigma=sigma, calibrator=cal, eps=float(eps), delta=float(delta),
+                           m=m, levels=levels, unit_cap=unit_cap,
+                           integer_noise=cal is Calibrator.DISCRETE, counter=str(counter),
+                           column_norm_sq=float(column_norm_sq),
+                           row_norm_sq=float(row_norm_sq))
     sens = l2_sensitivity(m, levels, unit_cap)
     if cal is Calibrator.PAPER:
         if eps >= 1:

@@ -71,10 +71,13 @@ from sketches.core.candidates import CandidateSet, top_order, unique_pairs
 from sketches.core.hashing import HashSpec
 from sketches.core.keyed_prf import siphash24, siphash24_multi
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
+from sketches.counters.factorization import CounterKind
+from sketches.counters.factorized import FactorizedCounters
+from sketches.counters.family import make_counters
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
-from sketches.privacy import Clock, calibrate, neighbouring_cells
+from sketches.privacy import Clock
 
 if TYPE_CHECKING:
     from sketches.core.noise import NoiseSource
@@ -121,18 +124,18 @@ class LazyHH:
             depth=depth, width=spec.k_tilde, horizon=spec.horizon, eps=eps_s, delta=delta_s,
             relation=spec.relation, clock=spec.clock, columns_per_tick=None,
             calibrator=spec.calibrator, hash_seed=hash_spec.seed or 0, unit_cap=spec.unit_cap,
+            counter=spec.counter,
         )  # its hash_seed is a placeholder when the hash is secret: self.hash is the hash
         self.hash = hash_spec
         self._row0 = (np.arange(depth, dtype=np.int64) * spec.k_tilde)[:, None]
         # spec.truncated: events past event_horizon are dropped, so neighbours may also
         # differ by pushed-out events: 2d cells per unit, like replace (docs/PRIVACY.md 10.5)
-        cells = 2 * depth if spec.truncated else neighbouring_cells(spec.relation, depth)
-        self.calibration = calibrate(
-            eps_s, delta_s, m=cells,
-            rounds=self.sketch_spec.rounds, calibrator=spec.calibrator, unit_cap=spec.unit_cap)
+        self.calibration = spec.sketch_calibration(depth)  # m = 2d under truncation
         dw = depth * spec.k_tilde
-        counters = LazyNoiseCounters(dw, self.sketch_spec.rounds, self.calibration.sigma,
-                                     self.calibration.integer_noise, noise)
+        counters: LazyNoiseCounters | FactorizedCounters = LazyNoiseCounters(
+            dw, self.sketch_spec.rounds, self.calibration.sigma,
+            self.calibration.integer_noise, noise) if spec.counter is CounterKind.TREE \
+            else make_counters(spec.counter, dw, self.sketch_spec.rounds, self.calibration, noise)
         self.params = derive_params(spec, self.calibration, depth)
         cal = self.params.count
         self._st = LazyHHState(

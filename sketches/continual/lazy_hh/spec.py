@@ -40,11 +40,12 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from sketches.counters.factorization import SQRT_MAX_VALUES, CounterKind
 from sketches.errors import SpecError
 from sketches.privacy import (
     Calibration,
@@ -61,6 +62,7 @@ from sketches.privacy import (
     lazyhh_gamma,
     lazyhh_thresholds,
     length_counter_calibration,
+    neighbouring_cells,
     split_budget,
 )
 
@@ -116,9 +118,14 @@ class LazyHHSpec:
     output_every: int = 1
     count_fraction: float = 0.1
     unit_cap: int = 1
+    #: the sketch cells' continual counter (``tree`` | ``blt`` | ``sqrt``; docs/PRIVACY.md
+    #: "Factorized counters"); the length counter stays a tree (one counter)
+    counter: CounterKind = field(default=CounterKind.TREE,
+                                 metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
-        for name, enum in (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator)):
+        for name, enum in (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator),
+                           ("counter", CounterKind)):
             try:
                 object.__setattr__(self, name, enum(getattr(self, name)))
             except ValueError:
@@ -146,9 +153,20 @@ class LazyHHSpec:
                             " events of a horizon of `horizon` events; leave both unset")
         sketch_delta = self.sketch_budget[1]
         check_lemma6_delta(sketch_delta, name="delta")
+        if self.counter is not CounterKind.TREE and self.calibrator is Calibrator.PAPER:
+            raise SpecError(f"counter: {self.counter.value!r} needs calibrator 'discrete' (or"
+                            " 'analytic'); 'paper' reproduces paper 002's tree: use counter: tree")
         if not 0 < self.beta_value < sketch_delta:
             raise SpecError(f"beta: must be in (0, {sketch_delta:g}) (sketch delta, Lemma 11),"
                             f" got {self.beta}; leave it unset for delta/2")
+        if self.counter is CounterKind.SQRT:
+            cells = derive_params(self, None, None).depth * self.k_tilde
+            if cells * self.horizon > SQRT_MAX_VALUES:
+                raise SpecError(
+                    f"counter: 'sqrt' keeps every round's noise of every cell: up to"
+                    f" {self.horizon} rounds x {cells} cells exceed the limit of"
+                    f" {SQRT_MAX_VALUES} values; use counter: blt (same error within about 1%,"
+                    " 7 values per cell) or counter: tree")
 
     @property
     def beta_value(self) -> float:
@@ -192,6 +210,51 @@ class LazyHHSpec:
         if self.clock is Clock.ARRIVAL:
             return self.horizon // self.k_tilde
         return self.horizon // self.output_every
+
+    # ------------------------------------------------- planning (no sketch built)
+    def sketch_rounds(self) -> int:
+        """Rounds of the sketch counters (tick clock: one per tick; arrival: per ``k~``)."""
+        return -(-self.horizon // self.k_tilde) if self.clock is Clock.ARRIVAL \
+            else self.horizon
+
+    def sketch_calibration(self, depth: int | None = None) -> Calibration:
+        """The sketch cells' calibration (``LazyHH`` uses exactly this): budget
+        ``sketch_budget``, ``m = 2d`` under truncation else ``neighbouring_cells``."""
+        from sketches.counters.family import calibrate_counter
+
+        d = derive_params(self, None, None).depth if depth is None else int(depth)
+        eps_s, delta_s = self.sketch_budget
+        cells = 2 * d if self.truncated else neighbouring_cells(self.relation, d)
+        return calibrate_counter(self.counter, eps_s, delta_s, m=cells,
+                                 rounds=self.sketch_rounds(), calibrator=self.calibrator,
+                                 unit_cap=self.unit_cap)
+
+    def error_bound_per_release(self, beta: float) -> float:
+        """Noise of one output: w.p. ``>= 1 - beta`` every read sketch cell (``d k~``) of one
+        output is within this of its exact pushed count (an estimate: min over rows)."""
+        d = derive_params(self, None, None).depth
+        return self.sketch_calibration(d).error_bound(n=d * self.k_tilde, steps=1, beta=beta)
+
+    def error_bound_epoch(self, beta: float) -> float:
+        """Noise over the epoch: every cell at every output time (``gamma`` uses this at
+        ``beta/2``: ``derive_params(...).gamma``)."""
+        d = derive_params(self, None, None).depth
+        return self.sketch_calibration(d).error_bound(
+            n=d * self.k_tilde, steps=max(self.outputs, 1), beta=beta)
+
+    def memory_bytes(self) -> int:
+        """Bytes of the sketch counters and the carry (candidates: ``O(k~)`` more): tree
+        (lazy draws) ``(levels + 1) * 8 + levels + 17`` per cell, ``blt`` ``7 * 8``,
+        ``sqrt`` ``(rounds + 3) * 8``; carry ``16`` per cell."""
+        from sketches.counters.family import counter_memory_bytes
+
+        cells = derive_params(self, None, None).depth * self.k_tilde
+        rounds = self.sketch_rounds()
+        if self.counter is CounterKind.TREE:
+            levels = int(rounds).bit_length()
+            per = (levels + 1) * 8 + levels + 17
+            return cells * (per + 16)
+        return counter_memory_bytes(self.counter, cells, rounds) + 16 * cells
 
 
 def _positive_int(name: str, value: Any) -> None:
@@ -245,8 +308,11 @@ def derive_params(spec: LazyHHSpec, sketch_cal: Calibration | None, depth: int |
     if sketch_cal is None:
         return HHParams(d, 0.0, lazyhh_thresholds(0.0, k=spec.k, k_tilde=kt), None, 0.0)
     d = int(depth or d)
-    gamma = lazyhh_gamma(sketch_cal.sigma, levels=sketch_cal.levels, depth=d, k_tilde=kt,
-                         outputs=max(spec.outputs, 1), beta=beta)
+    if sketch_cal.row_norm_sq is None:
+        gamma = lazyhh_gamma(sketch_cal.sigma, levels=sketch_cal.levels, depth=d, k_tilde=kt,
+                             outputs=max(spec.outputs, 1), beta=beta)
+    else:  # factorized counter [D] (docs/PRIVACY.md "Factorized counters", LazyHH)
+        gamma = sketch_cal.error_bound(n=d * kt, steps=max(spec.outputs, 1), beta=beta / 2)
     if spec.calibrator is Calibrator.PAPER and spec.clock is Clock.ARRIVAL:
         # the paper's printed gamma (Alg. 6 line 4); never below the exact-sigma bound
         gamma = max(gamma, alg6_gamma(spec.eps, spec.delta, horizon=spec.horizon,
@@ -317,7 +383,11 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams) -> float:
     """
     if spec.calibrator is not Calibrator.DISCRETE:
         return 0.0
-    draws = params.depth * spec.k_tilde * 2 * spec.horizon + 2 * spec.horizon
+    # a factorized sketch counter draws no table samples (its caveat: docs/PRIVACY.md
+    # "Factorized counters"); the length counter is a tree
+    sketch_draws = params.depth * spec.k_tilde * 2 * spec.horizon \
+        if spec.counter is CounterKind.TREE else 0
+    draws = sketch_draws + 2 * spec.horizon
     return (1.0 + math.exp(spec.eps)) * draws * SAMPLER_TV_PER_DRAW
 
 
@@ -351,7 +421,12 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
                          "10.5)"} if spec.truncated else None,
         "budget": {
             "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch, "beta": beta,
-                       "calibrator": spec.calibrator.value, "sigma": sketch_sigma},
+                       "calibrator": spec.calibrator.value, "sigma": sketch_sigma,
+                       **({} if spec.counter is CounterKind.TREE else {
+                           "counter": spec.counter.value,
+                           "noise_caveat": "Gaussian z from a float64 sampler, rounded "
+                                           "integer noise (docs/PRIVACY.md Factorized "
+                                           "counters)"})},
             "length": None if count is None else {
                 "eps": eps_l, "delta": delta_l, "beta": beta, "sigma": count.sigma,
                 "error_bound": params.count_error},

@@ -63,6 +63,7 @@ import numpy as np
 from sketches.core.candidates import CandidateSet, decode_items, encode_items
 from sketches.core.hashing import HashSpec
 from sketches.core.keyed_prf import KEY_BYTES
+from sketches.counters.factorized import FactorizedCounters
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
 from sketches.errors import PrivacyError, SerializationError
@@ -84,7 +85,7 @@ class LazyHHState:
     """
 
     #: the ``d x k~`` sketch counters (node noise drawn when an output reads it)
-    counters: LazyNoiseCounters
+    counters: LazyNoiseCounters | FactorizedCounters  # sketch cells (tree: lazy draws)
     #: the DP stream-length counter (``add_remove``); None when the length is public
     counter: ContinualCounters | None
     #: exact increments not pushed yet: [0] current round, [1] the next (arrival clock)

@@ -1,0 +1,309 @@
+"""Continual counters side by side: tree (paper 002) vs BLT vs exact square root.
+
+Same seeds, same (eps, delta) (equal zCDP rho), same streams. Writes
+``results/counters.md`` and ``results/counters.png``.
+
+1. Released prefixes of one counter array (``n`` counters, 3600 rounds: an
+   hourly epoch of 1 s ticks): RMSE and max |release - exact prefix| over every
+   round and counter (the noise; the prefix itself is exact).
+2. LazyCMS ``d x w`` over an hour of ticks, each data set: noise of the released
+   matrix (vs the zero-noise sketch, every 60 ticks), point-query error of the
+   top-1000 and 1000 random items at the epoch end (noise + collisions), memory,
+   updates/s (batches of 2^18 events; ratio vs the tree measured in the same run).
+3. LazyHH (topologies/netmon.yaml parameters: k=10, k~=64, eps=1, delta=1e-6,
+   add/remove, 1 s ticks, epoch 3600, output every tick) at 20,000 events/s for
+   120 s: time until the first true heavy hitter (exact count > t/k at that
+   tick) is published, recall and precision at 120 s.
+
+Data (/work/shared/data, README there): CAIDA 2016 minute (dst /16, thinned
+with binomial(p) to the stream size), AGH 2015 flows (thinned), synthetic Zipf
+(s=1.2, 10^6 items). Streams: keys repeated count times, seeded permutation
+(the packet order is not in the data). Noise: seeded FastNoise (benchmark
+mode), so runs are reproducible; the privacy calibration is the production one.
+
+Usage: ``.venv/bin/python benchmarks/bench_counters.py [--events 1000000] [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sketches import LazyCMS, LazyHH
+from sketches.continual.lazy_hh.spec import LazyHHSpec
+from sketches.continual.lazy_spec import LazySketchSpec
+from sketches.core.noise import FastNoise, make_noise
+from sketches.counters.factorization import factorization
+from sketches.counters.family import calibrate_counter, make_counters
+from sketches.privacy import Calibrator
+
+DATA = Path("/work/shared/data")
+CAIDA = "caida2016_chicagoA_20160406-125912_dst16_counts.csv"
+AGH = "agh2015061019_flow_pktcounts.npz"
+EPS, DELTA, TICKS = 1.0, 1e-6, 3600
+COUNTERS = ("tree", "blt", "sqrt")
+
+
+def caida_counts() -> np.ndarray:
+    rows = np.loadtxt(DATA / CAIDA, delimiter=",", skiprows=1, dtype=str)
+    ab = np.char.partition(rows[:, 0], ".")
+    f = np.zeros(1 << 16, dtype=np.int64)
+    np.add.at(f, ab[:, 0].astype(np.int64) * 256 + ab[:, 2].astype(np.int64),
+              rows[:, 1].astype(np.int64))
+    return f
+
+
+def agh_counts() -> np.ndarray:
+    return np.load(DATA / AGH)["counts"].astype(np.int64)
+
+
+def zipf_counts(n: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).zipf(1.2, n)
+    return np.bincount(x[x < 10**6], minlength=10**6)
+
+
+def thin(f: np.ndarray, events: int, seed: int) -> np.ndarray:
+    p = min(1.0, events / max(int(f.sum()), 1))
+    return np.random.default_rng(seed).binomial(f, p) if p < 1 else f
+
+
+def stream(f: np.ndarray, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).permutation(np.repeat(np.arange(f.size), f))
+
+
+def quiet() -> FastNoise:
+    return FastNoise(seed=7)
+
+
+# ------------------------------------------------------------ 1. prefixes
+def prefix_errors(n: int, rounds: int) -> list[dict]:
+    out = []
+    inc = np.random.default_rng(1).poisson(3.0, size=(rounds, n))
+    for kind in COUNTERS:
+        cal = calibrate_counter(kind, EPS, DELTA, m=1, rounds=rounds,
+                                calibrator=Calibrator.DISCRETE)
+        c = make_counters(kind, n, rounds, cal, quiet())
+        exact = np.zeros(n, dtype=np.int64)
+        sq, mx = 0.0, 0.0
+        t0 = time.perf_counter()
+        for r in range(rounds):
+            c.push(inc[r], 1)
+            exact += inc[r]
+            e = (c.query() - exact).astype(np.float64)
+            sq += float(e @ e)
+            mx = max(mx, float(np.abs(e).max()))
+        dt = time.perf_counter() - t0
+        f = factorization(kind, rounds)
+        out.append({"counter": kind, "sigma": cal.sigma, "col": f.column_norm_sq(),
+                    "row": f.row_norm_sq(), "rmse": (sq / (rounds * n)) ** 0.5, "max": mx,
+                    "bound": cal.error_bound(n=n, steps=rounds, beta=0.05),
+                    "rounds_per_s": rounds / dt, "mem": c.memory_bytes()})
+    return out
+
+
+# ------------------------------------------------------------ 2. LazyCMS
+def lazycms(name: str, items: np.ndarray, depth: int, width: int,
+            kinds: tuple[str, ...]) -> list[dict]:
+    ticks = np.sort(np.random.default_rng(3).integers(0, TICKS, items.size))
+    truth = np.bincount(items)
+    top = np.argsort(truth)[::-1][:1000]
+    rnd = np.random.default_rng(4).choice(truth.size, 1000, replace=False)
+    zero = make_noise("zero", allow_insecure=True)
+    spec0 = LazySketchSpec(depth=depth, width=width, horizon=TICKS, eps=EPS, delta=DELTA)
+    exact_sk = LazyCMS(spec0, zero)
+    sketches = {k: LazyCMS(LazySketchSpec(depth=depth, width=width, horizon=TICKS, eps=EPS,
+                                          delta=DELTA, counter=k), quiet()) for k in kinds}
+    times = dict.fromkeys(kinds, 0.0)
+    cell_sq = dict.fromkeys(kinds, 0.0)
+    cell_max = dict.fromkeys(kinds, 0.0)
+    cells_seen = 0
+    bounds = np.searchsorted(ticks, np.arange(60, TICKS + 1, 60))
+    lo = 0
+    for hi, tick in zip(bounds, range(60, TICKS + 1, 60), strict=True):
+        for a in range(lo, hi, 1 << 18):
+            b = min(hi, a + (1 << 18))
+            exact_sk.update_batch(items[a:b], ticks[a:b])
+            for k, sk in sketches.items():
+                t0 = time.perf_counter()
+                sk.update_batch(items[a:b], ticks[a:b])
+                times[k] += time.perf_counter() - t0
+        lo = hi
+        exact_sk.advance_to(tick)
+        ref = exact_sk.noisy_matrix()
+        for k, sk in sketches.items():
+            t0 = time.perf_counter()
+            sk.advance_to(tick)
+            times[k] += time.perf_counter() - t0
+            e = (sk.noisy_matrix() - ref).astype(np.float64)
+            cell_sq[k] += float(np.sum(e * e))
+            cell_max[k] = max(cell_max[k], float(np.abs(e).max()))
+        cells_seen += depth * width
+    rows = []
+    for k, sk in sketches.items():
+        qt = sk.query(top) - truth[top]
+        qr = sk.query(rnd) - truth[rnd]
+        rows.append({"data": name, "counter": k, "events": items.size,
+                     "cell_rmse": (cell_sq[k] / cells_seen) ** 0.5, "cell_max": cell_max[k],
+                     "bound": sk.release()["error_bound"]["noise"],
+                     "top_rmse": float(np.sqrt(np.mean(qt.astype(float) ** 2))),
+                     "top_max": float(np.abs(qt).max()),
+                     "rnd_rmse": float(np.sqrt(np.mean(qr.astype(float) ** 2))),
+                     "mem": sk.memory_bytes(), "ups": items.size / times[k]})
+    return rows
+
+
+# ------------------------------------------------------------ 3. LazyHH
+def lazyhh(name: str, items: np.ndarray, seconds: int, rate: int) -> list[dict]:
+    items = items[: seconds * rate]
+    ticks = np.arange(items.size, dtype=np.int64) // rate
+    rows = []
+    for kind in ("tree", "blt"):
+        spec = LazyHHSpec(k=10, k_tilde=64, horizon=TICKS, eps=EPS, delta=DELTA,
+                          event_horizon=50_000_000, output_every=1, hash_seed=5, counter=kind)
+        hh = LazyHH(spec, quiet())
+        first = None
+        t0 = time.perf_counter()
+        for s in range(seconds):
+            sl = slice(s * rate, (s + 1) * rate)
+            hh.update_batch(items[sl], ticks[sl])
+            hh.advance_to(s + 1)
+            if first is None:
+                got, _ = hh.heavy_hitters()
+                if got.size:
+                    counts = np.bincount(items[: (s + 1) * rate])
+                    true = set(np.flatnonzero(counts > (s + 1) * rate / spec.k).tolist())
+                    if true & {int(i) for i in got}:
+                        first = s + 1
+        dt = time.perf_counter() - t0
+        got, _ = hh.heavy_hitters()
+        counts = np.bincount(items)
+        true = set(np.flatnonzero(counts > items.size / spec.k).tolist())
+        pub = {int(i) for i in got}
+        rows.append({"data": name, "counter": kind, "gamma": hh.params.gamma,
+                     "first_s": first, "true": len(true), "published": len(pub),
+                     "recall": len(true & pub) / max(len(true), 1),
+                     "precision": len(true & pub) / max(len(pub), 1),
+                     "ups": items.size / dt, "mem": hh.memory_bytes()})
+    return rows
+
+
+def plot(prefix: list[dict], cms: list[dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
+    ks = [r["counter"] for r in prefix]
+    colors = {"tree": "#888888", "blt": "#1f77b4", "sqrt": "#2ca02c"}
+    ax[0].bar(ks, [r["rmse"] for r in prefix], color=[colors[k] for k in ks])
+    ax[0].set_title("released prefix RMSE (one counter,\nhourly epoch, eps=1, delta=1e-6)")
+    datas = sorted({r["data"] for r in cms}, key=[r["data"] for r in cms].index)
+    x = np.arange(len(datas))
+    kinds = sorted({r["counter"] for r in cms}, key=COUNTERS.index)
+    for i, k in enumerate(kinds):
+        vals = [next((r["cell_rmse"] for r in cms if r["data"] == d and r["counter"] == k),
+                     0.0) for d in datas]
+        ax[1].bar(x + 0.27 * (i - 1), vals, 0.27, label=k, color=colors[k])
+        mem = [next((r["mem"] for r in cms if r["data"] == d and r["counter"] == k), 0) / 1024
+               for d in datas]
+        ax[2].bar(x + 0.27 * (i - 1), mem, 0.27, label=k, color=colors[k])
+    ax[1].set_xticks(x, datas)
+    ax[1].set_title("LazyCMS released cell noise RMSE\n(d=4, w=1024, hourly epoch)")
+    ax[1].legend()
+    ax[2].set_xticks(x, datas)
+    ax[2].set_yscale("log")
+    ax[2].set_title("LazyCMS state (KiB, log)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000, help="events per data set")
+    ap.add_argument("--quick", action="store_true", help="tiny run (CI smoke)")
+    ap.add_argument("--out", default="results")
+    args = ap.parse_args()
+    n_ev = 50_000 if args.quick else args.events
+    load = os.getloadavg()
+    p_rounds = 256 if args.quick else TICKS
+    prefix = prefix_errors(64 if args.quick else 256, p_rounds)
+    sets = {"CAIDA": stream(thin(caida_counts(), n_ev, 0), 1),
+            "AGH": stream(thin(agh_counts(), n_ev, 0), 1),
+            "Zipf": stream(zipf_counts(n_ev, 2), 1)}
+    cms: list[dict] = []
+    for name, items in sets.items():
+        cms += lazycms(name, items, 4, 1024, ("tree", "blt"))
+    # the exact square root on a sketch small enough for its rounds x cells history
+    cms += lazycms("Zipf w=64", sets["Zipf"], 4, 64, COUNTERS)
+    hh: list[dict] = []
+    secs, rate = (20, 20_000) if args.quick else (120, 20_000)
+    hh_sets = {"CAIDA": stream(thin(caida_counts(), secs * rate, 0), 1),
+               "Zipf": stream(zipf_counts(secs * rate, 3), 1)}
+    for name, items in hh_sets.items():
+        hh += lazyhh(name, items, secs, rate)
+    out = Path(args.out)
+    out.mkdir(exist_ok=True)
+    lines = ["# Continual counters: tree vs BLT vs exact square root", "",
+             "Generated by `benchmarks/bench_counters.py"
+             + (" --quick" if args.quick else f" --events {n_ev}") + "`; load average before"
+             f" the run {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (2 shared cores: updates/s"
+             " are comparable only within this table). eps=1, delta=1e-6, discrete"
+             " calibrator (zCDP), equal rho for every counter. Noise: seeded FastNoise.", "",
+             f"## 1. Released prefixes (noise only), {p_rounds} rounds, 256 counters"
+             " (Poisson(3) increments)", "",
+             "| counter | max_col(C)^2 | max_row(B)^2 | sigma | RMSE | max err | bound"
+             " (beta=.05, all rounds) | rounds/s | state bytes |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in prefix:
+        lines.append(f"| {r['counter']} | {r['col']:.3f} | {r['row']:.3f} | {r['sigma']:.2f} |"
+                     f" {r['rmse']:.2f} | {r['max']:.0f} | {r['bound']:.0f} |"
+                     f" {r['rounds_per_s']:.0f} | {r['mem']:,} |")
+    lines += ["", "## 2. LazyCMS (d=4, tick clock, 3600 ticks, all columns per tick)", "",
+              "cell noise: released matrix minus the zero-noise sketch's, every 60 ticks;"
+              " point queries at the epoch end (noise + collisions; CMS min estimator).", "",
+              "| data | w | counter | events | cell RMSE | cell max | noise bound |"
+              " top-1000 RMSE | top-1000 max | random-1000 RMSE | state bytes | updates/s |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in cms:
+        w = 64 if "w=64" in r["data"] else 1024
+        lines.append(f"| {r['data']} | {w} | {r['counter']} | {r['events']:,} |"
+                     f" {r['cell_rmse']:.1f} | {r['cell_max']:.0f} | {r['bound']:.0f} |"
+                     f" {r['top_rmse']:.1f} | {r['top_max']:.0f} | {r['rnd_rmse']:.1f} |"
+                     f" {r['mem']:,} | {r['ups']:,.0f} |")
+    lines += ["", f"## 3. LazyHH (netmon parameters), {rate:,} events/s for {secs} s", "",
+              "| data | counter | gamma | first true HH (s) | true HH | published | recall |"
+              " precision | updates/s | state bytes |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in hh:
+        lines.append(f"| {r['data']} | {r['counter']} | {r['gamma']:.0f} | {r['first_s']} |"
+                     f" {r['true']} | {r['published']} | {r['recall']:.2f} |"
+                     f" {r['precision']:.2f} | {r['ups']:,.0f} | {r['mem']:,} |")
+    lines += ["", "## Notes", "",
+              "- The released-cell noise is data-independent and the seed is shared, so it"
+              " is the same on every data set; the point-query columns add hash collisions"
+              " (CMS over-estimates ~ e t / w), which dominate on AGH and Zipf at w = 1024.",
+              "- Equal privacy: every counter is calibrated to the same zCDP rho (discrete"
+              " calibrator) for the same (eps, delta); sensitivity c sqrt(m max_col(C)^2)"
+              " (docs/PRIVACY.md 13).",
+              "- The tree's worst prefix sums h = 12 nodes; its RMSE over all rounds is lower"
+              " than its bound suggests because most rounds use fewer nodes. The BLT's noise"
+              " variance is almost flat over rounds (sum_{j<t} b_j^2).",
+              "- sqrt keeps the whole noise history (rounds x cells floats) and recomputes a"
+              " length-t convolution per round: the reference, not for production sizes.",
+              "- LazyHH: the first true heavy hitter is the first published item whose exact"
+              " count exceeds t/k at that second; recall/precision at the end of the run"
+              " against items with exact count > t/k."]
+    (out / "counters.md").write_text("\n".join(lines) + "\n")
+    plot(prefix, cms, out / "counters.png")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""FactorizedCounters (BLT, exact square root): exactness, catch-up, round trip,
+noise covariance = sigma^2 B B^T, sensitivity = max column norm of C = B^-1 A."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sketches.core.noise import make_noise
+from sketches.counters.factorization import (
+    BLT_TABLE,
+    BLTFactorization,
+    columns_nonnegative,
+    factorization,
+    sqrt_coeffs,
+)
+from sketches.counters.factorized import FactorizedCounters
+from sketches.counters.family import calibrate_counter, make_counters
+from sketches.errors import HorizonExceededError, IncompatibleSpecError, SpecError
+from sketches.privacy import Calibrator
+
+KINDS = ("blt", "sqrt")
+
+
+class Pattern:
+    """Deterministic noise; an ``m``-value draw is ``m`` one-value draws."""
+
+    kind = "fast"
+
+    def __init__(self) -> None:
+        self.i = 0
+
+    def gaussian(self, sigma: float, size: int) -> np.ndarray:
+        idx = np.arange(self.i, self.i + int(size), dtype=np.int64)
+        self.i += int(size)
+        return ((idx * 7919) % 2001 - 1000) * 0.37 + 0.1
+
+    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:  # pragma: no cover
+        raise AssertionError("factorized counters draw continuous z")
+
+
+class Failing(Pattern):
+    def gaussian(self, sigma: float, size: int) -> np.ndarray:
+        raise RuntimeError("entropy source failed")
+
+
+def _zero():
+    return make_noise("zero", allow_insecure=True)
+
+
+def _toeplitz(col: np.ndarray) -> np.ndarray:
+    n = col.size
+    i, j = np.indices((n, n))
+    return np.where(i >= j, col[np.clip(i - j, 0, n - 1)], 0.0)
+
+
+def _b_matrix(kind: str, n: int) -> np.ndarray:
+    f = factorization(kind, n)
+    b = f.b_coeffs(n) if isinstance(f, BLTFactorization) else sqrt_coeffs(n)
+    return _toeplitz(b)
+
+
+def _c_matrix(kind: str, n: int) -> np.ndarray:
+    f = factorization(kind, n)
+    c = f.c_coeffs() if isinstance(f, BLTFactorization) else sqrt_coeffs(n)
+    return _toeplitz(c)
+
+
+# ------------------------------------------------------------ factorization
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n", [1, 2, 5, 16, 33, 100])
+def test_b_times_c_is_the_counting_matrix(kind: str, n: int) -> None:
+    a = np.tril(np.ones((n, n)))
+    np.testing.assert_allclose(_b_matrix(kind, n) @ _c_matrix(kind, n), a, atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n", [3, 64, 700])
+def test_norms_are_the_matrix_norms(kind: str, n: int) -> None:
+    f = factorization(kind, n)
+    c, b = _c_matrix(kind, n), _b_matrix(kind, n)
+    assert f.column_norm_sq() == pytest.approx(float(np.max(np.sum(c * c, axis=0))), rel=1e-12)
+    assert f.row_norm_sq() == pytest.approx(float(np.max(np.sum(b * b, axis=1))), rel=1e-12)
+    assert columns_nonnegative(f) and np.all(c >= -1e-15)
+
+
+def test_every_blt_table_entry_is_stable_and_near_sqrt() -> None:
+    for e in BLT_TABLE:
+        n = 1 << min(e, 13)
+        f = factorization("blt", n)
+        s = factorization("sqrt", n)
+        loss = f.column_norm_sq() * f.row_norm_sq()
+        assert math.isfinite(loss) and loss <= 1.05 * s.column_norm_sq() ** 2, e
+        assert columns_nonnegative(f)
+
+
+# ------------------------------------------------------------ sensitivity
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 24), cap=st.integers(1, 4), cells=st.integers(1, 3),
+       data=st.data(), kind=st.sampled_from(KINDS))
+def test_sensitivity_bound_holds_for_any_spread_of_a_unit(n, cap, cells, data, kind):
+    """A unit's ``<= cap`` events spread over (cell, round) in any way: ``sum_cells
+    ||C delta_cell||^2 <= cap^2 max_col(C)^2`` (add/remove, one sketch row); replace
+    (events moved) ``<= 2 cap^2 ...``; equality when all events share a cell and round 0."""
+    c = _c_matrix(kind, n)
+    col = factorization(kind, n).column_norm_sq()
+    pos = data.draw(st.lists(st.tuples(st.integers(0, cells - 1), st.integers(0, n - 1)),
+                             min_size=1, max_size=cap))
+    delta = np.zeros((cells, n))
+    for cell, r in pos:
+        delta[cell, r] += 1
+    add = sum(float(np.sum((c @ delta[i]) ** 2)) for i in range(cells))
+    assert add <= cap**2 * col * (1 + 1e-9)
+    neg = data.draw(st.lists(st.tuples(st.integers(0, cells - 1), st.integers(0, n - 1)),
+                             min_size=0, max_size=cap))
+    moved = delta.copy()
+    for cell, r in neg:
+        moved[cell, r] -= 1
+    rep = sum(float(np.sum((c @ moved[i]) ** 2)) for i in range(cells))
+    assert rep <= 2 * cap**2 * col * (1 + 1e-9)
+    worst = np.zeros(n)
+    worst[0] = cap
+    assert float(np.sum((c @ worst) ** 2)) == pytest.approx(cap**2 * col)
+
+
+def test_equal_privacy_and_lower_error_than_the_tree() -> None:
+    kw = {"m": 4, "rounds": 3600, "calibrator": Calibrator.DISCRETE}
+    tree = calibrate_counter("tree", 1.0, 1e-6, **kw)
+    for kind in KINDS:
+        cal = calibrate_counter(kind, 1.0, 1e-6, **kw)
+        assert cal.rho == pytest.approx(tree.rho, rel=1e-9)
+        assert cal.sensitivity == pytest.approx(
+            2 * math.sqrt(factorization(kind, 3600).column_norm_sq()))
+        ratio = (tree.error_bound(n=1, steps=1, beta=0.05)
+                 / cal.error_bound(n=1, steps=1, beta=0.05))
+        assert 3.0 < ratio < 3.4
+
+
+def test_paper_calibrator_refused() -> None:
+    with pytest.raises(SpecError, match="paper"):
+        calibrate_counter("blt", 0.5, 1e-6, m=4, rounds=64, calibrator=Calibrator.PAPER)
+
+
+# ------------------------------------------------------------ exactness
+@pytest.mark.parametrize("kind", KINDS)
+def test_noise_off_is_exact_and_batch_equals_sequential(kind: str) -> None:
+    rng = np.random.default_rng(3)
+    inc = rng.integers(0, 50, size=(40, 5))
+    a = FactorizedCounters(5, 64, 3.0, True, _zero(), kind=kind)
+    b = FactorizedCounters(5, 64, 3.0, True, _zero(), kind=kind)
+    a.advance(inc)
+    for row in inc:
+        b.push(row, 1)
+        assert b.query().tolist() == inc[: b.rounds].sum(axis=0).tolist()
+    assert a.query().tolist() == b.query().tolist() == inc.sum(axis=0).tolist()
+    behind = np.array([True, False, True, False, False])  # their noise: the previous round's
+    assert a.query(behind).tolist() == inc.sum(axis=0).tolist()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_catch_up_equals_the_loop(kind: str) -> None:
+    """``advance_empty(ends)`` == ``for e in ends: advance(empty); query()`` (same draws)."""
+    ends = np.array([3, 4, 9, 30, 31, 60])
+    a = FactorizedCounters(3, 64, 2.0, True, Pattern(), kind=kind)
+    b = FactorizedCounters(3, 64, 2.0, True, Pattern(), kind=kind)
+    a.push(np.array([1, 2, 3]), 1)
+    b.push(np.array([1, 2, 3]), 1)
+    got = a.advance_empty(ends)
+    exp = []
+    for e in ends:
+        b.advance(np.zeros((0, 3), np.int64), empty_rounds=int(e) - b.rounds)
+        exp.append(b.query())
+    assert got.tolist() == np.array(exp).tolist()
+    assert a.to_bytes() == b.to_bytes()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_atomic_on_noise_failure_and_horizon(kind: str) -> None:
+    c = FactorizedCounters(2, 8, 1.0, True, Pattern(), kind=kind)
+    c.push(np.array([1, 1]), 2)
+    before = c.to_bytes()
+    c._noise_src = Failing()  # test-only: swap the source
+    with pytest.raises(RuntimeError):
+        c.push(np.array([5, 5]), 1)
+    with pytest.raises(RuntimeError):
+        c.advance_empty(np.array([5, 6]))
+    assert c.to_bytes() == before
+    with pytest.raises(HorizonExceededError):
+        c.push(np.array([0, 0]), 7)
+
+
+# ------------------------------------------------------------ serialization
+@pytest.mark.parametrize("kind", KINDS)
+def test_round_trip_continues_identically(kind: str) -> None:
+    src_a, src_b = Pattern(), Pattern()
+    a = FactorizedCounters(4, 32, 1.5, True, src_a, kind=kind)
+    a.advance(np.arange(12).reshape(3, 4))
+    blob = a.to_bytes()
+    src_b.i = src_a.i
+    b = FactorizedCounters.from_bytes(blob, src_b)
+    assert b.to_bytes() == blob
+    for c in (a, b):
+        c.push(np.array([1, 0, 2, 0]), 5)
+    assert a.query().tolist() == b.query().tolist()
+    assert a.to_bytes() == b.to_bytes()
+
+
+def test_restore_refuses_other_kind_and_sigma() -> None:
+    a = FactorizedCounters(2, 16, 1.0, True, Pattern(), kind="blt")
+    a.push(np.array([1, 2]), 3)
+    hdr, arr = a.state_header(), a.state_arrays()
+    with pytest.raises(IncompatibleSpecError, match="counter"):
+        FactorizedCounters(2, 16, 1.0, True, Pattern(), kind="sqrt").restore(hdr, arr)
+    with pytest.raises(IncompatibleSpecError, match="sigma"):
+        FactorizedCounters(2, 16, 2.0, True, Pattern(), kind="blt").restore(hdr, arr)
+
+
+def test_tree_and_sqrt_limits() -> None:
+    with pytest.raises(SpecError, match="blt"):
+        FactorizedCounters(1 << 16, 1 << 10, 1.0, True, Pattern(), kind="sqrt")
+    assert make_counters("tree", 2, 8, calibrate_counter(
+        "tree", 1.0, 1e-6, m=1, rounds=8, calibrator=Calibrator.DISCRETE), Pattern()).levels == 4
+
+
+# ------------------------------------------------------------ noise law
+@pytest.mark.parametrize("kind", KINDS)
+def test_noise_covariance_is_sigma2_b_bt(kind: str) -> None:
+    """Empirical covariance of the released noise over rounds 1..n (float releases,
+    ``N = 20000`` independent counters, seeded): every entry within 6 standard errors of
+    ``sigma^2 B B^T`` (Gaussian approximation of the sample covariance: false-failure
+    probability per entry 2e-9, over the 105 entries < 3e-7; the seed fixes the outcome)."""
+    n, reps, sigma = 14, 20000, 2.0
+    c = FactorizedCounters(reps, n, sigma, False, make_noise("fast", seed=11,
+                                                             allow_insecure=True), kind=kind)
+    rows = []
+    for _ in range(n):
+        c.push(np.zeros(reps, np.int64), 1)
+        rows.append(c.query())
+    x = np.array(rows)
+    emp = x @ x.T / reps
+    b = _b_matrix(kind, n)
+    cov = sigma**2 * b @ b.T
+    se = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / reps)
+    assert np.all(np.abs(emp - cov) <= 6 * se)
+
+
+@pytest.mark.parametrize("jump", [2, 3, 17])
+def test_blt_jump_has_the_law_of_the_recurrence(jump: int) -> None:
+    """Rounds opened in one call (exact buffer jump): the joint law of (N_{j-1}, N_j) and
+    of the next round's N is that of ``sigma^2 B B^T`` (same 6-standard-error rule)."""
+    reps, sigma, n = 20000, 1.0, jump + 1
+    c = FactorizedCounters(reps, 64, sigma, False,
+                           make_noise("fast", seed=5, allow_insecure=True), kind="blt")
+    c.push(np.zeros(reps, np.int64), jump)
+    behind = np.ones(reps, dtype=bool)
+    x = np.array([c.query(behind), c.query()])
+    c.push(np.zeros(reps, np.int64), 1)
+    x = np.vstack([x, c.query()[None, :]])
+    b = _b_matrix("blt", 64)[[jump - 2, jump - 1, jump]][:, :n]
+    cov = sigma**2 * b @ b.T
+    emp = x @ x.T / reps
+    se = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / reps)
+    assert np.all(np.abs(emp - cov) <= 6 * se)
+
+
+def test_error_bound_covers_the_releases() -> None:
+    """Seeded: every released noise of 2000 counters over 64 rounds within the beta=0.05
+    bound (it fails with probability <= 0.05; the seed fixes the outcome)."""
+    c = FactorizedCounters(2000, 64, 3.0, True, make_noise("fast", seed=2, allow_insecure=True))
+    worst = 0
+    for _ in range(64):
+        c.push(np.zeros(2000, np.int64), 1)
+        worst = max(worst, int(np.max(np.abs(c.query()))))
+    assert worst <= c.error_bound(beta=0.05, steps=64)
+
+
+def test_tree_shares_the_interface_round_trip_and_error_bound() -> None:
+    from sketches.counters.gauss_bm import ContinualCounters
+    from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
+    from sketches.privacy import counter_error_bound
+
+    for cls in (ContinualCounters, LazyNoiseCounters):
+        a = cls(3, 16, 2.0, True, make_noise("fast", seed=1, allow_insecure=True))
+        a.push(np.array([1, 2, 3]), 5)
+        a.query()
+        b = cls.from_bytes(a.to_bytes(), make_noise("fast", seed=1, allow_insecure=True))
+        assert b.to_bytes() == a.to_bytes()
+        assert b.query().tolist() == a.query().tolist()
+        assert a.error_bound(beta=0.05, steps=16) == counter_error_bound(
+            2.0, levels=5, n=3, steps=16, beta=0.05)
+
+
+def test_from_bytes_refuses_garbage_and_other_counters() -> None:
+    from sketches.core.serialization import pack
+    from sketches.errors import SerializationError
+
+    with pytest.raises(SerializationError):
+        FactorizedCounters.from_bytes(b"DPSK\x01\x00garbage", Pattern())
+    bad = pack("counter_blt", {"horizon": 8}, {"counter": "blt", "sigma": 1.0}, {})
+    with pytest.raises(SerializationError):
+        FactorizedCounters.from_bytes(bad, Pattern())
+    tree = pack("lazy_cms", {}, {"counter": "tree"}, {})
+    with pytest.raises(SerializationError):
+        FactorizedCounters.from_bytes(tree, Pattern())

@@ -126,6 +126,10 @@ def decode_batch(spec: InputSpec, records: Sequence[Record], gate: Gate = _accep
 def _decode(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
     if spec.encoding == "columnar":
         return _decode_columnar(spec, records, gate)
+    if spec.encoding == "arrow":  # worker/decode_arrow.py (imports pyarrow on first use)
+        from worker.decode_arrow import _decode_arrow
+
+        return _decode_arrow(spec, records, gate)
     return _decode_json(spec, records, gate)
 
 

@@ -230,7 +230,7 @@ def ipv4_text(addrs: np.ndarray) -> np.ndarray:
     ['10.0.0.1', '255.255.255.255', '0.0.0.0']
     """
     a = np.asarray(addrs, dtype=np.uint32)
-    hi_t, hi_len, lo_t, lo_len = _tables()
+    hi_t, hi_len, lo_t, _ = _tables()
     top, bottom = a >> np.uint32(16), a & np.uint32(0xFFFF)
     p, q, shift = hi_t[top], lo_t[bottom], hi_len[top] * np.uint64(8)  # shift in 32..64
     words = np.empty((a.shape[0], 2), dtype="<u8")
@@ -264,7 +264,8 @@ def _utf8_column(col: Any, name: str, limit: int) -> np.ndarray:
                        f"over input.max_item_bytes={limit}; shorten it at the producer or "
                        "raise the limit")
         data = bufs[2]
-        if data is not None and b"\x00" in memoryview(data)[int(offsets[0]):int(offsets[-1])]:
+        if data is not None and memoryview(data)[int(offsets[0]):int(offsets[-1])].tobytes(
+                ).find(b"\x00") >= 0:  # memchr over the values' bytes
             raise _Bad("nul_in_field", f"column {name!r} contains a NUL character; strip NULs "
                        "at the producer")
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
@@ -302,7 +303,7 @@ def _weight_column(col: Any, signed: bool) -> np.ndarray:
     import pyarrow as pa
 
     t = col.type
-    if not (pa.types.is_floating(t) and t != pa.float16() or pa.types.is_integer(t)):
+    if not ((pa.types.is_floating(t) and t != pa.float16()) or pa.types.is_integer(t)):
         raise _Bad("wrong_type", f"column 'weight' must be float64, float32 or an integer "
                    f"type, got {t}")
     _nonnull(col, "weight")
@@ -329,7 +330,7 @@ def _shard(meta: dict[bytes, bytes] | None, spec: InputSpec, gate: Gate) -> str:
     return _gated(gate, _text(shard, "shard key", spec.max_item_bytes, True))
 
 
-def _read(value: bytes) -> tuple[Any, list[Any]]:
+def _read(value: bytes) -> tuple[Any, list[str], list[Any]]:
     """Schema and record batches, after :func:`_scan`; malformed Arrow raises _Bad."""
     import pyarrow as pa
 
@@ -337,12 +338,13 @@ def _read(value: bytes) -> tuple[Any, list[Any]]:
     try:
         reader = pa.ipc.open_stream(pa.py_buffer(value))
         schema = reader.schema
+        names = list(schema.names)  # a field name that is not UTF-8 raises here
         batches = list(reader)
         for b in batches:
             b.validate(full=True)
     except (pa.ArrowException, ValueError, OSError) as exc:
         raise _Bad("malformed_arrow", f"invalid Arrow IPC stream: {str(exc)[:200]}") from None
-    return schema, batches
+    return schema, names, batches
 
 
 def _columns(spec: InputSpec) -> tuple[str, ...]:
@@ -357,9 +359,8 @@ def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
     if len(value) > spec.max_message_bytes:
         raise _Bad("oversized", f"message of {len(value)} bytes exceeds "
                    f"max_message_bytes={spec.max_message_bytes}")
-    schema, batches = _read(value)
+    schema, names, batches = _read(value)
     want = _columns(spec)
-    names = list(schema.names)
     extra = sorted(set(names) - set(want))
     if extra or len(names) != len(set(names)):
         raise _Bad("wrong_schema", f"unexpected or repeated columns {extra or names}; the "

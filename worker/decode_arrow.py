@@ -272,13 +272,15 @@ def _utf8_column(col: Any, name: str, limit: int) -> np.ndarray:
 
 
 def _item_column(col: Any, spec: InputSpec) -> np.ndarray:
+    """The item column; IPv4 (``uint32`` in a ``str`` topology) stays ``uint32`` here
+    and becomes text once per poll batch in :func:`_decode_arrow`."""
     import pyarrow as pa
 
     t = col.type
     if spec.item_type == "str":
         if pa.types.is_uint32(t):
             _nonnull(col, "item")
-            return ipv4_text(col.to_numpy(zero_copy_only=True))
+            return col.to_numpy(zero_copy_only=True)
         if pa.types.is_string(t):
             return _utf8_column(col, "item", spec.max_item_bytes)
         raise _Bad("wrong_type", f"column 'item' must be utf8 or uint32 (IPv4) in a str "
@@ -386,7 +388,7 @@ def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
 def _decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
     f = spec.fields
     parts_items: list[np.ndarray] = []
-    parts_shards: list[np.ndarray] = []
+    shards: list[str] = []
     parts_units: list[np.ndarray] = []
     parts_weights: list[np.ndarray] = []
     dead: list[DeadLetter] = []
@@ -397,17 +399,26 @@ def _decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Dec
             dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
             continue
         parts_items.append(items)
-        # fixed-width, not object (a NUL-free shard key survives it): filling an
-        # object array costs ~50 ns per event in reference counting
-        parts_shards.append(np.full(items.shape[0], shard, dtype=f"U{max(1, len(shard))}"))
+        shards.append(shard)
         if units is not None:
             parts_units.append(units)
         if weights is not None:
             parts_weights.append(weights)
     if not parts_items:
         return _empty(spec, dead)
+    counts = [p.shape[0] for p in parts_items]
+    if spec.item_type == "str" and any(p.dtype == np.uint32 for p in parts_items):
+        if all(p.dtype == np.uint32 for p in parts_items):  # one conversion per batch
+            items = ipv4_text(np.concatenate(parts_items))
+        else:
+            items = np.concatenate([ipv4_text(p) if p.dtype == np.uint32 else p
+                                    for p in parts_items])
+    else:
+        items = np.concatenate(parts_items)
+    # shard keys fixed-width, not object (NUL-free keys survive it): filling an
+    # object array costs ~50 ns per event in reference counting
     return Decoded(
-        np.concatenate(parts_items), np.concatenate(parts_shards),
+        items, np.repeat(np.array(shards), counts),
         np.concatenate(parts_units) if f.unit else None,
         np.concatenate(parts_weights) if f.weight else None, dead)
 

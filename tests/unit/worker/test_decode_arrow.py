@@ -247,3 +247,16 @@ def test_random_bytes_never_raise(value: bytes) -> None:
     for spec in SPECS:
         out = decode_batch(spec, [rec(0, value)])
         assert len(out) == 0 and [d.reason for d in out.dead] != ["undecodable"]
+
+
+def test_mixed_ipv4_and_utf8_messages_in_one_batch() -> None:
+    msgs = [rec(0, arrow_message("r1", np.array([0x0A000001], dtype=np.uint32))),
+            rec(1, arrow_message("r1", ["10.0.0.1", "x"])),
+            rec(2, b"bad"),
+            rec(3, arrow_message("r2", np.array([0xC0A80101], dtype=np.uint32)))]
+    out = decode_batch(STR, msgs)
+    assert out.items.tolist() == ["10.0.0.1", "10.0.0.1", "x", "192.168.1.1"]
+    assert out.shards.tolist() == ["r1", "r1", "r1", "r2"]
+    assert [d.offset for d in out.dead] == [2]
+    keys = item_keys(out.items, 1, 2)
+    assert keys[0] == keys[1]  # the same item whether sent as uint32 or as text

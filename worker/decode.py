@@ -21,6 +21,10 @@ written in decimal, so ``7`` and ``"7"`` are the same item) or ``int``
 (int64). Shard keys and units are strings. A message that cannot be decoded is
 never dropped silently: it becomes a :class:`DeadLetter` with a reason code.
 
+A third encoding, ``arrow`` (an Apache Arrow IPC stream per message, the binary
+form of ``columnar``), is :mod:`worker.decode_arrow`, imported on first use
+(it needs pyarrow).
+
 This module holds the entry point :func:`decode_batch` and the ``json``
 encoding; the ``columnar`` encoding is :mod:`worker.decode_columnar`, and the
 pieces both share (records, dead letters, event columns, value checks) are

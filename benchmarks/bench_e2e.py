@@ -13,6 +13,9 @@ One run, one embedded broker, same machine, same topic for all consumers:
    same work with real noise.
 2. ``worker-columnar``: the same with the columnar encoding (5,000 events per
    message), M events.
+2b. ``worker-arrow``: the same with the ``arrow`` encoding (Arrow IPC, IPv4
+   items as uint32, 5,000 events per message), K events; issue #12 target 2:
+   events/s until released >= 10x raw aiokafka's msg/s.
 3. Baselines on the JSON topic, each in a fresh subprocess (see
    ``benchmarks/bench_ingest_faust.py``): raw aiokafka ``getmany`` that only
    counts, and a plain Faust agent that only counts (without and with
@@ -89,7 +92,7 @@ async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 async def run_worker_case(bootstrap: str, name: str, encoding: str, events: int,
-                          tmp: Path) -> dict[str, Any]:
+                          tmp: Path, chunk_events: int = 5000) -> dict[str, Any]:
     """Produce ``events``, run the worker, time ingestion and release inclusion."""
     from worker.app import create_worker
     from worker.reader import ReleaseReader
@@ -98,7 +101,8 @@ async def run_worker_case(bootstrap: str, name: str, encoding: str, events: int,
     topic = f"{name}-in"
     await create_topic(bootstrap, topic, 4)
     t0 = time.perf_counter()
-    await run_producer(bootstrap, topic, events=events, rate=None, encoding=encoding, seed=1)
+    await run_producer(bootstrap, topic, events=events, rate=None, encoding=encoding, seed=1,
+                       chunk_events=chunk_events)
     produce_s = time.perf_counter() - t0
     path = tmp / f"{name}.yaml"
     path.write_text(TOPOLOGY.format(name=name, encoding=encoding))
@@ -166,16 +170,18 @@ def write_report(path: Path, rows: list[dict[str, Any]], base: list[dict[str, An
            "Embedded Tansu broker (in-memory), 4 partitions, 8 routers, demo producer events.",
            "", "## dpstream worker (LazyCMS d=4 w=1024, tick 100 ms, release every 5 ticks)", "",
            "| case | events | messages | ingest events/s | until all released events/s "
-           "| release latency (s) | ingest events/s ÷ raw aiokafka msg/s |",
-           "|---|---|---|---|---|---|---|"]
+           "| release latency (s) | ingest events/s ÷ raw aiokafka msg/s "
+           "| until released ÷ raw |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['case']} | error: {r['error']} | | | | | |")
+            out.append(f"| {r['case']} | error: {r['error']} | | | | | | |")
             continue
         ratio = f"{r['ingest_eps'] / raw:.2f}" if raw else "n/a"
+        ratio_e2e = f"{r['e2e_eps'] / raw:.2f}" if raw else "n/a"
         out.append(f"| {r['encoding']} | {fmt(r['events'])} | {fmt(r['messages'])} | "
                    f"{fmt(r['ingest_eps'])} | {fmt(r['e2e_eps'])} | "
-                   f"{r['release_latency_s']:.2f} | {ratio} |")
+                   f"{r['release_latency_s']:.2f} | {ratio} | {ratio_e2e} |")
     out += ["", f"## Baselines on the same JSON topic ({fmt(args.n)} messages)", "",
             "| consumer | msg/s | start-up (s) | ratio to raw |", "|---|---|---|---|"]
     for b in base:
@@ -206,6 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=200_000, help="JSON events (one per message)")
     ap.add_argument("--m", type=int, default=2_000_000, help="columnar events")
+    ap.add_argument("--k", type=int, default=5_000_000, help="arrow events (0: skip)")
     ap.add_argument("--no-faust", action="store_true", help="skip the (slow) Faust baseline")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench_e2e.md"))
     args = ap.parse_args(argv)
@@ -219,6 +226,10 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(asyncio.run(run_worker_case(broker.bootstrap, "e2ecol", "columnar",
                                                 args.m, Path(tmp))))
         print(rows[-1], flush=True)
+        if args.k:  # 40,000-event chunks over 8 routers: about 5,000 events per message
+            rows.append(asyncio.run(run_worker_case(broker.bootstrap, "e2earrow", "arrow",
+                                                    args.k, Path(tmp), chunk_events=40_000)))
+            print(rows[-1], flush=True)
         variants = ["raw"] + ([] if args.no_faust else ["faust", "faust-take"])
         for v in variants:
             base.append(run_child(broker.bootstrap, v, args.n, False, 240.0,

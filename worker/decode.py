@@ -21,6 +21,10 @@ written in decimal, so ``7`` and ``"7"`` are the same item) or ``int``
 (int64). Shard keys and units are strings. A message that cannot be decoded is
 never dropped silently: it becomes a :class:`DeadLetter` with a reason code.
 
+A third encoding, ``arrow`` (an Apache Arrow IPC stream per message, the binary
+form of ``columnar``), is :mod:`worker.decode_arrow`, imported on first use
+(it needs pyarrow).
+
 This module holds the entry point :func:`decode_batch` and the ``json``
 encoding; the ``columnar`` encoding is :mod:`worker.decode_columnar`, and the
 pieces both share (records, dead letters, event columns, value checks) are
@@ -126,6 +130,10 @@ def decode_batch(spec: InputSpec, records: Sequence[Record], gate: Gate = _accep
 def _decode(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
     if spec.encoding == "columnar":
         return _decode_columnar(spec, records, gate)
+    if spec.encoding == "arrow":  # worker/decode_arrow.py (imports pyarrow on first use)
+        from worker.decode_arrow import _decode_arrow
+
+        return _decode_arrow(spec, records, gate)
     return _decode_json(spec, records, gate)
 
 

@@ -35,13 +35,18 @@ Record = tuple[int, bytes | None, bytes | None, int]
 REASONS = ("oversized", "empty", "not_utf8", "malformed_json", "too_deep", "not_an_object",
            "missing_field", "wrong_type", "bad_version", "length_mismatch",
            "unknown_shard", "wrong_partition", "nul_in_field", "out_of_domain",
-           "oversized_item", "undecodable", "poison", "late", "future")
+           "oversized_item", "undecodable", "poison", "late", "future",
+           "malformed_arrow", "wrong_schema")
 """Every dead-letter reason code (also the ``reason`` label of the metrics).
 
 ``late`` / ``future`` (event time, :mod:`worker.event_time`): the record's
 tick was already closed by the watermark, or its timestamp is further ahead
 of the wall clock than the allowed lateness plus one tick; they are dead
 letters but not decode errors.
+
+``malformed_arrow`` / ``wrong_schema`` (the ``arrow`` encoding,
+:mod:`worker.decode_arrow`): not a valid uncompressed Arrow IPC stream of plain
+record batches / columns other than the topology's.
 
 ``undecodable``: the decoder itself raised on this record (a bug or an
 unforeseen input; the detail names the exception). ``poison``: the record

@@ -18,6 +18,10 @@ Two encodings, matching ``worker/decode.py`` and the topologies:
     many records of one router per message (``{"v": 1, "shard": "r3",
     "item": [...]}`` with the ``item_field`` column, plus ``"weight"`` =
     packets when ``weight=True``), keyed by router.
+``arrow``
+    the same grouping as one Apache Arrow IPC stream per message
+    (:func:`worker.decode_arrow.arrow_message`): IPv4 items as a ``uint32``
+    column, prefixes as ``utf8``, ``weight`` = packets as ``float64``.
 
 Messages are keyed by router, and partitions are chosen with the default
 Kafka partitioner (murmur2 of the key), exactly as ``worker/routing.py``
@@ -30,7 +34,7 @@ Examples
 >>> gen = NetmonGenerator(routers=4, seed=1)
 >>> ev = gen.chunk(5)
 >>> sorted(ev)
-['bytes', 'dst_ip', 'dst_prefix', 'packets', 'router', 'src_ip']
+['bytes', 'dst_ip', 'dst_ip_u32', 'dst_prefix', 'packets', 'router', 'src_ip', 'src_ip_u32']
 >>> key, value = json_messages(ev)[0]
 >>> key.startswith(b"r"), json.loads(value)["router"] == key.decode()
 (True, True)
@@ -52,7 +56,7 @@ from sketches.errors import SpecError
 
 log = logging.getLogger(__name__)
 
-ENCODINGS = ("json", "columnar")
+ENCODINGS = ("json", "columnar", "arrow")
 ITEM_FIELDS = ("src_ip", "dst_ip", "dst_prefix")
 HEAVY_DESTINATION = 0x5DB8D822  # 93.184.216.34
 
@@ -128,17 +132,21 @@ class NetmonGenerator:
         return np.minimum(np.searchsorted(cdf, self._rng.random(n), side="right"), cdf.size - 1)
 
     def chunk(self, n: int) -> dict[str, np.ndarray]:
-        """The next ``n`` flow records as columns (object arrays of str, int64 counts)."""
+        """The next ``n`` flow records as columns (object arrays of str, int64 counts;
+        ``src_ip_u32``/``dst_ip_u32``: the same addresses as uint32)."""
         rng = self._rng
         router = rng.integers(0, self.routers, size=n)
-        src = self._src_str[router, self._ranks(self._src_cdf, n)]
+        src_rank = self._ranks(self._src_cdf, n)
+        src = self._src_str[router, src_rank]
         dst = self._ranks(self._dst_cdf, n)
         packets = 1 + np.floor(rng.pareto(1.5, size=n)).astype(np.int64)
         size = rng.integers(40, 1501, size=n)
         return {
             "router": self.router_names[router],
             "src_ip": src,
+            "src_ip_u32": self._src_pool[router, src_rank],
             "dst_ip": self._dst_str[dst],
+            "dst_ip_u32": self._dst_pool[dst],
             "dst_prefix": self._dst_pfx[dst],
             "packets": packets,
             "bytes": packets * size,
@@ -175,6 +183,33 @@ def columnar_messages(ev: Mapping[str, np.ndarray], item_field: str = "src_ip",
         if weight:
             doc["weight"] = ev["packets"][idx].tolist()
         out.append((str(r).encode(), json.dumps(doc, separators=(",", ":")).encode()))
+    return out
+
+
+def arrow_messages(ev: Mapping[str, np.ndarray], item_field: str = "src_ip",
+                   weight: bool = False) -> list[tuple[bytes, bytes]]:
+    """One ``arrow`` message per router present in ``ev`` (the events of
+    :func:`columnar_messages`, same order; IPv4 items as uint32).
+
+    >>> from worker.decode_arrow import ipv4_text
+    >>> import pyarrow as pa
+    >>> ev = NetmonGenerator(routers=2, seed=3).chunk(50)
+    >>> msgs = arrow_messages(ev)
+    >>> sum(pa.ipc.open_stream(v).read_all().num_rows for _, v in msgs)
+    50
+    """
+    from worker.decode_arrow import arrow_message
+
+    if item_field not in ITEM_FIELDS:
+        raise SpecError(f"item_field must be one of {ITEM_FIELDS}, got {item_field!r}")
+    column = ev[item_field + "_u32"] if item_field in ("src_ip", "dst_ip") else ev[item_field]
+    routers = ev["router"].astype(str)
+    out = []
+    for r in np.unique(routers):
+        idx = np.flatnonzero(routers == r)
+        value = arrow_message(str(r), column[idx],
+                              weights=ev["packets"][idx] if weight else None)
+        out.append((str(r).encode(), value))
     return out
 
 
@@ -274,7 +309,8 @@ async def run_producer(
             n = step if events is None else min(step, events - sent)
             ev = gen.chunk(n)
             msgs = (json_messages(ev) if encoding == "json"
-                    else columnar_messages(ev, item_field, weight))
+                     else arrow_messages(ev, item_field, weight) if encoding == "arrow"
+                     else columnar_messages(ev, item_field, weight))
             if batched:
                 futures = await send_batched(producer, topic, msgs)
             else:

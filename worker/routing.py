@@ -72,6 +72,17 @@ def group_by_shard(shards: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
     if np.all(shards == first):
         yield str(first), np.arange(shards.shape[0])
         return
+    n = shards.shape[0]
+    change = np.flatnonzero(shards[1:] != shards[:-1]) + 1
+    if change.shape[0] * 8 < n:  # long runs (columnar/arrow: one shard per message)
+        starts, ends = np.r_[0, change], np.r_[change, n]
+        runs: dict[str, list[np.ndarray]] = {}
+        for head, a, b in zip(shards[starts].tolist(), starts.tolist(), ends.tolist(),
+                              strict=True):
+            runs.setdefault(head, []).append(np.arange(a, b))
+        for key in sorted(runs):
+            yield str(key), np.concatenate(runs[key])
+        return
     # Codes through a dict: exact string equality (a fixed-width numpy string dtype
     # drops trailing NULs) and much cheaper than sorting an object array.
     lst = shards.tolist()

@@ -44,7 +44,7 @@ from worker.spec_reader import SpecReader
 RELATIONS = ("add_remove", "replace")
 CLOCKS = ("tick", "arrival")
 TIMES = ("event", "processing")
-ENCODINGS = ("json", "columnar")
+ENCODINGS = ("json", "columnar", "arrow")
 NOISE_KINDS = ("secure", "fast", "zero")
 ITEM_TYPES = ("str", "int")
 

@@ -121,6 +121,9 @@ def not_private_reason(mechanism: str, noise: str, mechanism_params: Mapping[str
     if noise != "secure":
         return f"{noise} noise"
     field = float_noise_field(mechanism, mechanism_params)
+    if field == "mechanism.params.counter":
+        return (f"float noise ({field}: a continuous Gaussian sampler whose gap to the ideal "
+                "is not bounded, so the guarantee is not certified; use counter: tree)")
     if field is not None:
         return (f"float noise ({field}: floating-point attack, Mironov 2012; use integer "
                 "noise for a private release)")

@@ -58,6 +58,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sketches.errors import DPStreamError
+from worker.release_status import is_private, privacy_note
 from worker.topology import Topology
 
 DEFAULT_SHARES = (0.01, 0.05, 0.10)
@@ -380,7 +381,9 @@ def what_if(topo: Topology, base: Probe, rate: float | None, shares: Sequence[fl
             rows.append(row)
             continue
         try:
-            row.update(_summary(probe(change(topo)), rate, shares, shards))
+            varied = probe(change(topo))
+            row.update(_summary(varied, rate, shares, shards))
+            row["private"] = is_private(varied.envelope)
         except (DPStreamError, TypeError, ValueError) as exc:
             row["error"] = str(exc)
             rows.append(row)
@@ -527,7 +530,6 @@ def plan_topology(topo: Topology, *, rate: float | None = None,
                   shares: Sequence[float] = DEFAULT_SHARES, shards: int | None = None,
                   with_what_if: bool = True) -> dict[str, Any]:
     """The plan of one topology as a JSON-able dict (see module docstring)."""
-    from worker.release_status import is_private, privacy_note
 
     shares = tuple(sorted(shares))
     p = probe(topo)
@@ -696,5 +698,7 @@ def _render_one(p: dict[str, Any]) -> str:
                 if rate:
                     cells.append(f"appears after {_dur(r['detection_s'][-1])}")
             cells.append(f"memory {_bytes(r['memory_per_shard_bytes'])}")
+            if r.get("private") is False:
+                cells.append("NOT PRIVATE (its releases say private: false)")
             out.append(f"     {r['label']:<14} " + ", ".join(cells))
     return "\n".join(out)

@@ -225,6 +225,14 @@ def _check_production(top: SpecReader, allowed: frozenset[str] | None,
         raise top.error("mechanism.params.noise", "'laplace' draws float noise (floating-point "
                         "attack); refused in a production topology",
                         "use `noise: geometric` (integer noise), or set `production: false`")
+    if field == "mechanism.params.counter":
+        raise top.error("mechanism.params.counter", f"{params.get('counter')!r} draws continuous "
+                        "Gaussian noise (rounded to integers before it meets the data, but the "
+                        "float sampler's distance to the ideal Gaussian is not bounded, so its "
+                        "guarantee is not certified, docs/PRIVACY.md section 13); refused in a "
+                        "production topology",
+                        "use `counter: tree` (exact integer noise), or set `production: false` "
+                        "to evaluate it (its releases say private: false)")
     if field == "mechanism.params.calibrator":
         calibrator = params.get("calibrator")
         raise top.error("mechanism.params.calibrator", f"{calibrator!r} calibrates float noise "
@@ -238,8 +246,11 @@ def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:
 
     Float noise (``calibrator: analytic|paper``, PMG's ``noise: laplace``, a
     mechanism registered ``float_noise_only`` such as PAMG) is open to the
-    floating-point attack (Mironov 2012): production topologies refuse it, and
-    the releases of any other topology using it say ``private: false``.
+    floating-point attack (Mironov 2012); a factorized counter (``counter:
+    blt|sqrt``) rounds its continuous Gaussian before it meets the data, but the
+    float sampler's gap to the ideal Gaussian is not bounded. Production
+    topologies refuse both, and the releases of any other topology using them
+    say ``private: false``: only certified guarantees are stated.
 
     >>> float_noise_field("lazy_cms", {"calibrator": "analytic"})
     'mechanism.params.calibrator'
@@ -250,6 +261,10 @@ def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:
         return "mechanism.params.noise"
     if params.get("calibrator", "discrete") != "discrete":
         return "mechanism.params.calibrator"
+    if params.get("counter", "tree") != "tree":
+        # BLT / sqrt: a continuous Gaussian, rounded before it meets the data (no
+        # Mironov leak), but the float sampler's gap to the ideal is not bounded
+        return "mechanism.params.counter"
     if mechanism:
         from sketches import lookup, registered
 

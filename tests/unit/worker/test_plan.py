@@ -294,7 +294,11 @@ def test_what_if_lists_each_other_counter_when_the_spec_has_a_counter_field() ->
                       "counter blt", "counter sqrt"]
     change = dict(planmod.variations(t, _SpecWithCounter()))["counter sqrt"]
     assert change(t).mechanism_params["counter"] == "sqrt"
-    assert planmod.counter_choices(planmod.probe(t).spec) == []  # no counter field today
+    assert planmod.counter_choices(planmod.probe(t).spec) == ["tree", "blt", "sqrt"]
+    rows = {r["label"]: r for r in planmod.plan_topology(t, rate=100.0)["what_if"]}
+    # BLT's bound is about a third of the tree's, but its releases are not certified private
+    assert 0.2 < rows["counter blt"]["headline_ratio"] < 0.5
+    assert rows["counter blt"]["private"] is False and rows["eps x2"]["private"] is True
 
 
 def test_what_if_variations_change_the_bound_in_the_expected_direction() -> None:

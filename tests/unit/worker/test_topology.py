@@ -303,3 +303,16 @@ def test_punctual_refuses_the_tick_clock_naming_the_fix(name: str) -> None:
         entry.build_spec({"depth": 2, "width": 64, "eps": 1.0, "delta": 1e-6,
                           "relation": "replace", "clock": "tick", "horizon": 50,
                           "unit_cap": 1})
+
+
+@pytest.mark.parametrize("counter", ["blt", "sqrt"])
+def test_production_refuses_a_factorized_counter_naming_the_fix(counter: str) -> None:
+    """BLT/sqrt noise is a float Gaussian (rounded, data-independent): its sampler's gap to
+    the ideal Gaussian is not bounded, so production (certified guarantees only) refuses it."""
+    load_mechanisms()
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc["production"] = True
+    doc["shards"] = {"allowed": ["r1"]}
+    doc["mechanism"]["params"]["counter"] = counter
+    with pytest.raises(SpecError, match=r"mechanism\.params\.counter.*counter: tree"):
+        parse_topology(yaml.safe_dump(doc), "p.yaml")

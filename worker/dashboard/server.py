@@ -18,7 +18,9 @@ The follower reads every partition of the release topics (no consumer group,
 nothing committed) with aiokafka, starting ``replay`` records before each
 partition's end (``--replay``, default 5000; 0 replays everything), so a
 dashboard started on a topic with days of releases is ready at once; topics
-that do not exist yet are retried until they do.
+that do not exist yet are looked for (an all-topics metadata request every
+0.5 s) until they do, and then every 10 s for added partitions. A follower
+error (e.g. the broker is gone) is shown on the page and retried every 2 s.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from worker.dashboard.state import DashboardState, dumps
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8050
+FOLLOW_RETRY_S = 2.0
 
 
 class Dashboard:
@@ -131,22 +134,37 @@ class Dashboard:
 
     # ---------------------------------------------------------------- follower
     async def _follow(self) -> None:
+        """Follow the release topics; an error is shown on the page and retried."""
+        while True:
+            try:
+                await self._follow_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # broker gone, ...: show it, keep trying
+                self.follower_error = (f"release follower: {type(exc).__name__}: {exc}; "
+                                       f"retrying in {FOLLOW_RETRY_S:g} s")
+                log.warning("dashboard: %s", self.follower_error)
+                await asyncio.sleep(FOLLOW_RETRY_S)
+
+    async def _follow_once(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka.admin import AIOKafkaAdminClient
 
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
                                     enable_auto_commit=False, auto_offset_reset="earliest",
                                     **self._client_options)
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, **self._client_options)
         try:
             await consumer.start()
+            await admin.start()
             assigned: set[Any] = set()
             next_check = 0.0
             while True:
-                if len(assigned) == 0 or time.monotonic() > next_check:
-                    # topics may appear later (dashboard started before the worker)
-                    wanted = set()
-                    for topic in self.topics:
-                        for p in consumer.partitions_for_topic(topic) or ():
-                            wanted.add(TopicPartition(topic, p))
+                if time.monotonic() > next_check:
+                    # topics may appear later (dashboard started before the worker), and
+                    # partitions may be added
+                    found = await self._discover(admin)
+                    wanted = {TopicPartition(t, p) for t, parts in found.items() for p in parts}
                     if wanted - assigned:
                         new = wanted - assigned
                         assigned |= new
@@ -157,11 +175,6 @@ class Dashboard:
                     self.follower_error = (f"waiting for topic(s) {missing}" if missing
                                            else None)
                     next_check = time.monotonic() + (0.5 if missing else 10.0)
-                    if missing:
-                        # aiokafka has no public refresh of its metadata cache; the same
-                        # call as worker.reader.ReleaseReader (an all-topics request,
-                        # which never auto-creates the missing topic)
-                        await consumer._client.force_metadata_update()
                 if not assigned:
                     await asyncio.sleep(0.5)
                     continue
@@ -171,7 +184,25 @@ class Dashboard:
                         if rec.value is not None:
                             self.state.add(rec.value)
         finally:
+            with contextlib.suppress(Exception):
+                await admin.close()
             await consumer.stop()
+
+    async def _discover(self, admin: Any) -> dict[str, list[int]]:
+        """The partitions of each followed topic that exists now.
+
+        An all-topics metadata request through an admin client. Not the
+        consumer's metadata cache: once ``assign()`` has run, aiokafka's
+        metadata requests name only the assigned topics, so a followed topic
+        created after another one was assigned would never appear (the cause
+        of a "waiting for topic(s)" page that never filled, issue #11). Not a
+        request naming the missing topics either: that may auto-create them.
+        """
+        found: dict[str, list[int]] = {}
+        for t in await admin.describe_topics():
+            if t.get("topic") in self.topics and not t.get("error_code") and t.get("partitions"):
+                found[t["topic"]] = sorted(int(p["partition"]) for p in t["partitions"])
+        return found
 
     async def _position(self, consumer: Any, tps: list[Any]) -> None:
         """Start ``replay`` records before each partition's end (0: its beginning)."""

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
@@ -247,7 +248,8 @@ class Worker:
         store = CheckpointStore(self.producer, self.ck_consumer, s.checkpoint_topic)
         self.engine = Engine(self.topologies, store, KafkaSink(self.producer), self.metrics,
                              crash_points=s.crash_probabilities(),
-                             dead_letter_max_bytes=s.producer_max_request_bytes - 4096)
+                             dead_letter_max_bytes=s.producer_max_request_bytes - 4096,
+                             reraise=BROKER_ERRORS)
         self.consumer = AIOKafkaConsumer(
             group_id=s.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
@@ -377,12 +379,18 @@ class Worker:
 
     async def _timer(self) -> None:
         period = max(0.02, min(1.0, min(t.privacy.tick_ms for t in self.topologies) / 4000))
+        loop, logged = asyncio.get_running_loop(), -math.inf
         while not self._stopping.is_set():
             try:
                 await self.engine.on_timer()
                 await self._update_lag()
             except BROKER_ERRORS as exc:  # pending releases stay queued: retried next round
                 self._broker_error(exc)
+            except Exception as exc:  # outside a partition's work (the engine contains those)
+                self.metrics.timer_errors.labels(topology="").inc()
+                if loop.time() - logged >= 60.0:  # with its traceback, once a minute
+                    logged = loop.time()
+                    log.exception("release timer round failed (%s); the timer goes on", exc)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), period)
 

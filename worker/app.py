@@ -460,7 +460,8 @@ def create_worker(settings: Settings, topology_paths: Sequence[str] | None = Non
 
 
 def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = None, *,
-                     extras: Sequence[Callable[[Worker], Awaitable[None]]] = ()) -> Any:
+                     extras: Sequence[Callable[[Worker], Awaitable[None]]] = (),
+                     crash_on_failure: bool = True) -> Any:
     """Factory: a Faust app hosting the dpstream worker as a Faust-managed service.
 
     This is how ``dpstream run`` and ``dpstream demo`` run by default
@@ -477,6 +478,10 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
 
     ``extras`` are coroutines started (with the worker) once it runs, e.g.
     the demo's producer; a worker failure crashes the app (non-zero exit).
+    ``crash_on_failure=False`` (the CLI) stops the app like SIGTERM instead,
+    without Faust's crash report; the runner then reports
+    ``app.dpstream_worker.failed`` in one line and exits non-zero
+    (``worker.cli``).
 
     Example (needs a running broker, so it is not run as a doctest)::
 
@@ -503,7 +508,7 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
 
         async def _watch(self) -> None:
             await worker._stopping.wait()
-            if worker.failed is not None:
+            if worker.failed is not None and crash_on_failure:
                 await self.crash(worker.failed)
             else:  # e.g. the demo's time limit: stop the whole app like Ctrl-C does
                 os.kill(os.getpid(), signal.SIGTERM)

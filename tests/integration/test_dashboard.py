@@ -260,13 +260,15 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         # the budget: epsilon and delta per epoch, relation, unit
         assert "ε = <b>4.0</b> per epoch" in dom or "ε = <b>4</b> per epoch" in dom, dom[:3000]
         assert "δ = <b>1.00e-6</b>" in dom and "add_remove" in dom
-        assert "releases published" in dom and "epoch progress" in dom
+        assert "releases published <b>" in dom and "this epoch" in dom
+        assert "epoch progress" in dom
         # the query box answered from the released matrix, with its error bound
         assert f"{probe} on r0: <b>" in dom and "true count in [" in dom
         # the zero-noise topology raises the banner, the others are not flagged
         assert 'id="not-private"' in dom and f"releases of {unique}-zero" in dom
         assert f"releases of {unique}-hh" not in dom
-        assert "events/s" in dom
+        assert "events/s" in dom and "messages/s read" in dom
+        assert "releases published by this worker" in dom
         assert '&lt;img src=x id="xss"&gt;' in dom, dom[-3000:]   # a text node
         assert "<img" not in dom                                     # no element
         shot = (ROOT / "results" / "dashboard.png"

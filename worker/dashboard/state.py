@@ -198,11 +198,12 @@ class DashboardState:
             env = sh.latest
             t = topos.setdefault(topo, {"topology": topo, "privacy": {
                 k: env.get(k) for k in PRIVACY_FIELDS}, "shards": [], "releases": 0,
-                "not_private": False})
+                "published_this_epoch": 0, "not_private": False})
             t["releases"] += sh.received
             card = self._shard_view(sh)
             t["not_private"] = t["not_private"] or not card["private"]
             t["shards"].append(card)
+            t["published_this_epoch"] += card["published_this_epoch"]
         return {"version": self.version, "seen": self.seen, "rejected": self.rejected,
                 "topologies": list(topos.values())}
 
@@ -216,6 +217,8 @@ class DashboardState:
             "rounds": env.get("rounds"), "horizon": env.get("horizon"),
             "progress": rounds / horizon if rounds is not None and horizon else None,
             "published_at": env.get("published_at"), "releases": sh.received,
+            # seq numbers a shard's releases within its epoch from 0 (docs/RELEASES.md)
+            "published_this_epoch": env["seq"] + 1,
             "private": is_private(env), "noise_kind": noise_kind(env),
             "not_private_seen": sh.not_private_seen, "error_bound": env.get("error_bound"),
             "lag_bound": env.get("lag_bound"),

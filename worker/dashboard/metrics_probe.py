@@ -20,7 +20,6 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-
 TOTALS = {"dpstream_events_in_total": "events_total",
           "dpstream_messages_in_total": "messages_total",
           "dpstream_events_over_horizon_total": "over_horizon_total",

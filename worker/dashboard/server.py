@@ -51,8 +51,9 @@ class Dashboard:
 
     def __init__(self, bootstrap: str, topics: Sequence[str], *,
                  metrics_url: str | None = None, client_options: Mapping[str, Any] | None = None,
-                 history: int = 120, metrics_every_s: float = 2.0, replay: int = 5000,
-                 metrics_text: Callable[[], str] | None = None) -> None:
+                 history: int = 720, metrics_every_s: float = 2.0, replay: int = 5000,
+                 metrics_text: Callable[[], str] | None = None,
+                 sketch_history: int = 120) -> None:
         if not topics:
             raise SpecError("dashboard: no release topic; pass --topic T or --topology FILE")
         self.bootstrap, self.topics = bootstrap, sorted(set(topics))
@@ -62,7 +63,7 @@ class Dashboard:
         if replay < 0:
             raise SpecError(f"dashboard: replay must be >= 0 records, got {replay}")
         self.replay = replay
-        self.state = DashboardState(history=history)
+        self.state = DashboardState(history=history, sketch_history=sketch_history)
         self.probe = MetricsProbe()
         self.metrics: dict[str, Any] = {}
         self.follower_error: str | None = None
@@ -251,7 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"HTTP port (default {DEFAULT_PORT}; 0 picks a free one)")
     ap.add_argument("--metrics-url", help="the worker's Prometheus endpoint, e.g. "
                     "http://127.0.0.1:9108/metrics (throughput and lag)")
-    ap.add_argument("--history", type=int, default=120, help="releases kept per shard")
+    ap.add_argument("--history", type=int, default=720,
+                    help="releases kept per shard for the time series (default 720: an hour "
+                    "of releases every 5 s)")
+    ap.add_argument("--sketch-history", type=int, default=120,
+                    help="released sketch matrices kept per shard for a queried item's series "
+                    "(default 120; each is depth x width floats)")
     ap.add_argument("--replay", type=int, default=5000,
                     help="records read before each partition's end at start (0: all)")
     ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
@@ -281,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         bootstrap, opts = bootstrap_from(args.broker)
         topics = list(args.topic) + (topics_of(args.topology) if args.topology else [])
         dash = Dashboard(bootstrap, topics, metrics_url=args.metrics_url,
-                         client_options=opts, history=args.history, replay=args.replay)
+                         client_options=opts, history=args.history, replay=args.replay,
+                         sketch_history=args.sketch_history)
         port = await dash.serve(args.host, args.port)
         print(f"dpstream dashboard: http://{args.host}:{port}/ (topics {', '.join(dash.topics)})",
               flush=True)

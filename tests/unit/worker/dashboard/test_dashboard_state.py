@@ -165,3 +165,22 @@ def test_releases_published_this_epoch_come_from_the_envelopes() -> None:
     topo = st.view()["topologies"][0]
     assert topo["releases"] == 2 and topo["published_this_epoch"] == 52
     assert [c["published_this_epoch"] for c in topo["shards"]] == [42, 10]
+
+
+def test_an_hour_of_heavy_hitters_but_a_bounded_number_of_matrices() -> None:
+    """Defaults: 720 releases per shard (an hour of netmon's 5 s releases) for the
+    heavy-hitter series, but only ``sketch_history`` released matrices (each is
+    depth x width floats); the series sent to the page is thinned to ``max_points``,
+    always ending at the latest release."""
+    st = DashboardState()
+    assert st.history == 720 and st.sketch_history == 120
+    st = DashboardState(history=50, sketch_history=4, max_points=10)
+    for seq in range(60):
+        st.add(hh(seq, [("a", float(seq))]))
+        st.add(sketch(seq, {"10.0.0.0/24": seq}))
+    card = next(t for t in st.view()["topologies"] if t["topology"] == "hh")["shards"][0]
+    series = card["heavy_hitters"]["series"]["a"]
+    assert len(series) <= 10 and series[-1] == [590, 59.0] and series[0] == [100, 10.0]
+    assert len(card["heavy_hitters"]["threshold_series"]) == len(series)
+    ans = st.query("dst", "r1", "10.0.0.0/24")
+    assert [v for _, v in ans["series"]] == [56.0, 57.0, 58.0, 59.0]

@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import signal
 import time
@@ -115,6 +116,7 @@ class Engine:
         """Exceptions :meth:`on_timer` leaves to the driver (broker errors: an outage);
         any other exception of one partition's timer work is contained (see there)."""
         self._timer_error_logged: dict[tuple[str, int], float] = {}
+        self._over_logged: dict[tuple[str, str], tuple[int | None, float, int]] = {}
         for t in topologies:
             self.metrics.init_topology(t.name, REASONS)
             self.metrics.privacy_info.labels(topology=t.name).info({
@@ -472,9 +474,7 @@ class Engine:
                                         limit=event_limit(st))
                 if over:
                     m.over_horizon.labels(topology=topo.name).inc(over)
-                    log.warning("topology %s shard %s: %d events beyond the epoch's public "
-                                "event bound dropped (truncated at the exact event)",
-                                topo.name, shard, over)
+                    self._log_over_bound(topo, st, over)
                 dropped += capped + over
                 over_total += over
                 applied += len(items)
@@ -495,6 +495,22 @@ class Engine:
         if dropped - over_total:
             m.dropped.labels(topology=topo.name).inc(dropped - over_total)
         return applied
+
+    def _log_over_bound(self, topo: Topology, st: ShardState, over: int) -> None:
+        """Warn at an epoch's first drop over its event bound, then at most once a minute
+        (every batch drops events once the bound is reached; the metric counts each)."""
+        key, now = (topo.name, st.shard), self.clock()
+        epoch, at, total = self._over_logged.get(key, (None, -math.inf, 0))
+        if epoch != st.epoch:
+            at, total = -math.inf, 0
+        total += over
+        if now - at >= 60.0:
+            at = now
+            log.warning("topology %s shard %s epoch %d: %d events beyond the epoch's public "
+                        "event bound dropped so far (truncated at the exact event; logged "
+                        "once a minute, dpstream_events_over_horizon_total counts each)",
+                        topo.name, st.shard, st.epoch, total)
+        self._over_logged[key] = (st.epoch, at, total)
 
     async def _dead_letter(self, ps: PartitionState, topic: str, d: DeadLetter) -> None:
         """Publish one dead letter, truncated to fit the producer's limit."""

@@ -128,3 +128,32 @@ def test_the_drivers_own_errors_still_reach_it() -> None:
     asyncio.run(run())
     assert seqs(sink, "out-a") == [(200_000, 0)] and seqs(sink, "out-b") == [(200_000, 0)]
     assert eng.metrics.value("dpstream_timer_errors_total", topology="a") == 0
+
+
+def test_events_over_the_bound_are_logged_once_a_minute_not_per_batch(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """At 20k events/s past LazyHH's event bound every batch drops events: the
+    warning names the first drop of an epoch, then at most one line a minute with
+    the running count (the metric counts every event)."""
+    load_mechanisms()
+    t = parse_topology(TOPO.format(name="h").replace(
+        "{name: test_exact_counts, params: {}}",
+        "{name: lazy_hh, params: {k: 2, k_tilde: 4, event_horizon: 10, hash_seed: 1}}"))
+    clock = Clock(T0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0)])
+        for b in range(5):  # 5 batches of 7 events: 25 over the bound of 10, one epoch
+            await eng.process_batch("in", 0, [ev(7 * b + k, "r1", f"i{k}") for k in range(7)])
+            clock.t += 0.001
+        clock.t += 6.0  # the next epoch (50 ticks of 100 ms): its first drop is logged
+        for b in range(5, 7):
+            await eng.process_batch("in", 0, [ev(7 * b + k, "r1", f"i{k}") for k in range(7)])
+
+    caplog.set_level("WARNING", logger="worker.engine")
+    asyncio.run(run())
+    lines = [r.getMessage() for r in caplog.records if "event bound" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert "epoch 200000" in lines[0] and "epoch 200001" in lines[1]
+    assert eng.metrics.value("dpstream_events_over_horizon_total", topology="h") == 29

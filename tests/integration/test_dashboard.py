@@ -168,9 +168,20 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
                                   # labels are public but anyone producing events may
                                   # shape them: the page must show them as text
                                   {"item": '<img src=x id="xss">', "estimate": 4}]}}
+    # a windowed release (dyadic_quantiles' payload shape): the last window's table
+    window = {"schema_version": 1, "topology": f"{unique}-win", "shard": "all", "epoch": 7,
+              "seq": 0, "final": True, "mechanism": "dyadic_quantiles", "eps": 1.0,
+              "delta": 1e-6, "relation": "add_remove", "unit": "event", "unit_cap": 1,
+              "clock": "tick", "rounds": 60, "horizon": 60,
+              "published_at": int(time.time() * 1000), "private": True, "noise_kind": "secure",
+              "payload": {"kind": "quantiles", "bits": 32, "n_estimate": 1234.0,
+                          "quantiles": [{"phi": 0.5, "value": 80},
+                                        {"phi": 0.99, "value": 1500}],
+                          "error_bound": {"beta": 0.05, "rank_noise_abs_max": 40.0}}}
     asyncio.run(create_topic(broker.bootstrap, f"{unique}-zero-out", 1))
     asyncio.run(produce(broker.bootstrap, f"{unique}-zero-out",
-                        [(b"z/r0", json.dumps(zero).encode())]))
+                        [(b"z/r0", json.dumps(zero).encode()),
+                         (b"w/all", json.dumps(window).encode())]))
     metrics_port, dash_port = free_port(), free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT), DPSTREAM_BROKER=broker.bootstrap,
                DPSTREAM_GROUP_ID=f"{unique}-g", DPSTREAM_CHECKPOINT_TOPIC=f"{unique}-ck",
@@ -238,7 +249,7 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
                   for i in c["heavy_hitters"]["items"]]
             rate = (state["metrics"].get(f"{unique}-hh") or {}).get("events_per_s")
             ok = (hh and f"{unique}-zero" in topos and f"{unique}-cms" in topos
-                  and rate is not None)
+                  and f"{unique}-win" in topos and rate is not None)
             return (topos, hh) if ok else None
 
         topos, hh = wait("heavy hitters, the sketch and the zero topology on the dashboard",
@@ -267,13 +278,18 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         # the zero-noise topology raises the banner, the others are not flagged
         assert 'id="not-private"' in dom and f"releases of {unique}-zero" in dom
         assert f"releases of {unique}-hh" not in dom
+        assert f"releases of {unique}-win" not in dom
+        # the windowed release: its last window as a table
+        assert "last window (quantiles)" in dom and "n_estimate" in dom
+        assert "error bound: beta 0.0500 · rank_noise_abs_max 40.0" in dom, dom[-3000:]
+        assert '<td class="n">0.990</td><td class="n">1,500</td>' in dom, dom[-3000:]
         assert "events/s" in dom and "messages/s read" in dom
         assert "releases published by this worker" in dom
         assert '&lt;img src=x id="xss"&gt;' in dom, dom[-3000:]   # a text node
         assert "<img" not in dom                                     # no element
         shot = (ROOT / "results" / "dashboard.png"
                 if os.environ.get("DPSTREAM_UPDATE_SCREENSHOT") else tmp_path / "dashboard.png")
-        res = _chromium("--virtual-time-budget=8000", "--window-size=1280,1500",
+        res = _chromium("--virtual-time-budget=8000", "--window-size=1280,1900",
                         f"--screenshot={shot}", f"{base}?topology={unique}-cms&shard=r0"
                         f"&query={probe}&select={unique}-hh:{shard}")
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]

@@ -248,6 +248,10 @@ class DashboardState:
                              "item_type": env.get("item_type")}
         else:
             out["table"] = payload_table(payload)
+            bound = payload.get("error_bound", env.get("error_bound"))
+            out["table"]["error_bound"] = (
+                [[k, v] for k, v in bound.items() if isinstance(v, (str, int, float))]
+                if isinstance(bound, Mapping) else None)
         return out
 
     def _hh_view(self, sh: _Shard) -> dict[str, Any]:

@@ -133,6 +133,7 @@ def test_windowed_quantiles_release_becomes_the_last_window_table() -> None:
     assert table["name"] == "quantiles" and table["columns"] == ["phi", "value"]
     assert table["rows"] == [[0.5, 80], [0.99, 1500]]
     assert ["n_estimate", 1234.0] in table["fields"]
+    assert table["error_bound"] == [["beta", 0.05], ["rank_noise_abs_max", 40.0]]
 
 
 def test_metrics_probe_explains_a_zero_event_rate() -> None:

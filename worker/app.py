@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
@@ -247,7 +248,8 @@ class Worker:
         store = CheckpointStore(self.producer, self.ck_consumer, s.checkpoint_topic)
         self.engine = Engine(self.topologies, store, KafkaSink(self.producer), self.metrics,
                              crash_points=s.crash_probabilities(),
-                             dead_letter_max_bytes=s.producer_max_request_bytes - 4096)
+                             dead_letter_max_bytes=s.producer_max_request_bytes - 4096,
+                             reraise=BROKER_ERRORS)
         self.consumer = AIOKafkaConsumer(
             group_id=s.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
@@ -377,12 +379,18 @@ class Worker:
 
     async def _timer(self) -> None:
         period = max(0.02, min(1.0, min(t.privacy.tick_ms for t in self.topologies) / 4000))
+        loop, logged = asyncio.get_running_loop(), -math.inf
         while not self._stopping.is_set():
             try:
                 await self.engine.on_timer()
                 await self._update_lag()
             except BROKER_ERRORS as exc:  # pending releases stay queued: retried next round
                 self._broker_error(exc)
+            except Exception as exc:  # outside a partition's work (the engine contains those)
+                self.metrics.timer_errors.labels(topology="").inc()
+                if loop.time() - logged >= 60.0:  # with its traceback, once a minute
+                    logged = loop.time()
+                    log.exception("release timer round failed (%s); the timer goes on", exc)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), period)
 
@@ -452,7 +460,8 @@ def create_worker(settings: Settings, topology_paths: Sequence[str] | None = Non
 
 
 def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = None, *,
-                     extras: Sequence[Callable[[Worker], Awaitable[None]]] = ()) -> Any:
+                     extras: Sequence[Callable[[Worker], Awaitable[None]]] = (),
+                     crash_on_failure: bool = True) -> Any:
     """Factory: a Faust app hosting the dpstream worker as a Faust-managed service.
 
     This is how ``dpstream run`` and ``dpstream demo`` run by default
@@ -469,6 +478,10 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
 
     ``extras`` are coroutines started (with the worker) once it runs, e.g.
     the demo's producer; a worker failure crashes the app (non-zero exit).
+    ``crash_on_failure=False`` (the CLI) stops the app like SIGTERM instead,
+    without Faust's crash report; the runner then reports
+    ``app.dpstream_worker.failed`` in one line and exits non-zero
+    (``worker.cli``).
 
     Example (needs a running broker, so it is not run as a doctest)::
 
@@ -495,7 +508,7 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
 
         async def _watch(self) -> None:
             await worker._stopping.wait()
-            if worker.failed is not None:
+            if worker.failed is not None and crash_on_failure:
                 await self.crash(worker.failed)
             else:  # e.g. the demo's time limit: stop the whole app like Ctrl-C does
                 os.kill(os.getpid(), signal.SIGTERM)

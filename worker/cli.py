@@ -101,16 +101,30 @@ def _faust_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _run_faust(app: Any, settings: Settings) -> int:
-    """Run a Faust app until SIGINT/SIGTERM; the exit code is non-zero if it crashed."""
+    """Run a Faust app until SIGINT/SIGTERM; the exit code is non-zero if it crashed.
+
+    A dpstream worker failure (the app was made with ``crash_on_failure=False``)
+    ends like ``--no-faust``: one line ``dpstream: <reason>`` on stderr, exit 2
+    for a dpstream error (e.g. the broker is gone), 1 otherwise.
+    """
     import faust
 
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True,
                           redirect_stdouts=False)
+    code = 0
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
+        code = int(exc.code or 0)
+    failed = getattr(getattr(app, "dpstream_worker", None), "failed", None)
+    if failed is None:
+        return code
+    if isinstance(failed, DPStreamError):
+        print(f"dpstream: {failed}", file=sys.stderr, flush=True)
+        return 2
+    print(f"dpstream: the worker failed: {type(failed).__name__}: {failed}", file=sys.stderr,
+          flush=True)
+    return 1
 
 
 def _logging(level: str) -> None:
@@ -208,7 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.faust:
             from worker.app import create_faust_app
 
-            app = create_faust_app(settings, args.topology)
+            app = create_faust_app(settings, args.topology, crash_on_failure=False)
             app.dpstream_worker.embedded_exit = exit_status
             return _run_faust(app, settings)
         asyncio.run(_run(settings, args.topology, exit_status))
@@ -314,7 +328,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     worker.request_stop()
 
                 extras.append(stop_later)
-            app = create_faust_app(settings, DEMO_TOPOLOGIES, extras=extras)
+            app = create_faust_app(settings, DEMO_TOPOLOGIES, extras=extras,
+                                   crash_on_failure=False)
             app.dpstream_worker.embedded_exit = exit_status
             return _run_faust(app, settings)
         asyncio.run(_demo(settings, args.rate, args.seconds, _dashboard(settings, args),

@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import signal
 import time
@@ -93,7 +94,8 @@ class Engine:
     def __init__(self, topologies: Sequence[Topology], store: Store, sink: Sink,
                  metrics: Metrics | None = None, *, crash_points: dict[str, float] | None = None,
                  clock: Callable[[], float] = time.time,
-                 dead_letter_max_bytes: int = DEAD_LETTER_MAX_BYTES) -> None:
+                 dead_letter_max_bytes: int = DEAD_LETTER_MAX_BYTES,
+                 reraise: tuple[type[BaseException], ...] = ()) -> None:
         self.topologies = {t.name: t for t in topologies}
         self.by_topic: dict[str, list[Topology]] = {}
         for t in topologies:
@@ -110,6 +112,11 @@ class Engine:
         self._rng = np.random.default_rng()
         self._noise_for = NoiseFactory()
         self.dead_letter_max_bytes = dead_letter_max_bytes
+        self.reraise = reraise
+        """Exceptions :meth:`on_timer` leaves to the driver (broker errors: an outage);
+        any other exception of one partition's timer work is contained (see there)."""
+        self._timer_error_logged: dict[tuple[str, int], float] = {}
+        self._over_logged: dict[tuple[str, str], tuple[int | None, float, int]] = {}
         for t in topologies:
             self.metrics.init_topology(t.name, REASONS)
             self.metrics.privacy_info.labels(topology=t.name).info({
@@ -191,9 +198,9 @@ class Engine:
         for slot in range(st.released_slot + 1, local // every + 1):
             if slot * every >= topo.horizon:
                 break  # the epoch's end: its final release (``_roll``)
-            st.released_slot = slot
             st.advance(slot * every)
             self._release(ps, st, boundary_ms(topo, st.epoch, slot * every), final=False)
+            st.released_slot = slot  # after: a release() that raised is made again
 
     @staticmethod
     def _schedule_ms(ps: PartitionState, now: int) -> int:
@@ -467,9 +474,7 @@ class Engine:
                                         limit=event_limit(st))
                 if over:
                     m.over_horizon.labels(topology=topo.name).inc(over)
-                    log.warning("topology %s shard %s: %d events beyond the epoch's public "
-                                "event bound dropped (truncated at the exact event)",
-                                topo.name, shard, over)
+                    self._log_over_bound(topo, st, over)
                 dropped += capped + over
                 over_total += over
                 applied += len(items)
@@ -490,6 +495,22 @@ class Engine:
         if dropped - over_total:
             m.dropped.labels(topology=topo.name).inc(dropped - over_total)
         return applied
+
+    def _log_over_bound(self, topo: Topology, st: ShardState, over: int) -> None:
+        """Warn at an epoch's first drop over its event bound, then at most once a minute
+        (every batch drops events once the bound is reached; the metric counts each)."""
+        key, now = (topo.name, st.shard), self.clock()
+        epoch, at, total = self._over_logged.get(key, (None, -math.inf, 0))
+        if epoch != st.epoch:
+            at, total = -math.inf, 0
+        total += over
+        if now - at >= 60.0:
+            at = now
+            log.warning("topology %s shard %s epoch %d: %d events beyond the epoch's public "
+                        "event bound dropped so far (truncated at the exact event; logged "
+                        "once a minute, dpstream_events_over_horizon_total counts each)",
+                        topo.name, st.shard, st.epoch, total)
+        self._over_logged[key] = (st.epoch, at, total)
 
     async def _dead_letter(self, ps: PartitionState, topic: str, d: DeadLetter) -> None:
         """Publish one dead letter, truncated to fit the producer's limit."""
@@ -530,30 +551,60 @@ class Engine:
                 ps.next_offset, ps.dirty = offset + 1, True
 
     async def on_timer(self) -> None:
-        """Advance clocks, roll epochs, make due releases; checkpoint, then publish."""
+        """Advance clocks, roll epochs, make due releases; checkpoint, then publish.
+
+        Partition by partition. An exception of one partition's work that is
+        not one of :attr:`reraise` (the driver's broker errors, which end the
+        round) is logged with its traceback (then at most once a minute per
+        partition), counted in ``dpstream_timer_errors_total``, and leaves
+        that partition's releases queued (checkpoint first, so nothing
+        unreleased is published) to be made and published again next round;
+        every other partition releases on schedule. One bad partition never
+        stops the release path of the others, nor the worker.
+        """
         async with self.lock:
             now = self.now_ms()
             for ps in list(self.parts.values()):
-                topo = ps.topology
-                every = topo.release.every_ticks
-                if ps.events is not None:  # apply what the watermark reached, then close
-                    await self._drain(ps, topo.input.topic, now)
-                at = self._schedule_ms(ps, now)
-                self._schedule(ps, at)
-                for st in ps.shards.values():
-                    if st.is_tick:
-                        epoch, local = st.tick_of(at)
-                        if epoch == st.epoch:
-                            st.advance(local)
-                    else:
-                        slot = self._arrival_slot(topo, now)
-                        if slot > st.released_slot:
-                            st.released_slot = slot
-                            self._release(ps, st, now, final=False)
-                    self._gauges(topo, st)
-                period = topo.privacy.tick_ms * every
-                if ps.pending or (ps.dirty and now - ps.last_commit_ms >= period):
-                    await self._commit(ps)
+                try:
+                    await self._timer_partition(ps, now)
+                except self.reraise:
+                    raise
+                except Exception as exc:
+                    self._timer_failed(ps, exc)
+
+    def _timer_failed(self, ps: PartitionState, exc: Exception) -> None:
+        topo = ps.topology
+        self.metrics.timer_errors.labels(topology=topo.name).inc()
+        key, mono = (topo.name, ps.partition), time.monotonic()
+        last = self._timer_error_logged.get(key)
+        if last is None or mono - last >= 60.0:
+            self._timer_error_logged[key] = mono
+            log.error("topology %s partition %d: release timer failed (%s: %s); its releases "
+                      "stay queued and are retried every round, the other partitions go on "
+                      "(dpstream_timer_errors_total counts every failure)", topo.name,
+                      ps.partition, type(exc).__name__, exc, exc_info=last is None)
+
+    async def _timer_partition(self, ps: PartitionState, now: int) -> None:
+        topo = ps.topology
+        every = topo.release.every_ticks
+        if ps.events is not None:  # apply what the watermark reached, then close
+            await self._drain(ps, topo.input.topic, now)
+        at = self._schedule_ms(ps, now)
+        self._schedule(ps, at)
+        for st in ps.shards.values():
+            if st.is_tick:
+                epoch, local = st.tick_of(at)
+                if epoch == st.epoch:
+                    st.advance(local)
+            else:
+                slot = self._arrival_slot(topo, now)
+                if slot > st.released_slot:
+                    self._release(ps, st, now, final=False)
+                    st.released_slot = slot
+            self._gauges(topo, st)
+        period = topo.privacy.tick_ms * every
+        if ps.pending or (ps.dirty and now - ps.last_commit_ms >= period):
+            await self._commit(ps)
 
     def _gauges(self, topo: Topology, st: ShardState) -> None:
         labels = {"topology": topo.name, "shard": st.shard}

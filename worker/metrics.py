@@ -85,8 +85,13 @@ class Metrics:
                                             "Time to write and acknowledge one checkpoint", t,
                                             buckets=_LAT_BUCKETS, registry=r)
         self.checkpoint_failures = Counter("dpstream_checkpoint_failures", "Checkpoint writes "
-                                           "that failed (the worker then fails and restarts)",
+                                           "that failed (the releases they cover stay queued; "
+                                           "nothing is published before its checkpoint)",
                                            t, registry=r)
+        self.timer_errors = Counter("dpstream_timer_errors", "Release-timer rounds of a "
+                                    "partition that raised (not a broker error): its "
+                                    "releases stay queued and are retried next round", t,
+                                    registry=r)
         self.release_period = Gauge("dpstream_release_period_seconds", "Public release "
                                     "cadence: tick_ms * release.every_ticks", t, registry=r)
         self.last_release = Gauge("dpstream_last_release_timestamp_seconds", "Unix time of "
@@ -104,7 +109,7 @@ class Metrics:
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
-    _PER_TOPOLOGY = ("events_in", "messages_in", "dropped", "over_horizon")
+    _PER_TOPOLOGY = ("events_in", "messages_in", "dropped", "over_horizon", "timer_errors")
 
     def init_topology(self, topology: str, reasons: tuple[str, ...]) -> None:
         """Create every error and throughput series of ``topology`` at 0, so that

@@ -28,9 +28,11 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _start(topo: Path, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _start(topo: Path, log: Path, env: dict[str, str],
+           faust: bool = False) -> subprocess.Popen[bytes]:
     with open(log, "wb") as f:
-        return subprocess.Popen([sys.executable, "-m", "worker.cli", "run", "--no-faust",
+        return subprocess.Popen([sys.executable, "-m", "worker.cli", "run",
+                                 *(() if faust else ("--no-faust",)),
                                  "--topology", str(topo)], cwd=ROOT, env=env, stdout=f,
                                 stderr=subprocess.STDOUT)
 
@@ -75,11 +77,12 @@ def proc_cleanup():
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.parametrize("faust", [False, True], ids=["asyncio", "faust"])
 def test_embedded_broker_death_is_detected_and_named(make_topology, tmp_path,
-                                                     proc_cleanup) -> None:
+                                                     proc_cleanup, faust: bool) -> None:
     procs, pids = proc_cleanup
     log = tmp_path / "run.log"
-    proc = _start(make_topology(partitions=1), log, _env())
+    proc = _start(make_topology(partitions=1), log, _env(), faust=faust)
     procs.append(proc)
     assert _wait(lambda: "worker started" in log.read_text(errors="replace"), 60), \
         log.read_text(errors="replace")
@@ -95,6 +98,11 @@ def test_embedded_broker_death_is_detected_and_named(make_topology, tmp_path,
     assert "in-memory data" in text
     assert time.monotonic() - t0 < 20
     assert len(text.splitlines()) - lines_before < 60, text[-3000:]
+    # the last line is the one-line report, in either runner (no Faust crash dump)
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("dpstream: the embedded broker") and "died" in last, text[-3000:]
+    for noise in ("Traceback", "NoneType: None", "Crashed reason", "experienced a crash"):
+        assert noise not in text, text[-3000:]
 
 
 def test_embedded_broker_dies_with_its_parent(make_topology, tmp_path, proc_cleanup) -> None:

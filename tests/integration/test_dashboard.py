@@ -18,6 +18,7 @@ the budget, the query answer, throughput and the banner.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,63 @@ def _get(url: str) -> Any:
         return json.loads(resp.read())
 
 
+async def _topics(bootstrap: str) -> list[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return sorted(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
+def _worker_counts(metrics_url: str) -> dict[str, dict[str, float]]:
+    """Per topology: releases published, events in, messages in, events over the
+    epoch's bound, timer errors (the worker's own metrics)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(metrics_url, timeout=5) as resp:
+        text = resp.read().decode()
+    names = {"dpstream_releases_published_total": "releases",
+             "dpstream_events_in_total": "events_in",
+             "dpstream_messages_in_total": "messages_in",
+             "dpstream_events_over_horizon_total": "over_horizon",
+             "dpstream_timer_errors_total": "timer_errors"}
+    out: dict[str, dict[str, float]] = {}
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            if smp.name in names and smp.labels.get("topology"):
+                row = out.setdefault(smp.labels["topology"], {})
+                row[names[smp.name]] = row.get(names[smp.name], 0.0) + smp.value
+    return out
+
+
+def _diagnosis(bootstrap: str, unique: str, metrics_url: str, state: Any) -> str:
+    """What a future failure needs explained: which of the test's topics exist on
+    the broker, what the worker released, what the dashboard follower says."""
+    lines = []
+    try:
+        present = [t for t in asyncio.run(_topics(bootstrap)) if t.startswith(unique)]
+        lines.append(f"topics on the broker: {present}")
+    except Exception as exc:  # the diagnosis must not hide the failure
+        lines.append(f"topics: {exc!r}")
+    try:
+        lines.append(f"worker metrics per topology: {_worker_counts(metrics_url)}")
+    except Exception as exc:
+        lines.append(f"worker metrics: {exc!r}")
+    if isinstance(state, dict):
+        view = state.get("view") or {}
+        lines.append(f"dashboard follower_error: {state.get('follower_error')!r}; "
+                     f"records seen {view.get('seen')}; shards per topology: "
+                     + str({t['topology']: [(c['shard'], c.get('seq'))
+                                            for c in t.get('shards', [])]
+                            for t in view.get('topologies', [])}))
+    else:
+        lines.append(f"dashboard state: {state!r}")
+    return "\n".join(lines)
+
+
 def _chromium(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[bytes]:
     assert CHROMIUM is not None
     profile = tempfile.mkdtemp(prefix="dpstream-chromium-")
@@ -109,9 +168,20 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
                                   # labels are public but anyone producing events may
                                   # shape them: the page must show them as text
                                   {"item": '<img src=x id="xss">', "estimate": 4}]}}
+    # a windowed release (dyadic_quantiles' payload shape): the last window's table
+    window = {"schema_version": 1, "topology": f"{unique}-win", "shard": "all", "epoch": 7,
+              "seq": 0, "final": True, "mechanism": "dyadic_quantiles", "eps": 1.0,
+              "delta": 1e-6, "relation": "add_remove", "unit": "event", "unit_cap": 1,
+              "clock": "tick", "rounds": 60, "horizon": 60,
+              "published_at": int(time.time() * 1000), "private": True, "noise_kind": "secure",
+              "payload": {"kind": "quantiles", "bits": 32, "n_estimate": 1234.0,
+                          "quantiles": [{"phi": 0.5, "value": 80},
+                                        {"phi": 0.99, "value": 1500}],
+                          "error_bound": {"beta": 0.05, "rank_noise_abs_max": 40.0}}}
     asyncio.run(create_topic(broker.bootstrap, f"{unique}-zero-out", 1))
     asyncio.run(produce(broker.bootstrap, f"{unique}-zero-out",
-                        [(b"z/r0", json.dumps(zero).encode())]))
+                        [(b"z/r0", json.dumps(zero).encode()),
+                         (b"w/all", json.dumps(window).encode())]))
     metrics_port, dash_port = free_port(), free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT), DPSTREAM_BROKER=broker.bootstrap,
                DPSTREAM_GROUP_ID=f"{unique}-g", DPSTREAM_CHECKPOINT_TOPIC=f"{unique}-ck",
@@ -127,45 +197,63 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         return "\n".join(p.read_text(errors="replace")[-3000:]
                          for p in sorted(tmp_path.glob("*.log")))
 
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    base = f"http://127.0.0.1:{dash_port}/"
+
+    def wait(what: str, seconds: float, ready: Callable[[], Any]) -> Any:
+        """Poll ``ready`` until it returns a truthy value; on the deadline, fail with
+        the diagnosis (topics, worker releases, follower state) and the logs."""
+        deadline = time.monotonic() + seconds
+        last: Any = None
+        while time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), f"a process exited\n{logs()}"
+            try:
+                got = ready()
+            except OSError as exc:  # not serving yet
+                last = exc
+            else:
+                if got:
+                    return got
+            time.sleep(0.5)
+        state: Any = last
+        with contextlib.suppress(OSError):
+            state = _get(base + "api/state")
+        pytest.fail(f"{what}: not within {seconds:g} s\n"
+                    f"{_diagnosis(broker.bootstrap, unique, metrics_url, state)}\n{logs()}")
+
     try:
-        start("worker", "-m", "worker.cli", "run", "--no-faust", "--topology", str(topo_dir),
-              "--metrics-port", str(metrics_port))
+        # The dashboard starts first and follows the zero topic before the worker has
+        # declared its release topics: those appear later (the path that once left the
+        # page "waiting for topic(s)" for good, issue #11).
         start("dashboard", "-m", "worker.cli", "dashboard", "--topology", str(topo_dir),
               "--topic", f"{unique}-zero-out",
-              "--port", str(dash_port),
-              "--metrics-url", f"http://127.0.0.1:{metrics_port}/metrics")
-        # the producer starts once the worker has declared the input topic (its metrics
-        # endpoint is up): auto-creation would pick a partition count of its own
-        up = time.monotonic() + 60
-        while True:
-            assert procs[0].poll() is None and time.monotonic() < up, logs()
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.3)
+              "--port", str(dash_port), "--metrics-url", metrics_url)
+        worker_topics = sorted([f"{unique}-cms-out", f"{unique}-hh-out"])
+        wait("the dashboard follows the zero topic and waits for the worker's", 60,
+             lambda: _get(base + "api/state")["follower_error"]
+             == f"waiting for topic(s) {worker_topics}")
+        start("worker", "-m", "worker.cli", "run", "--no-faust", "--topology", str(topo_dir),
+              "--metrics-port", str(metrics_port))
+        # the producer starts once the worker has declared the input topic and owns its
+        # partitions (/readyz; the metrics endpoint answers before the topics exist):
+        # auto-creation would pick a partition count of its own
+        wait("the worker's /readyz", 60, lambda: urllib.request.urlopen(
+            f"http://127.0.0.1:{metrics_port}/readyz", timeout=2))
         start("producer", "-m", "worker.demo_producer", "--broker", broker.bootstrap,
               "--topic", f"{unique}-in", "--rate", "20000", "--routers", "2")
-        base = f"http://127.0.0.1:{dash_port}/"
-        deadline = time.monotonic() + 240
-        state: Any = None
-        hh: list[Any] = []
-        while time.monotonic() < deadline:
-            assert all(p.poll() is None for p in procs), logs()
-            try:
-                state = _get(base + "api/state")
-            except OSError:
-                time.sleep(0.5)
-                continue
+
+        def ready() -> Any:
+            state = _get(base + "api/state")
             topos = {t["topology"]: t for t in state["view"]["topologies"]}
             hh = [i for c in topos.get(f"{unique}-hh", {}).get("shards", [])
                   for i in c["heavy_hitters"]["items"]]
-            throughput = (state["metrics"].get(f"{unique}-hh") or {}).get("events_per_s")
-            if hh and f"{unique}-zero" in topos and f"{unique}-cms" in topos and throughput:
-                break
-            time.sleep(1.0)
-        else:
-            pytest.fail(f"no heavy hitters / releases in time: {state}\n{logs()}")
+            rate = (state["metrics"].get(f"{unique}-hh") or {}).get("events_per_s")
+            ok = (hh and f"{unique}-zero" in topos and f"{unique}-cms" in topos
+                  and f"{unique}-win" in topos and rate is not None)
+            return (topos, hh) if ok else None
+
+        topos, hh = wait("heavy hitters, the sketch and the zero topology on the dashboard",
+                         180, ready)
         shard = next(c["shard"] for c in topos[f"{unique}-hh"]["shards"]
                      if c["heavy_hitters"]["items"])
         top = max((i for c in topos[f"{unique}-hh"]["shards"] if c["shard"] == shard
@@ -183,18 +271,25 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         # the budget: epsilon and delta per epoch, relation, unit
         assert "ε = <b>4.0</b> per epoch" in dom or "ε = <b>4</b> per epoch" in dom, dom[:3000]
         assert "δ = <b>1.00e-6</b>" in dom and "add_remove" in dom
-        assert "releases published" in dom and "epoch progress" in dom
+        assert "releases published <b>" in dom and "this epoch" in dom
+        assert "epoch progress" in dom
         # the query box answered from the released matrix, with its error bound
         assert f"{probe} on r0: <b>" in dom and "true count in [" in dom
         # the zero-noise topology raises the banner, the others are not flagged
         assert 'id="not-private"' in dom and f"releases of {unique}-zero" in dom
         assert f"releases of {unique}-hh" not in dom
-        assert "events/s" in dom
+        assert f"releases of {unique}-win" not in dom
+        # the windowed release: its last window as a table
+        assert "last window (quantiles)" in dom and "n_estimate" in dom
+        assert "error bound: beta 0.0500 · rank_noise_abs_max 40.0" in dom, dom[-3000:]
+        assert '<td class="n">0.990</td><td class="n">1,500</td>' in dom, dom[-3000:]
+        assert "events/s" in dom and "messages/s read" in dom
+        assert "releases published by this worker" in dom
         assert '&lt;img src=x id="xss"&gt;' in dom, dom[-3000:]   # a text node
         assert "<img" not in dom                                     # no element
         shot = (ROOT / "results" / "dashboard.png"
                 if os.environ.get("DPSTREAM_UPDATE_SCREENSHOT") else tmp_path / "dashboard.png")
-        res = _chromium("--virtual-time-budget=8000", "--window-size=1280,1500",
+        res = _chromium("--virtual-time-budget=8000", "--window-size=1280,1900",
                         f"--screenshot={shot}", f"{base}?topology={unique}-cms&shard=r0"
                         f"&query={probe}&select={unique}-hh:{shard}")
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]

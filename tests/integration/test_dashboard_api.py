@@ -86,3 +86,51 @@ def test_waits_for_a_topic_that_does_not_exist_yet(broker: EmbeddedBroker, uniqu
             await dash.stop()
 
     asyncio.run(main())
+
+
+def test_a_topic_created_after_another_was_assigned_is_found(broker: EmbeddedBroker,
+                                                             unique: str) -> None:
+    """The browser test's one failure (issue #11): the dashboard started while the
+    worker had not yet declared its release topics, but another followed topic
+    existed. Once the follower had assigned that one, aiokafka's metadata requests
+    named only the assigned topics (``assign()`` sets the client's topic list), so
+    topics created later never appeared: "waiting for topic(s)" forever."""
+    first, later = f"{unique}-a", f"{unique}-b"
+
+    async def main() -> None:
+        await publish(broker.bootstrap, first, [enc(hh_env("r1", 0, [("x", 9.0)]))], 1)
+        dash = Dashboard(broker.bootstrap, [first, later])
+        await dash.start_background()
+        try:
+            await _wait_seen(dash, 1)  # the first topic is assigned and read
+            assert dash.follower_error is not None and later in dash.follower_error
+            await publish(broker.bootstrap, later, [enc(sketch_env("r1", 0, {"a": 1}))], 1)
+            await _wait_seen(dash, 2)
+            assert dash.follower_error is None
+        finally:
+            await dash.stop()
+
+    asyncio.run(main())
+
+
+def test_follower_reports_an_unreachable_broker_and_keeps_trying() -> None:
+    """A follower error is shown on the page (``follower_error``) and retried, not a
+    silently dead task (the page would go on showing "waiting" or stale data)."""
+    from worker.broker import free_port
+
+    async def main() -> None:
+        dash = Dashboard(f"127.0.0.1:{free_port()}", ["nowhere"],
+                         client_options={"request_timeout_ms": 1000})
+        await dash.start_background()
+        try:
+            for _ in range(2):  # reported, then reported again: the follower retries
+                deadline = time.monotonic() + 30
+                while "release follower" not in (dash.follower_error or ""):
+                    assert time.monotonic() < deadline, dash.follower_error
+                    await asyncio.sleep(0.1)
+                assert "retrying" in (dash.follower_error or "")
+                dash.follower_error = None
+        finally:
+            await dash.stop()
+
+    asyncio.run(main())

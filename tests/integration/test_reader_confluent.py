@@ -156,3 +156,19 @@ def test_demo_producer_send_batch_partitions_like_send(broker: EmbeddedBroker,
     for m in msgs:
         assert m.partition == DefaultPartitioner()(m.key, [0, 1, 2, 3], [0, 1, 2, 3])
         assert json.loads(m.value)["router"] == m.key.decode()
+
+
+def test_tail_from_beginning_replays_and_json_keeps_lines_unchanged(broker: EmbeddedBroker,
+                                                                   unique: str) -> None:
+    old = [enc(sketch_env("r1", 0, {"a": 1})), enc(dict(sketch_env("r1", 1, {"a": 1}),
+                                                       private=False, noise_kind="zero"))]
+    asyncio.run(publish(broker.bootstrap, unique, old, partitions=1))
+    proc = subprocess.run([sys.executable, "-m", "worker.cli", "tail", "--broker",
+                           broker.bootstrap, "--topic", unique, "--from-beginning", "--json",
+                           "--count", "2", "--seconds", "60"], cwd=ROOT, capture_output=True,
+                          timeout=90, check=False)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().splitlines() == [v.decode() for v in old]  # the bytes, unchanged
+    err = proc.stderr.decode()
+    assert "NOT PRIVATE (zero noise)" in err and "dst/r1 epoch 1 seq 1" in err, err
+    assert "seq 0" not in err, err  # the private release is not marked

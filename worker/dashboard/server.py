@@ -18,7 +18,9 @@ The follower reads every partition of the release topics (no consumer group,
 nothing committed) with aiokafka, starting ``replay`` records before each
 partition's end (``--replay``, default 5000; 0 replays everything), so a
 dashboard started on a topic with days of releases is ready at once; topics
-that do not exist yet are retried until they do.
+that do not exist yet are looked for (an all-topics metadata request every
+0.5 s) until they do, and then every 10 s for added partitions. A follower
+error (e.g. the broker is gone) is shown on the page and retried every 2 s.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from worker.dashboard.state import DashboardState, dumps
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8050
+FOLLOW_RETRY_S = 2.0
 
 
 class Dashboard:
@@ -48,8 +51,9 @@ class Dashboard:
 
     def __init__(self, bootstrap: str, topics: Sequence[str], *,
                  metrics_url: str | None = None, client_options: Mapping[str, Any] | None = None,
-                 history: int = 120, metrics_every_s: float = 2.0, replay: int = 5000,
-                 metrics_text: Callable[[], str] | None = None) -> None:
+                 history: int = 720, metrics_every_s: float = 2.0, replay: int = 5000,
+                 metrics_text: Callable[[], str] | None = None,
+                 sketch_history: int = 120) -> None:
         if not topics:
             raise SpecError("dashboard: no release topic; pass --topic T or --topology FILE")
         self.bootstrap, self.topics = bootstrap, sorted(set(topics))
@@ -59,7 +63,7 @@ class Dashboard:
         if replay < 0:
             raise SpecError(f"dashboard: replay must be >= 0 records, got {replay}")
         self.replay = replay
-        self.state = DashboardState(history=history)
+        self.state = DashboardState(history=history, sketch_history=sketch_history)
         self.probe = MetricsProbe()
         self.metrics: dict[str, Any] = {}
         self.follower_error: str | None = None
@@ -131,22 +135,37 @@ class Dashboard:
 
     # ---------------------------------------------------------------- follower
     async def _follow(self) -> None:
+        """Follow the release topics; an error is shown on the page and retried."""
+        while True:
+            try:
+                await self._follow_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # broker gone, ...: show it, keep trying
+                self.follower_error = (f"release follower: {type(exc).__name__}: {exc}; "
+                                       f"retrying in {FOLLOW_RETRY_S:g} s")
+                log.warning("dashboard: %s", self.follower_error)
+                await asyncio.sleep(FOLLOW_RETRY_S)
+
+    async def _follow_once(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka.admin import AIOKafkaAdminClient
 
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
                                     enable_auto_commit=False, auto_offset_reset="earliest",
                                     **self._client_options)
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, **self._client_options)
         try:
             await consumer.start()
+            await admin.start()
             assigned: set[Any] = set()
             next_check = 0.0
             while True:
-                if len(assigned) == 0 or time.monotonic() > next_check:
-                    # topics may appear later (dashboard started before the worker)
-                    wanted = set()
-                    for topic in self.topics:
-                        for p in consumer.partitions_for_topic(topic) or ():
-                            wanted.add(TopicPartition(topic, p))
+                if time.monotonic() > next_check:
+                    # topics may appear later (dashboard started before the worker), and
+                    # partitions may be added
+                    found = await self._discover(admin)
+                    wanted = {TopicPartition(t, p) for t, parts in found.items() for p in parts}
                     if wanted - assigned:
                         new = wanted - assigned
                         assigned |= new
@@ -157,11 +176,6 @@ class Dashboard:
                     self.follower_error = (f"waiting for topic(s) {missing}" if missing
                                            else None)
                     next_check = time.monotonic() + (0.5 if missing else 10.0)
-                    if missing:
-                        # aiokafka has no public refresh of its metadata cache; the same
-                        # call as worker.reader.ReleaseReader (an all-topics request,
-                        # which never auto-creates the missing topic)
-                        await consumer._client.force_metadata_update()
                 if not assigned:
                     await asyncio.sleep(0.5)
                     continue
@@ -171,7 +185,25 @@ class Dashboard:
                         if rec.value is not None:
                             self.state.add(rec.value)
         finally:
+            with contextlib.suppress(Exception):
+                await admin.close()
             await consumer.stop()
+
+    async def _discover(self, admin: Any) -> dict[str, list[int]]:
+        """The partitions of each followed topic that exists now.
+
+        An all-topics metadata request through an admin client. Not the
+        consumer's metadata cache: once ``assign()`` has run, aiokafka's
+        metadata requests name only the assigned topics, so a followed topic
+        created after another one was assigned would never appear (the cause
+        of a "waiting for topic(s)" page that never filled, issue #11). Not a
+        request naming the missing topics either: that may auto-create them.
+        """
+        found: dict[str, list[int]] = {}
+        for t in await admin.describe_topics():
+            if t.get("topic") in self.topics and not t.get("error_code") and t.get("partitions"):
+                found[t["topic"]] = sorted(int(p["partition"]) for p in t["partitions"])
+        return found
 
     async def _position(self, consumer: Any, tps: list[Any]) -> None:
         """Start ``replay`` records before each partition's end (0: its beginning)."""
@@ -220,7 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"HTTP port (default {DEFAULT_PORT}; 0 picks a free one)")
     ap.add_argument("--metrics-url", help="the worker's Prometheus endpoint, e.g. "
                     "http://127.0.0.1:9108/metrics (throughput and lag)")
-    ap.add_argument("--history", type=int, default=120, help="releases kept per shard")
+    ap.add_argument("--history", type=int, default=720,
+                    help="releases kept per shard for the time series (default 720: an hour "
+                    "of releases every 5 s)")
+    ap.add_argument("--sketch-history", type=int, default=120,
+                    help="released sketch matrices kept per shard for a queried item's series "
+                    "(default 120; each is depth x width floats)")
     ap.add_argument("--replay", type=int, default=5000,
                     help="records read before each partition's end at start (0: all)")
     ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
@@ -250,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         bootstrap, opts = bootstrap_from(args.broker)
         topics = list(args.topic) + (topics_of(args.topology) if args.topology else [])
         dash = Dashboard(bootstrap, topics, metrics_url=args.metrics_url,
-                         client_options=opts, history=args.history, replay=args.replay)
+                         client_options=opts, history=args.history, replay=args.replay,
+                         sketch_history=args.sketch_history)
         port = await dash.serve(args.host, args.port)
         print(f"dpstream dashboard: http://{args.host}:{port}/ (topics {', '.join(dash.topics)})",
               flush=True)

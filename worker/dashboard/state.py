@@ -102,6 +102,7 @@ class _Shard:
     received: int = 0
     history: deque[_Point] = field(default_factory=deque)
     not_private_seen: int = 0
+    matrices: deque[_Point] = field(default_factory=deque)  # points still holding a matrix
 
 
 class DashboardState:
@@ -110,15 +111,25 @@ class DashboardState:
     Parameters
     ----------
     history
-        Releases kept per shard for the time series (oldest dropped first).
+        Releases kept per shard for the time series (oldest dropped first);
+        720 is an hour of releases every 5 s.
     top
         Heavy hitters whose estimates are drawn as time series.
+    sketch_history
+        Released matrices kept per shard for a queried item's series (each
+        is depth x width floats, so fewer than ``history``).
+    max_points
+        Points per series sent to the page (evenly thinned, first and latest
+        kept).
     """
 
-    def __init__(self, history: int = 120, top: int = 5) -> None:
-        if history < 1 or top < 1:
-            raise SpecError("DashboardState: history and top must be >= 1")
+    def __init__(self, history: int = 720, top: int = 5, sketch_history: int = 120,
+                 max_points: int = 240) -> None:
+        if min(history, top, sketch_history) < 1 or max_points < 2:
+            raise SpecError("DashboardState: history, top and sketch_history must be >= 1, "
+                            "max_points >= 2")
         self.history, self.top = history, top
+        self.sketch_history, self.max_points = sketch_history, max_points
         self._shards: dict[tuple[str, str], _Shard] = {}
         self.seen = 0
         self.rejected = 0
@@ -147,7 +158,12 @@ class DashboardState:
         sh.received += 1
         if not is_private(env):
             sh.not_private_seen += 1
-        sh.history.append(self._point(env))
+        pt = self._point(env)
+        sh.history.append(pt)
+        if pt.sketch is not None:
+            sh.matrices.append(pt)
+            if len(sh.matrices) > self.sketch_history:
+                sh.matrices.popleft().sketch = None
         self.version += 1
         return env
 
@@ -198,11 +214,12 @@ class DashboardState:
             env = sh.latest
             t = topos.setdefault(topo, {"topology": topo, "privacy": {
                 k: env.get(k) for k in PRIVACY_FIELDS}, "shards": [], "releases": 0,
-                "not_private": False})
+                "published_this_epoch": 0, "not_private": False})
             t["releases"] += sh.received
             card = self._shard_view(sh)
             t["not_private"] = t["not_private"] or not card["private"]
             t["shards"].append(card)
+            t["published_this_epoch"] += card["published_this_epoch"]
         return {"version": self.version, "seen": self.seen, "rejected": self.rejected,
                 "topologies": list(topos.values())}
 
@@ -216,6 +233,8 @@ class DashboardState:
             "rounds": env.get("rounds"), "horizon": env.get("horizon"),
             "progress": rounds / horizon if rounds is not None and horizon else None,
             "published_at": env.get("published_at"), "releases": sh.received,
+            # seq numbers a shard's releases within its epoch from 0 (docs/RELEASES.md)
+            "published_this_epoch": env["seq"] + 1,
             "private": is_private(env), "noise_kind": noise_kind(env),
             "not_private_seen": sh.not_private_seen, "error_bound": env.get("error_bound"),
             "lag_bound": env.get("lag_bound"),
@@ -229,6 +248,10 @@ class DashboardState:
                              "item_type": env.get("item_type")}
         else:
             out["table"] = payload_table(payload)
+            bound = payload.get("error_bound", env.get("error_bound"))
+            out["table"]["error_bound"] = (
+                [[k, v] for k, v in bound.items() if isinstance(v, (str, int, float))]
+                if isinstance(bound, Mapping) else None)
         return out
 
     def _hh_view(self, sh: _Shard) -> dict[str, Any]:
@@ -244,15 +267,27 @@ class DashboardState:
         items.sort(key=lambda r: -r["estimate"])
         # series: the items that are top-`top` now, across the kept releases
         names = [str(r["item"]) for r in items[: self.top]]
-        series = {n: [[pt.published_at, pt.hh.get(n)] for pt in sh.history
-                      if pt.hh is not None] for n in names}
+        points = _thin([pt for pt in sh.history if pt.hh is not None], self.max_points)
+        series = {n: [[pt.published_at, (pt.hh or {}).get(n)] for pt in points]
+                  for n in names}
         thresholds = _float(payload.get("threshold"))
-        threshold_series = [[pt.published_at, pt.threshold] for pt in sh.history
-                            if pt.hh is not None]
+        threshold_series = [[pt.published_at, pt.threshold] for pt in points]
         return {"items": items, "threshold": thresholds, "series": series,
                 "threshold_series": threshold_series,
                 "coverage": _float((bound or {}).get("coverage"))
                 if isinstance(bound, Mapping) else None}
+
+
+def _thin(points: list[_Point], n: int) -> list[_Point]:
+    """At most ``n`` of ``points``, evenly spaced, the first and the last kept.
+
+    >>> [p.seq for p in _thin([_Point(0, 1, k) for k in range(10)], 4)]
+    [0, 3, 6, 9]
+    """
+    if len(points) <= n:
+        return points
+    last = len(points) - 1
+    return [points[round(i * last / (n - 1))] for i in range(n)]
 
 
 def payload_table(payload: Mapping[str, Any], max_rows: int = 50) -> dict[str, Any]:

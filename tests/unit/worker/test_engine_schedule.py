@@ -269,7 +269,7 @@ def test_checkpoint_failure_is_counted_and_raised_and_period_is_exported() -> No
             raise OSError("broker unavailable")
 
     clock = Clock(T0)
-    eng = Engine([make(every=5)], FailingStore(), MemSink(), clock=clock)
+    eng = Engine([make(every=5)], FailingStore(), MemSink(), clock=clock, reraise=(OSError,))
 
     async def run() -> None:
         await eng.assign([("in", 0)])

@@ -133,3 +133,55 @@ def test_windowed_quantiles_release_becomes_the_last_window_table() -> None:
     assert table["name"] == "quantiles" and table["columns"] == ["phi", "value"]
     assert table["rows"] == [[0.5, 80], [0.99, 1500]]
     assert ["n_estimate", 1234.0] in table["fields"]
+    assert table["error_bound"] == [["beta", 0.05], ["rank_noise_abs_max", 40.0]]
+
+
+def test_metrics_probe_explains_a_zero_event_rate() -> None:
+    """Messages still flowing while no event is ingested (the epoch's public event
+    bound reached: the over-bound events are dropped) must be visible on the page,
+    with the releases the worker published and its release-timer errors."""
+    p = MetricsProbe()
+    text = ('dpstream_events_in_total{{topology="h"}} 2000000\n'
+            'dpstream_messages_in_total{{topology="h"}} {m}\n'
+            'dpstream_events_over_horizon_total{{topology="h"}} {o}\n'
+            'dpstream_releases_published_total{{topology="h",shard="r0"}} {r}\n'
+            'dpstream_releases_published_total{{topology="h",shard="r1"}} {r}\n'
+            'dpstream_timer_errors_total{{topology="h"}} 0\n')
+    p.update(text.format(m=2_000_000, o=0, r=5), now=1.0)
+    out = p.update(text.format(m=2_040_000, o=40_000, r=7), now=3.0)["h"]
+    assert out["events_per_s"] == 0.0 and out["messages_per_s"] == 20_000.0
+    assert out["over_horizon_total"] == 40_000.0
+    assert out["releases_total"] == 14.0 and out["timer_errors_total"] == 0.0
+
+
+def test_releases_published_this_epoch_come_from_the_envelopes() -> None:
+    """A dashboard started late (replay window) has read few releases, but each
+    release's seq says how many its shard published this epoch (seq 0 is the first)."""
+    st = DashboardState()
+    for shard, seq in (("r1", 41), ("r2", 9)):
+        env = {"schema_version": 1, "topology": "hh", "shard": shard, "epoch": 3, "seq": seq,
+               "eps": 1.0, "delta": 1e-6,
+               "payload": {"kind": "heavy_hitters", "threshold": 5.0, "items": []}}
+        st.add(json.dumps(env).encode())
+    topo = st.view()["topologies"][0]
+    assert topo["releases"] == 2 and topo["published_this_epoch"] == 52
+    assert [c["published_this_epoch"] for c in topo["shards"]] == [42, 10]
+
+
+def test_an_hour_of_heavy_hitters_but_a_bounded_number_of_matrices() -> None:
+    """Defaults: 720 releases per shard (an hour of netmon's 5 s releases) for the
+    heavy-hitter series, but only ``sketch_history`` released matrices (each is
+    depth x width floats); the series sent to the page is thinned to ``max_points``,
+    always ending at the latest release."""
+    st = DashboardState()
+    assert st.history == 720 and st.sketch_history == 120
+    st = DashboardState(history=50, sketch_history=4, max_points=10)
+    for seq in range(60):
+        st.add(hh(seq, [("a", float(seq))]))
+        st.add(sketch(seq, {"10.0.0.0/24": seq}))
+    card = next(t for t in st.view()["topologies"] if t["topology"] == "hh")["shards"][0]
+    series = card["heavy_hitters"]["series"]["a"]
+    assert len(series) <= 10 and series[-1] == [590, 59.0] and series[0] == [100, 10.0]
+    assert len(card["heavy_hitters"]["threshold_series"]) == len(series)
+    ans = st.query("dst", "r1", "10.0.0.0/24")
+    assert [v for _, v in ans["series"]] == [56.0, 57.0, 58.0, 59.0]

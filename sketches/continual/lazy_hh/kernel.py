@@ -34,26 +34,34 @@ _C0, _C1 = _U(0x736F6D6570736575), _U(0x646F72616E646F6D)
 _C2, _C3 = _U(0x6C7967656E657261), _U(0x7465646279746573)
 
 
-def ascii_blob(items: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(blob uint8, offsets int64[n + 1])`` of an object/``U`` array of ASCII str items.
+def ascii_blob(items: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(blob uint8, starts int64[n], ends int64[n])``: item ``i`` of an object/``U`` array
+    of ASCII str items is ``blob[starts[i]:ends[i]]`` (its UTF-8 bytes).
 
     None when any item is not a str or not ASCII (the caller then takes the
     general path, :func:`sketches.core.keyed_prf.item_bytes`, which also raises
-    the errors). For ASCII text, UTF-8 bytes are the characters, so the offsets
-    are the cumulative character counts.
+    the errors). The items are joined with the separator byte ``0xFF`` (Latin-1
+    ``\\xff``): with ASCII items the blob holds exactly ``n - 1`` bytes ``>= 0x80``,
+    the separators, which locate the items without a Python call per item.
     """
-    if items.dtype.kind not in "OU":
+    if items.dtype.kind not in "OU" or items.size == 0:
         return None
-    values = items.tolist()
     try:
-        text = "".join(values)
-    except TypeError:  # a bytes (or other) item
+        raw = "\xff".join(items.tolist()).encode("latin-1")
+    except (TypeError, UnicodeEncodeError):  # a bytes (or other) item, or a char > U+00FF
         return None
-    if not text.isascii():
+    blob = np.frombuffer(raw, dtype=np.uint8)
+    seps = np.flatnonzero(blob >= 0x80)
+    n = items.size
+    if seps.size != n - 1:  # a non-ASCII Latin-1 character inside an item
         return None
-    offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)), out=offsets[1:])
-    return np.frombuffer(text.encode("ascii"), dtype=np.uint8), offsets
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    np.add(seps, 1, out=starts[1:])
+    ends = np.empty(n, dtype=np.int64)
+    ends[-1] = blob.size
+    ends[:-1] = seps
+    return blob, starts, ends
 
 
 @numba.njit(inline="always")
@@ -112,13 +120,13 @@ def _sip(blob: np.ndarray, a: int, b: int, k0: np.uint64, k1: np.uint64) -> np.u
 
 
 @numba.njit(cache=True, nogil=True)
-def siphash_pair(blob: np.ndarray, offsets: np.ndarray, keys: np.ndarray,
+def siphash_pair(blob: np.ndarray, starts: np.ndarray, ends: np.ndarray, keys: np.ndarray,
                  out: np.ndarray) -> None:
-    """``out[0, i], out[1, i]``: SipHash-2-4 of item ``i`` (``blob[offsets[i]:offsets[i+1]]``)
+    """``out[0, i], out[1, i]``: SipHash-2-4 of item ``i`` (``blob[starts[i]:ends[i]]``)
     under the keys ``(keys[0], keys[1])`` and ``(keys[2], keys[3])`` (uint64 little-endian
     halves of the 16-byte keys)."""
-    for i in range(offsets.size - 1):
-        a, b = offsets[i], offsets[i + 1]
+    for i in range(starts.size):
+        a, b = starts[i], ends[i]
         out[0, i] = _sip(blob, a, b, keys[0], keys[1])
         out[1, i] = _sip(blob, a, b, keys[2], keys[3])
 
@@ -137,8 +145,8 @@ def cells(keys: np.ndarray, params: np.ndarray, depth: int, width: int) -> np.nd
     """``int64[depth, n]`` flat cells ``row * width + bucket``
     (:meth:`sketches.core.hashing.HashSpec.cells`)."""
     out = np.empty((depth, keys.size), dtype=np.int64)
-    for e in range(keys.size):
-        for i in range(depth):
+    for i in range(depth):
+        for e in range(keys.size):
             out[i, e] = i * width + _bucket(keys[e], params, i, width)
     return out
 

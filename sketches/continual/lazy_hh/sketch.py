@@ -195,7 +195,7 @@ class LazyHH:
         enc = kernel.ascii_blob(items) if self._kernel else None
         if enc is not None:  # ASCII str items: the same SipHash words, compiled
             both = np.empty((2, items.size), dtype=np.uint64)
-            kernel.siphash_pair(enc[0], enc[1], self._sip_words, both)
+            kernel.siphash_pair(*enc, self._sip_words, both)
         else:
             both = siphash24_multi((self._item_key, self._item_key2), items)
         return both[0], both[1]

@@ -248,18 +248,21 @@ def round_sums(keys: np.ndarray, s0: int, params: np.ndarray, depth: int, width:
     """``int64[slots, depth * width]``: the arrival clock's increments per (local round, cell).
 
     Event ``s = s0 + e`` with bucket ``j`` in row ``i`` is pushed at step
-    ``P = s + ((j - s) mod w)``: local round ``P // w - s0 // w``, cell ``i * w + j``
-    (``LazyHH._round_sums``, one event at a time).
+    ``P = s + ((j - s) mod w)`` (``LazyHH._round_sums``): in its own round
+    ``s // w`` if ``j >= s mod w``, else in the next (Alg. 5 line 15); local round
+    ``P // w - s0 // w``, cell ``i * w + j``. Row by row, so the cells written stay
+    cache-sized.
     """
-    dw = depth * width
-    acc = np.zeros((slots, dw), dtype=np.int64)
-    base = s0 // width
-    for e in range(keys.size):
-        s = s0 + e
-        lag = (-s) % width
-        local = s - base * width
-        for i in range(depth):
+    acc = np.zeros((slots, depth * width), dtype=np.int64)
+    for i in range(depth):
+        col0 = i * width
+        r = 0  # local round of event e: (s0 + e) // w - s0 // w
+        off = s0 % width  # (s0 + e) mod w
+        for e in range(keys.size):
             j = _bucket(keys[e], params, i, width)
-            p = local + (j + lag) % width  # P - base * w
-            acc[p // width, i * width + j] += 1
+            acc[r + 1 if j < off else r, col0 + j] += 1
+            off += 1
+            if off == width:
+                off = 0
+                r += 1
     return acc

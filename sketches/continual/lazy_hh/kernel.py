@@ -253,16 +253,18 @@ def round_sums(keys: np.ndarray, s0: int, params: np.ndarray, depth: int, width:
     ``P // w - s0 // w``, cell ``i * w + j``. Row by row, so the cells written stay
     cache-sized.
     """
-    acc = np.zeros((slots, depth * width), dtype=np.int64)
+    dw = depth * width
+    acc = np.zeros(slots * dw, dtype=np.int64)
     for i in range(depth):
         col0 = i * width
-        r = 0  # local round of event e: (s0 + e) // w - s0 // w
+        r = 0  # local round of event e: (s0 + e) // w - s0 // w, times dw
         off = s0 % width  # (s0 + e) mod w
         for e in range(keys.size):
             j = _bucket(keys[e], params, i, width)
-            acc[r + 1 if j < off else r, col0 + j] += 1
+            # branch-free: the next round (+dw) when j < off ((j - off) >> 63 is then -1)
+            acc[r - (((j - off) >> 63) * dw) + col0 + j] += 1
             off += 1
             if off == width:
                 off = 0
-                r += 1
-    return acc
+                r += dw
+    return acc.reshape(slots, dw)

@@ -83,6 +83,7 @@ if TYPE_CHECKING:
 __all__ = ["LazyHH", "LazyHHSpec"]
 
 _CHUNK = 1 << 15  # events per vectorised step (bounds the (rounds, d*w) work array)
+_KCHUNK = 1 << 12  # the same for the compiled path: a work array that stays in cache
 
 
 class LazyHH:
@@ -227,8 +228,9 @@ class LazyHH:
         when ``s + 1`` is a multiple of ``w = k~``: the only per-round Python work.
         """
         w, dw = self.spec.k_tilde, self._st.carry.shape[1]
-        for c0 in range(0, items.size, _CHUNK):
-            seg = items[c0:c0 + _CHUNK]
+        chunk = _KCHUNK if self._kernel else _CHUNK  # same sums, any chunking
+        for c0 in range(0, items.size, chunk):
+            seg = items[c0:c0 + chunk]
             s0, m = self._st.events, seg.size
             base = s0 // w
             keys, keys2 = self._item_key_words(seg)

@@ -1,0 +1,139 @@
+"""LazyHH's compiled hot path (``sketches/continual/lazy_hh/kernel.py``) is exact.
+
+Two levels: each kernel against the numpy function it replaces, and whole
+sketches run with the kernel (default) and with the numpy path (``_kernel =
+False``) on seeded random streams: every release and every checkpoint byte
+must be equal (the noise is part of the state: the same seed must give the
+same releases). Deterministic: no false failures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sketches.continual.lazy_hh import kernel
+from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec
+from sketches.core.hashing import HashSpec
+from sketches.core.keyed_prf import siphash24_multi
+from sketches.core.noise import FastNoise
+
+KEYS = (bytes(range(16)), bytes(range(100, 116)))
+
+
+def _words() -> np.ndarray:
+    return np.frombuffer(KEYS[0] + KEYS[1], dtype="<u8").astype(np.uint64)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_siphash_pair_equals_numpy_siphash(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 41, 500)  # 0 bytes, exact multiples of 8, long items
+    alphabet = np.array(list("0123456789abcdef.:/ \x00\x7f"))
+    items = np.array(["".join(rng.choice(alphabet, n)) for n in lengths], dtype=object)
+    enc = kernel.ascii_blob(items)
+    assert enc is not None
+    out = np.empty((2, items.size), dtype=np.uint64)
+    kernel.siphash_pair(*enc, _words(), out)
+    assert np.array_equal(out, siphash24_multi(KEYS, items))
+    assert kernel.ascii_blob(items.astype(str)) is not None  # numpy U arrays too
+
+
+@pytest.mark.parametrize("items", [
+    ["a", "é"],  # non-ASCII Latin-1: a 0xFF-separated blob would mislocate items
+    ["a", "€"],  # beyond Latin-1
+    ["a", b"b"],  # bytes
+    ["\xff", "b"],  # the separator byte itself
+])
+def test_ascii_blob_refuses_what_it_cannot_locate(items: list[Any]) -> None:
+    assert kernel.ascii_blob(np.array(items, dtype=object)) is None
+
+
+@pytest.mark.parametrize(("depth", "width"), [(5, 64), (7, 12), (1, 1)])
+def test_cells_and_cell_counts_equal_hashspec_and_bincount(depth: int, width: int) -> None:
+    rng = np.random.default_rng(depth * width)
+    h = HashSpec(11, depth, width)
+    keys = h.item_keys(rng.integers(0, 300, 4000))  # many repeats: the dedup table is used
+    assert np.array_equal(kernel.cells(keys, h.words(), depth, width), h.cells(keys))
+    slot = np.sort(rng.integers(0, 4, keys.size))
+    acc = kernel.cell_counts(keys, slot, h.words(), depth, width, 4)
+    cells = h.cells(keys)
+    want = np.stack([np.bincount(cells[:, slot == s].ravel(), minlength=depth * width)
+                     for s in range(4)])
+    assert np.array_equal(acc, want)
+
+
+@pytest.mark.parametrize("s0", [0, 5, 63, 64, 1000])
+@pytest.mark.parametrize("width", [64, 10])
+def test_round_sums_equal_numpy_round_sums(s0: int, width: int) -> None:
+    spec = LazyHHSpec(k=2, k_tilde=width, horizon=10_000, eps=1.0, delta=1e-3,
+                      relation="replace", clock="arrival", hash_seed=3)
+    hh = LazyHH(spec, FastNoise(1))
+    keys = hh.hash.item_keys(np.random.default_rng(s0).integers(0, 100, 777))
+    slots = (s0 + 776) // width - s0 // width + 3
+    want = hh._round_sums(hh.hash.buckets(keys), s0, slots).reshape(slots, -1)
+    got = kernel.round_sums(keys, s0, hh.hash.words(), hh.hash.depth, width, slots)
+    assert np.array_equal(got, want)
+
+
+def test_first_occurrences() -> None:
+    rng = np.random.default_rng(5)
+    k1 = rng.integers(0, 50, 3000).astype(np.uint64)
+    k2 = rng.integers(0, 3, 3000).astype(np.uint64)  # equal first words, distinct pairs
+    _, first = np.unique(k1, return_index=True)
+    assert np.array_equal(kernel.first_of_keys(k1), np.sort(first))
+    pairs = k1 * np.uint64(4) + k2
+    _, first = np.unique(pairs, return_index=True)
+    assert np.array_equal(kernel.first_of_pairs(k1, k2), np.sort(first))
+
+
+def _stream(rng: np.random.Generator, kind: str, n: int) -> np.ndarray:
+    ints = np.where(rng.random(n) < 0.5, 1, np.minimum(rng.zipf(1.3, n), 500))  # 1 is heavy
+    if kind == "int":
+        return ints.astype(np.int64)
+    if kind == "str":
+        return np.array([f"10.0.{v // 256}.{v % 256}" for v in ints.tolist()], dtype=object)
+    # mixed encodings: non-ASCII str and bytes take the general (numpy) SipHash path
+    return np.array([f"hôte-{v}" if v % 3 else f"h{v}".encode() for v in ints.tolist()],
+                    dtype=object)
+
+
+CONFIGS: list[tuple[str, dict[str, Any]]] = [
+    ("int", dict(relation="add_remove", clock="tick", k_tilde=16)),
+    ("str", dict(relation="add_remove", clock="tick", k_tilde=16, output_every=3)),
+    ("mixed", dict(relation="add_remove", clock="tick", k_tilde=12)),
+    ("int", dict(relation="replace", clock="arrival", k_tilde=16)),
+    ("str", dict(relation="replace", clock="arrival", k_tilde=12)),
+    ("int", dict(relation="replace", clock="tick", k_tilde=8, calibrator="analytic")),
+]
+
+
+@pytest.mark.parametrize(("kind", "kw"), CONFIGS, ids=[f"{k}-{c['clock']}-{c['k_tilde']}"
+                                                       for k, c in CONFIGS])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kernel_and_numpy_paths_release_and_checkpoint_the_same_bytes(
+    kind: str, kw: dict[str, Any], seed: int,
+) -> None:
+    arrival = kw["clock"] == "arrival"
+    extra: dict[str, Any] = {} if arrival else {"event_horizon": 100_000}
+    spec = LazyHHSpec(k=4, horizon=30_000 if arrival else 400, eps=50.0, delta=1e-2,
+                      hash_seed=seed, **extra, **kw)
+    fast, slow = LazyHH(spec, FastNoise(seed)), LazyHH(spec, FastNoise(seed))
+    slow._kernel = False
+    rng = np.random.default_rng(seed)
+    tick, published = 0, 0
+    for _ in range(8):
+        n = int(rng.integers(0, 3000))
+        items = _stream(rng, kind, n)
+        ticks = None
+        if not arrival:  # gaps, repeats and boundaries crossed inside the batch
+            ticks = tick + np.sort(rng.integers(0, 25, n)).astype(np.int64)
+            tick = int(ticks[-1]) if n else tick
+        fast.update_batch(items, ticks)
+        slow.update_batch(items, ticks)
+        assert fast.release() == slow.release()
+        assert fast.to_bytes() == slow.to_bytes()
+        published += len(fast.release()["items"])
+    assert published, "the stream must produce heavy hitters to compare"

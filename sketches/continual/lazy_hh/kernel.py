@@ -268,3 +268,27 @@ def round_sums(keys: np.ndarray, s0: int, params: np.ndarray, depth: int, width:
                 off = 0
                 r += dw
     return acc.reshape(slots, dw)
+
+
+@numba.njit(cache=True, nogil=True)
+def used_cells(cells: np.ndarray, n: int) -> np.ndarray:
+    """The distinct values of ``cells`` (flat cell indices in ``[0, n)``), ascending."""
+    seen = np.zeros(n, dtype=np.bool_)
+    for c in cells.ravel():
+        seen[c] = True
+    return np.flatnonzero(seen)
+
+
+@numba.njit(cache=True, nogil=True)
+def min_over_rows(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values[cells].min(axis=0)`` for ``cells`` of shape ``(d, m)`` (Alg. 4, min)."""
+    d, m = cells.shape
+    out = np.empty(m, dtype=values.dtype)
+    for e in range(m):
+        out[e] = values[cells[0, e]]
+    for i in range(1, d):
+        for e in range(m):
+            v = values[cells[i, e]]
+            if v < out[e]:
+                out[e] = v
+    return out

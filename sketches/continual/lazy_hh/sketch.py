@@ -432,6 +432,7 @@ class LazyHH:
             first = (kernel.first_of_keys(keys) if keys2 is None
                      else kernel.first_of_pairs(keys, keys2))
             idx = first[c.missing(keys[first], None if keys2 is None else keys2[first])]
+            idx = idx[np.argsort(keys[idx], kind="stable")]  # ascending: add() merges
             if idx.size:
                 c.add(keys[idx], items[idx],
                       kernel.cells(keys[idx], self.hash.words(), c.cells.shape[0], self.hash.width),
@@ -479,7 +480,13 @@ class LazyHH:
         # the read may draw lazy node noise: do it before any output state changes, so a
         # failing draw never pairs new thresholds with the previous output's items
         est = None
-        if c is not None and c.size > 0:
+        if c is not None and c.size > 0 and self._kernel:  # the same read set, each cell once
+            used = kernel.used_cells(c.cells, self._st.counters.n)
+            read = self._st.counters.query_at(used)
+            values = np.zeros(self._st.counters.n, dtype=read.dtype)
+            values[used] = read
+            est = kernel.min_over_rows(c.cells, values)
+        elif c is not None and c.size > 0:
             est = self._st.counters.query_at(c.cells).min(axis=0)  # Alg. 4 (min), all pushed
         self._st.last = {"t_hat": t_hat, "t_up": t_up, "threshold": tau,
                       "tau1": th.tau1(max(t_hat, 0.0)), "tau2": th.tau2(t_up),

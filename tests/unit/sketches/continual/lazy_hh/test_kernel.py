@@ -137,3 +137,42 @@ def test_kernel_and_numpy_paths_release_and_checkpoint_the_same_bytes(
         assert fast.to_bytes() == slow.to_bytes()
         published += len(fast.release()["items"])
     assert published, "the stream must produce heavy hitters to compare"
+
+
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_candidate_merge_fast_path_equals_sorting_add(wide: bool, seed: int) -> None:
+    """``CandidateSet.add`` of ascending keys (merge, no sort) == add of the same keys
+    shuffled (sort), including equal first words of wide sets (which fall back)."""
+    from sketches.core.candidates import CandidateSet
+
+    rng = np.random.default_rng(seed)
+    merged, sorted_ = CandidateSet(3, True, wide=wide), CandidateSet(3, True, wide=wide)
+    seen: set[tuple[int, int]] = set()
+    for _ in range(6):
+        k1 = rng.integers(0, 40, 30).astype(np.uint64)  # small range: equal first words
+        k2 = rng.integers(0, 2, 30).astype(np.uint64) if wide else np.zeros(30, np.uint64)
+        pairs = sorted({(int(a), int(b)) for a, b in zip(k1, k2, strict=True)} - seen)
+        seen.update(pairs)
+        if not pairs:
+            continue
+        keys = np.array([p[0] for p in pairs], np.uint64)
+        keys2 = np.array([p[1] for p in pairs], np.uint64) if wide else None
+        cells = rng.integers(0, 100, (3, keys.size))
+        items = keys.astype(np.int64) * 3
+        merged.add(keys, items, cells, keys2)  # ascending (by pair)
+        perm = rng.permutation(keys.size)
+        sorted_.add(keys[perm], items[perm], cells[:, perm],
+                    None if keys2 is None else keys2[perm])
+        for a, b in ((merged.keys, sorted_.keys), (merged.items, sorted_.items),
+                     (merged.cells, sorted_.cells)):
+            assert np.array_equal(a, b)
+        if wide:
+            assert merged.keys2 is not None and sorted_.keys2 is not None
+            assert np.array_equal(merged.keys2, sorted_.keys2)
+        est = rng.random(merged.size)
+        merged.trim(est, 20)
+        sorted_.trim(est, 20)
+        seen = {(int(a), int(b)) for a, b in zip(
+            merged.keys, merged.keys2 if wide else np.zeros(merged.size, np.uint64),
+            strict=True)}

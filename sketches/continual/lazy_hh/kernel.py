@@ -272,10 +272,12 @@ def round_sums(keys: np.ndarray, s0: int, params: np.ndarray, depth: int, width:
 
 @numba.njit(cache=True, nogil=True)
 def used_cells(cells: np.ndarray, n: int) -> np.ndarray:
-    """The distinct values of ``cells`` (flat cell indices in ``[0, n)``), ascending."""
+    """The distinct values of ``cells`` (``(d, m)`` flat cell indices in ``[0, n)``), ascending."""
     seen = np.zeros(n, dtype=np.bool_)
-    for c in cells.ravel():
-        seen[c] = True
+    d, m = cells.shape
+    for e in range(m):  # candidate-major: the candidate set's cells are column-major
+        for i in range(d):
+            seen[cells[i, e]] = True
     return np.flatnonzero(seen)
 
 
@@ -285,10 +287,10 @@ def min_over_rows(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
     d, m = cells.shape
     out = np.empty(m, dtype=values.dtype)
     for e in range(m):
-        out[e] = values[cells[0, e]]
-    for i in range(1, d):
-        for e in range(m):
-            v = values[cells[i, e]]
-            if v < out[e]:
-                out[e] = v
+        v = values[cells[0, e]]
+        for i in range(1, d):
+            x = values[cells[i, e]]
+            if x < v:
+                v = x
+        out[e] = v
     return out

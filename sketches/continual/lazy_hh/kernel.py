@@ -272,20 +272,31 @@ def round_sums(keys: np.ndarray, s0: int, params: np.ndarray, depth: int, width:
 
 @numba.njit(cache=True, nogil=True)
 def used_cells(cells: np.ndarray, n: int) -> np.ndarray:
-    """The distinct values of ``cells`` (``(d, m)`` flat cell indices in ``[0, n)``), ascending."""
+    """The distinct values of ``cells`` (``(d, m)`` flat cell indices in ``[0, n)``), in
+    order of first appearance (candidate-major: the candidate cells are column-major)."""
     seen = np.zeros(n, dtype=np.bool_)
     d, m = cells.shape
-    for e in range(m):  # candidate-major: the candidate set's cells are column-major
+    out = np.empty(min(n, d * m), dtype=np.int64)
+    k = 0
+    for e in range(m):
         for i in range(d):
-            seen[cells[i, e]] = True
-    return np.flatnonzero(seen)
+            c = cells[i, e]
+            if not seen[c]:
+                seen[c] = True
+                out[k] = c
+                k += 1
+    return out[:k]
 
 
 @numba.njit(cache=True, nogil=True)
-def min_over_rows(cells: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``values[cells].min(axis=0)`` for ``cells`` of shape ``(d, m)`` (Alg. 4, min)."""
+def min_over_rows(cells: np.ndarray, used: np.ndarray, read: np.ndarray, n: int) -> np.ndarray:
+    """``values[cells].min(axis=0)`` (Alg. 4, min) for ``cells`` of shape ``(d, m)``, where
+    ``values[used] = read`` (``used`` holds every cell of ``cells``)."""
+    values = np.empty(n, dtype=read.dtype)
+    for t in range(used.size):
+        values[used[t]] = read[t]
     d, m = cells.shape
-    out = np.empty(m, dtype=values.dtype)
+    out = np.empty(m, dtype=read.dtype)
     for e in range(m):
         v = values[cells[0, e]]
         for i in range(1, d):

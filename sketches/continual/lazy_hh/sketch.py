@@ -481,11 +481,9 @@ class LazyHH:
         # failing draw never pairs new thresholds with the previous output's items
         est = None
         if c is not None and c.size > 0 and self._kernel:  # the same read set, each cell once
-            used = kernel.used_cells(c.cells, self._st.counters.n)
-            read = self._st.counters.query_at(used)
-            values = np.zeros(self._st.counters.n, dtype=read.dtype)
-            values[used] = read
-            est = kernel.min_over_rows(c.cells, values)
+            n = self._st.counters.n
+            used = kernel.used_cells(c.cells, n)
+            est = kernel.min_over_rows(c.cells, used, self._st.counters.query_at(used), n)
         elif c is not None and c.size > 0:
             est = self._st.counters.query_at(c.cells).min(axis=0)  # Alg. 4 (min), all pushed
         self._st.last = {"t_hat": t_hat, "t_up": t_up, "threshold": tau,

@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sketches.continual.lazy import LazyCMS, LazyCS, LazySketchSpec
 from sketches.continual.plain import CMS, PlainSketchSpec
 from sketches.continual.punctual import PunctualCMS, PunctualSketchSpec
+from sketches.core.base import lookup
 from sketches.core.hashing import HASH_ALGORITHM
 from sketches.core.noise import FastNoise, SecureNoise
-from sketches.core.base import lookup
 from sketches.privacy import Calibrator, Clock, Relation
 
 D, W = 4, 1024

@@ -132,7 +132,7 @@ def siphash_pair(blob: np.ndarray, starts: np.ndarray, ends: np.ndarray, keys: n
 
 
 @numba.njit(inline="always")
-def _bucket(key: np.uint64, params: np.ndarray, i: int, width: int) -> int:
+def _bucket(key: np.uint64, params: np.ndarray, i: int, width: int) -> np.int64:
     """Row ``i``'s bucket of ``key``: ``((((a lo + a' hi + b) mod 2**64) >> 32) * w) >> 32``
     with ``(a, a', b) = params[2 + 6 i : 5 + 6 i]`` (sketches.core.hash_family)."""
     y = (params[2 + 6 * i] * (key & _U(0xFFFFFFFF)) + params[3 + 6 * i] * (key >> _U(32))

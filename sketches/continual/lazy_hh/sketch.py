@@ -84,6 +84,7 @@ __all__ = ["LazyHH", "LazyHHSpec"]
 
 _CHUNK = 1 << 15  # events per vectorised step (bounds the (rounds, d*w) work array)
 _KCHUNK = 1 << 12  # the same for the compiled path: a work array that stays in cache
+_KCELLS = 1 << 18  # tick clock, compiled path: at most this many (tick, cell) sums per call
 
 
 class LazyHH:
@@ -311,17 +312,21 @@ class LazyHH:
         if not items.size:
             return
         keys, keys2 = self._item_key_words(items)
-        if self._kernel:  # same sums, one pass; candidate cells for new candidates only
-            step = np.empty(items.size, dtype=np.int64)
-            step[0] = 0
-            np.not_equal(ticks[1:], ticks[:-1], out=step[1:])
-            slot = np.cumsum(step, out=step)  # index of the event's tick among the distinct
-            acc = kernel.cell_counts(keys, slot, self.hash.words(), self.sketch_spec.depth,
-                                     self.spec.k_tilde, int(slot[-1]) + 1)
-            for j, tick in enumerate(ticks[np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])]
-                                     .tolist()):
-                self._close_ticks(tick)
-                self._st.carry[0] += acc[j]
+        if self._kernel:  # same sums; candidate cells for new candidates only
+            dw = self._st.carry.shape[1]
+            first = np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])  # each distinct tick
+            ends = [*first[1:].tolist(), items.size]
+            per = max(1, _KCELLS // dw)  # distinct ticks per kernel call: bounded work array
+            for g in range(0, first.size, per):
+                a, b = int(first[g]), ends[min(g + per, first.size) - 1]
+                slot = np.repeat(np.arange(min(per, first.size - g)),
+                                 np.diff(np.r_[first[g:g + per], b]))
+                acc = kernel.cell_counts(keys[a:b], slot, self.hash.words(),
+                                         self.sketch_spec.depth, self.spec.k_tilde,
+                                         int(slot[-1]) + 1)
+                for j, tick in enumerate(ticks[first[g:g + per]].tolist()):
+                    self._close_ticks(tick)
+                    self._st.carry[0] += acc[j]
             self._absorb(items, keys, None, keys2)
         else:
             buckets = self.hash.buckets(keys)

@@ -176,3 +176,29 @@ def test_candidate_merge_fast_path_equals_sorting_add(wide: bool, seed: int) -> 
         seen = {(int(a), int(b)) for a, b in zip(
             merged.keys, merged.keys2 if wide else np.zeros(merged.size, np.uint64),
             strict=True)}
+
+
+def test_tick_kernel_bounds_its_work_array(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many distinct ticks in one output interval: the compiled path groups ticks so a
+    call's (tick, cell) array stays bounded, with the numpy path's exact result."""
+    import sketches.continual.lazy_hh.sketch as module
+
+    spec = LazyHHSpec(k=2, k_tilde=16, horizon=400, eps=50.0, delta=1e-2, hash_seed=4,
+                      relation="add_remove", clock="tick", event_horizon=100_000,
+                      output_every=50)
+    fast, slow = LazyHH(spec, FastNoise(3)), LazyHH(spec, FastNoise(3))
+    slow._kernel = False
+    monkeypatch.setattr(module, "_KCELLS", 3 * fast.hash.depth * 16)  # 3 ticks per call
+    rng = np.random.default_rng(3)
+    calls: list[int] = []
+    real = kernel.cell_counts
+    monkeypatch.setattr(kernel, "cell_counts",
+                        lambda *a: calls.append(a[-1]) or real(*a))  # type: ignore[func-returns-value]
+    for t0 in (0, 60, 170):
+        items = _stream(rng, "int", 2000)
+        ticks = t0 + np.sort(rng.integers(0, 45, items.size)).astype(np.int64)
+        fast.update_batch(items, ticks)
+        slow.update_batch(items, ticks)
+        assert fast.release() == slow.release()
+        assert fast.to_bytes() == slow.to_bytes()
+    assert max(calls) == 3  # rows of the work array: at most 3 ticks per call, used

@@ -333,12 +333,15 @@ NOTES = """## Why the numbers differ
   8k at eps = 0.5; the k~ = 8k eps sweep reaches 1 at eps = 0.2).
 - **ARE.** Reported prefixes carry 180k-2.9M packets each, so the noise (gamma ~ 8k at
   eps = 0.5) and collisions are small relative errors; the paper's source IPs are lighter.
-- **Update time.** numpy on a 2-core machine shared with other jobs, versus the paper's
-  C++ on a laptop; the largest single cost per event is the GaussBM noise (one node per
-  counter per round, drawn lazily when an output first reads the counter: the
-  candidates read ~63% of the d*k~ counters), then the per-output candidate work and
-  the d hashed rows, so it scales with d, not k~ (except at small k~, where the
-  per-output Python work dominates).
+- **Update time.** Python + numpy with compiled (numba) kernels for the per-event
+  work (sketches/continual/lazy_hh/kernel.py) on a 2-core machine shared with other jobs,
+  versus the paper's C++ on a laptop; the row `paper, numpy path (baseline)` runs the
+  same point with the numpy path the kernels replaced (identical releases), in the same
+  run. What remains is per output (every k~ events): the lazy GaussBM reads of the
+  candidates' cells, i.e. drawing the current node noise of the ~63% of the d*k~
+  counters they read (one fresh level per output) and summing it
+  (sketches/counters/gauss_bm_lazy.py), then the candidate trim and merge; so it
+  scales with d, and at small k~ with the number of outputs.
 - **Calibrators.** `analytic`/`discrete` rows use the exact Gaussian calibrations the
   project uses in production (smaller sigma than the paper's classic bound); the
   `tick, add/remove` row privatizes the stream length (10% of eps and delta) and reports

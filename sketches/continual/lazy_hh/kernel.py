@@ -17,11 +17,17 @@ paths on random streams), without the numpy path's per-row temporaries:
   maintenance sees each distinct item once.
 
 Compiled on first use and cached on disk (``cache=True``: later processes load
-the machine code). Nothing here draws noise or touches private state besides
-the arrays passed in.
+the machine code; the first call of a process still costs about 0.5 s of numba
+start-up). The cache lives in ``__pycache__`` next to this file, else in the user's
+cache directory or ``NUMBA_CACHE_DIR`` (the container image sets it to
+``/tmp/numba-cache``); with none writable the kernels compile once per process.
+Nothing here draws noise or touches private state besides the arrays passed in.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numba
 import numpy as np
@@ -30,6 +36,17 @@ __all__ = ["ascii_blob", "cell_counts", "cells", "first_of_keys", "first_of_pair
            "siphash_pair"]
 
 _U = np.uint64
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _njit(fn: _F) -> _F:
+    """``numba.njit(cache=True, nogil=True)``; without an on-disk cache when no cache
+    location is writable (numba refuses ``cache=True`` then; e.g. a read-only root
+    filesystem without ``NUMBA_CACHE_DIR``): compiled once per process instead."""
+    try:
+        return cast(_F, numba.njit(cache=True, nogil=True)(fn))
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return cast(_F, numba.njit(nogil=True)(fn))
 _C0, _C1 = _U(0x736F6D6570736575), _U(0x646F72616E646F6D)
 _C2, _C3 = _U(0x6C7967656E657261), _U(0x7465646279746573)
 
@@ -119,7 +136,7 @@ def _sip(blob: np.ndarray, a: int, b: int, k0: np.uint64, k1: np.uint64) -> np.u
     return v0 ^ v1 ^ v2 ^ v3
 
 
-@numba.njit(cache=True, nogil=True)
+@_njit
 def siphash_pair(blob: np.ndarray, starts: np.ndarray, ends: np.ndarray, keys: np.ndarray,
                  out: np.ndarray) -> None:
     """``out[0, i], out[1, i]``: SipHash-2-4 of item ``i`` (``blob[starts[i]:ends[i]]``)
@@ -140,7 +157,7 @@ def _bucket(key: np.uint64, params: np.ndarray, i: int, width: int) -> np.int64:
     return np.int64(((y >> _U(32)) * _U(width)) >> _U(32))
 
 
-@numba.njit(cache=True, nogil=True)
+@_njit
 def cells(keys: np.ndarray, params: np.ndarray, depth: int, width: int) -> np.ndarray:
     """``int64[depth, n]`` flat cells ``row * width + bucket``
     (:meth:`sketches.core.hashing.HashSpec.cells`)."""
@@ -151,7 +168,7 @@ def cells(keys: np.ndarray, params: np.ndarray, depth: int, width: int) -> np.nd
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@_njit
 def cell_counts(keys: np.ndarray, slot: np.ndarray, params: np.ndarray, depth: int,
                 width: int, slots: int) -> np.ndarray:
     """``int64[slots, depth * width]``: events per (slot, cell ``row * width + bucket``).
@@ -194,7 +211,7 @@ def _table_size(n: int) -> int:
     return size
 
 
-@numba.njit(cache=True, nogil=True)
+@_njit
 def first_of_pairs(k1: np.ndarray, k2: np.ndarray) -> np.ndarray:
     """Indices of the first occurrence of every distinct ``(k1, k2)`` pair, ascending."""
     n = k1.size
@@ -218,7 +235,7 @@ def first_of_pairs(k1: np.ndarray, k2: np.ndarray) -> np.ndarray:
     return out[:m]
 
 
-@numba.njit(cache=True, nogil=True)
+@_njit
 def first_of_keys(k1: np.ndarray) -> np.ndarray:
     """Indices of the first occurrence of every distinct key, ascending."""
     n = k1.size
@@ -242,7 +259,7 @@ def first_of_keys(k1: np.ndarray) -> np.ndarray:
     return out[:m]
 
 
-@numba.njit(cache=True, nogil=True)
+@_njit
 def round_sums(keys: np.ndarray, s0: int, params: np.ndarray, depth: int, width: int,
                slots: int) -> np.ndarray:
     """``int64[slots, depth * width]``: the arrival clock's increments per (local round, cell).
@@ -270,7 +287,7 @@ def round_sums(keys: np.ndarray, s0: int, params: np.ndarray, depth: int, width:
     return acc.reshape(slots, dw)
 
 
-@numba.njit(cache=True, nogil=True)
+@_njit
 def used_cells(cells: np.ndarray, n: int) -> np.ndarray:
     """The distinct values of ``cells`` (``(d, m)`` flat cell indices in ``[0, n)``), in
     order of first appearance (candidate-major: the candidate cells are column-major)."""
@@ -288,7 +305,7 @@ def used_cells(cells: np.ndarray, n: int) -> np.ndarray:
     return out[:k]
 
 
-@numba.njit(cache=True, nogil=True)
+@_njit
 def min_over_rows(cells: np.ndarray, used: np.ndarray, read: np.ndarray, n: int) -> np.ndarray:
     """``values[cells].min(axis=0)`` (Alg. 4, min) for ``cells`` of shape ``(d, m)``, where
     ``values[used] = read`` (``used`` holds every cell of ``cells``)."""

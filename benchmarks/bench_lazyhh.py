@@ -283,7 +283,8 @@ def report(rows: list[Row], n: int, n_keys: int, args: argparse.Namespace) -> st
         f"| precision | 1 everywhere | min {fmt(min(prec), 2) if prec else 'n/a'} |",
         f"| ARE of reported items at k~ = 4k | ~0.05 | {fmt(at4k.are) if at4k else 'n/a'} |",
         f"| update time | ~14 us (C++) | {at4k.us_per_update:.2f} us "
-        f"({at4k.updates_per_s / 1e6:.2f}M/s, numpy + numba) |" if at4k else "| update time | 14 | n/a |",
+        f"({at4k.updates_per_s / 1e6:.2f}M/s, numpy + numba) |" if at4k
+        else "| update time | 14 | n/a |",
     ]
     return "\n".join([
         "# Figure 4 of paper 002 reproduced: LazyHH on real traffic",

@@ -35,7 +35,8 @@ ENV PATH=/opt/dpstream/bin:$PATH \
     DPSTREAM_TOPOLOGIES=/app/topologies/netmon.yaml \
     DPSTREAM_METRICS_HOST=0.0.0.0 \
     DPSTREAM_METRICS_PORT=9108 \
-    FAUST_DATADIR=/var/lib/dpstream/{conf.name}-data
+    FAUST_DATADIR=/var/lib/dpstream/{conf.name}-data \
+    NUMBA_CACHE_DIR=/tmp/numba-cache
 USER 10001:10001
 EXPOSE 9108
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s \

@@ -14,6 +14,11 @@ Measured (wall clock, best of 3 repetitions, after one warm-up batch):
 - LazyCMS with SecureNoise (os.urandom, the production source);
 - PunctualCMS (Alg. 3, the slow baseline) on a short stream;
 - the real FIMI retail stream (skipped when ../shared/data is absent);
+- LazyHH in the production configuration of ``topologies/netmon.yaml`` (its spec,
+  SecureNoise, IPv4 ``src_ip`` strings of the demo generator as Python str objects,
+  ``ceil(event_horizon / epoch_ticks)`` events per tick, 2^16-event batches), with the
+  compiled hot path and, as the same-run baseline, the numpy path it replaced
+  (identical releases; ``--only-lazyhh`` runs just these rows without writing);
 - state memory per sketch vs the algorithmic minimum (d*w counters + one
   noise value per tree level per counter).
 """
@@ -36,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sketches.continual.lazy import LazyCMS, LazyCS, LazySketchSpec
 from sketches.continual.plain import CMS, PlainSketchSpec
 from sketches.continual.punctual import PunctualCMS, PunctualSketchSpec
+from sketches.core.base import lookup
 from sketches.core.hashing import HASH_ALGORITHM
 from sketches.core.noise import FastNoise, SecureNoise
 from sketches.privacy import Calibrator, Clock, Relation
@@ -116,13 +122,49 @@ def sequential_reference_rate(items: np.ndarray) -> float:
     return best_rate(run, reps=2)
 
 
+NETMON = Path(__file__).resolve().parents[1] / "topologies" / "netmon.yaml"
+
+
+def lazyhh_netmon_rows(total: int) -> None:
+    """LazyHH with topologies/netmon.yaml's spec on its own item (src_ip) and tick rate."""
+    from worker.demo_producer import NetmonGenerator  # benchmark only: the demo's IPv4 pool
+    from worker.topology import load_topology
+
+    entry = lookup("lazy_hh")
+    spec = entry.build_spec(load_topology(NETMON).spec_params())
+    items = NetmonGenerator(routers=1, seed=0).chunk(total)["src_ip"]  # object array of str
+    per_tick = -(-spec.event_horizon // spec.horizon)  # the topology's sustained maximum
+    ticks = np.arange(total, dtype=np.int64) // per_tick
+    batch = 2**16
+    depth = entry.build(spec, SecureNoise()).params.depth
+    label = (f"LazyHH netmon.yaml (k={spec.k}, k~={spec.k_tilde}, d={depth}, tick, add/remove,"
+             f" SECURE noise), IPv4 str, {per_tick} ev/tick, 2^16")
+    rates = {}
+    for kernel in (False, True):
+        def run(kernel: bool = kernel) -> int:
+            hh = entry.build(spec, SecureNoise())
+            hh._kernel = kernel  # benchmark only: the numpy path as the same-run baseline
+            for a in range(0, total, batch):
+                hh.update_batch(items[a:a + batch], ticks=ticks[a:a + batch])
+            return total
+        run()  # warm-up (compiled kernels load from the on-disk cache)
+        rates[kernel] = best_rate(run)
+    record(f"baseline: {label}, numpy path", rates[False])
+    record(f"{label}, compiled path", rates[True], f"{rates[True] / rates[False]:.2f}x numpy path")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller streams (smoke run)")
+    ap.add_argument("--only-lazyhh", action="store_true",
+                    help="run only the LazyHH netmon rows; print, do not write results")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results"
                                           / "bench_core.md"))
     args = ap.parse_args()
     total = 2**20 if args.quick else 2**23
+    if args.only_lazyhh:
+        lazyhh_netmon_rows(total // 8)
+        return
     rng = np.random.default_rng(0)
     ints = rng.integers(0, 2**32, 2**20)
     ips = np.array([f"{a}.{b}.{c}.{d}" for a, b, c, d in rng.integers(0, 256, (2**18, 4))])
@@ -167,6 +209,7 @@ def main() -> None:
         record("LazyCMS arrival on real FIMI retail stream, 2^16", r)
     else:
         print("real data not found, FIMI row skipped")
+    lazyhh_netmon_rows(total // 8)
 
     mem_rows = []
     for horizon in (2**20, 2**26):
@@ -187,6 +230,8 @@ def write_md(path: Path, total: int, mem_rows: list[tuple[int, int, int, int]]) 
         f" python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs"
         " shared with other jobs (numbers are best-of-3 wall clock and vary with load).",
         f" d={D}, w={W}, eps=1, delta=1e-6, {total} events per measurement unless noted.",
+        "",
+        f"Load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}.",
         "",
         "| configuration | M events/s | note |",
         "|---|---:|---|",

@@ -197,6 +197,8 @@ class CandidateSet:
         keys = np.asarray(keys, dtype=np.uint64)
         if keys.size == 0:
             return None
+        if self._merge(keys, items, cells, keys2):
+            return None
         all_keys = np.concatenate([self._keys, keys])
         if self._keys2 is None:
             order = np.argsort(all_keys, kind="stable")
@@ -212,6 +214,39 @@ class CandidateSet:
         self._cells = np.concatenate([self._cells, np.asarray(cells, np.int64)], axis=1)[:, order]
         self._table = None
         return None
+
+    def _merge(self, keys: np.ndarray, items: np.ndarray, cells: np.ndarray,
+               keys2: np.ndarray | None) -> bool:
+        """Fast path of :meth:`add` for new keys given in ascending order whose first
+        words are strictly increasing and differ from every member's: the pair order
+        is then the first-word order, so a merge (no sort) gives :meth:`add`'s exact
+        arrays. Returns False (nothing changed) when the keys do not qualify."""
+        if (keys.size > 1 and not bool(np.all(keys[1:] > keys[:-1]))) or (
+                self._keys2 is not None and keys2 is None):
+            return False
+        at = np.searchsorted(self._keys, keys)  # new key j goes before member at[j]
+        if self._keys.size and bool(np.any(self._keys[np.minimum(at, self._keys.size - 1)]
+                                           == keys)):
+            return False  # an equal first word: the pair order needs the second words
+        n0, m = self._keys.size, keys.size
+        new_pos = at + np.arange(m)
+        old_pos = np.arange(n0) + np.searchsorted(keys, self._keys)
+        out_keys = np.empty(n0 + m, dtype=np.uint64)
+        out_keys[old_pos], out_keys[new_pos] = self._keys, keys
+        if self._keys2 is not None:
+            assert keys2 is not None
+            out2 = np.empty(n0 + m, dtype=np.uint64)
+            out2[old_pos], out2[new_pos] = self._keys2, np.asarray(keys2, dtype=np.uint64)
+            self._keys2 = out2
+        out_items = np.empty(n0 + m, dtype=self._items.dtype)
+        out_items[old_pos] = self._items
+        out_items[new_pos] = np.asarray(items).astype(self._items.dtype, copy=False)
+        out_cells = np.empty((self._depth, n0 + m), dtype=np.int64)
+        out_cells[:, old_pos] = self._cells
+        out_cells[:, new_pos] = np.asarray(cells, np.int64)
+        self._keys, self._items, self._cells = out_keys, out_items, out_cells
+        self._table = None
+        return True
 
     def trim(self, estimates: np.ndarray, keep: int) -> None:
         """Keep the ``keep`` candidates with the largest estimates (ties: smaller key)."""

@@ -182,6 +182,15 @@ class HashSpec:
         """True for a hash with secret random parameters (never released)."""
         return self.params is not None
 
+    def words(self) -> np.ndarray:
+        """The ``2 + 6 d`` uint64 parameter words (read-only view; secret for a random hash).
+
+        For compiled kernels that evaluate :mod:`sketches.core.hash_family` rows themselves.
+        """
+        view = self._p.view()
+        view.flags.writeable = False
+        return view
+
     # ------------------------------------------------------------------ keys
     def item_keys(self, items: np.ndarray | Sequence[Any]) -> np.ndarray:
         """Map items (ints, str or bytes) to 64-bit keys (injective on ints and encodings).

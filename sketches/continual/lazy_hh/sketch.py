@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from sketches.continual.lazy import LazySketchSpec
+from sketches.continual.lazy_hh import kernel
 from sketches.continual.lazy_hh.release import release_payload
 from sketches.continual.lazy_hh.spec import LazyHHSpec, derive_params, guarantee
 from sketches.continual.lazy_hh.state import (
@@ -85,6 +86,8 @@ if TYPE_CHECKING:
 __all__ = ["LazyHH", "LazyHHSpec"]
 
 _CHUNK = 1 << 15  # events per vectorised step (bounds the (rounds, d*w) work array)
+_KCHUNK = 1 << 12  # the same for the compiled path: a work array that stays in cache
+_KCELLS = 1 << 18  # tick clock, compiled path: at most this many (tick, cell) sums per call
 
 
 class LazyHH:
@@ -146,6 +149,8 @@ class LazyHH:
             tick_counts=np.zeros(spec.output_every, dtype=np.int64),
         )
         self._fast_catch_up = True  # tests set False to force the sequential path
+        self._kernel = True  # compiled hot path (kernel.py); tests set False: the numpy path
+        self._sip_words = np.frombuffer(item_key + item_key2, dtype="<u8").astype(np.uint64)
 
     # ------------------------------------------------------------ updates
     def update_batch(
@@ -192,7 +197,12 @@ class LazyHH:
         (one encoding of the items for both words); ``keys2`` is None for int items."""
         if items.dtype.kind in "iub":
             return self.hash.item_keys(items), None
-        both = siphash24_multi((self._item_key, self._item_key2), items)
+        enc = kernel.ascii_blob(items) if self._kernel else None
+        if enc is not None:  # ASCII str items: the same SipHash words, compiled
+            both = np.empty((2, items.size), dtype=np.uint64)
+            kernel.siphash_pair(*enc, self._sip_words, both)
+        else:
+            both = siphash24_multi((self._item_key, self._item_key2), items)
         return both[0], both[1]
 
     def _check_items(self, items: np.ndarray) -> None:
@@ -222,26 +232,32 @@ class LazyHH:
         when ``s + 1`` is a multiple of ``w = k~``: the only per-round Python work.
         """
         w, dw = self.spec.k_tilde, self._st.carry.shape[1]
-        for c0 in range(0, items.size, _CHUNK):
-            seg = items[c0:c0 + _CHUNK]
+        chunk = _KCHUNK if self._kernel else _CHUNK  # same sums, any chunking
+        for c0 in range(0, items.size, chunk):
+            seg = items[c0:c0 + chunk]
             s0, m = self._st.events, seg.size
             base = s0 // w
             keys, keys2 = self._item_key_words(seg)
-            buckets = self.hash.buckets(keys)
             slots = (s0 + m - 1) // w - base + 3
-            acc = self._round_sums(buckets, s0, slots).reshape(slots, dw)
+            if self._kernel:  # same sums; candidate cells computed for new candidates only
+                buckets = None
+                acc = kernel.round_sums(keys, s0, self.hash.words(), self.sketch_spec.depth,
+                                        w, slots)
+            else:
+                buckets = self.hash.buckets(keys)
+                acc = self._round_sums(buckets, s0, slots).reshape(slots, dw)
             acc[:2] += self._st.carry
             done = (s0 + m) // w - base  # rounds completed by this chunk
             for r in range(done):
                 a, b = max(0, (base + r) * w - s0), (base + r + 1) * w - s0
                 self._st.counters.push(acc[r], 1)  # one round (same noise rule as advance)
-                self._absorb(seg[a:b], keys[a:b], buckets[:, a:b],
+                self._absorb(seg[a:b], keys[a:b], None if buckets is None else buckets[:, a:b],
                              None if keys2 is None else keys2[a:b])
                 self._st.events = s0 + b
                 self._output()
             a = max(0, (base + done) * w - s0)
             if a < m:
-                self._absorb(seg[a:], keys[a:], buckets[:, a:],
+                self._absorb(seg[a:], keys[a:], None if buckets is None else buckets[:, a:],
                              None if keys2 is None else keys2[a:])
             self._st.events = s0 + m
             self._st.carry[:] = acc[done:done + 2]  # later slots are empty
@@ -299,15 +315,32 @@ class LazyHH:
         if not items.size:
             return
         keys, keys2 = self._item_key_words(items)
-        buckets = self.hash.buckets(keys)
-        cells = buckets + self._row0
-        dw = self._st.carry.shape[1]
-        uniq, first = np.unique(ticks, return_index=True)
-        for tick, a, b in zip(uniq.tolist(), first.tolist(), [*first[1:].tolist(), items.size],
-                              strict=True):
-            self._close_ticks(tick)
-            self._st.carry[0] += np.bincount(cells[:, a:b].ravel(), minlength=dw)
-        self._absorb(items, keys, buckets, keys2)
+        if self._kernel:  # same sums; candidate cells for new candidates only
+            dw = self._st.carry.shape[1]
+            first = np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])  # each distinct tick
+            ends = [*first[1:].tolist(), items.size]
+            per = max(1, _KCELLS // dw)  # distinct ticks per kernel call: bounded work array
+            for g in range(0, first.size, per):
+                a, b = int(first[g]), ends[min(g + per, first.size) - 1]
+                slot = np.repeat(np.arange(min(per, first.size - g)),
+                                 np.diff(np.r_[first[g:g + per], b]))
+                acc = kernel.cell_counts(keys[a:b], slot, self.hash.words(),
+                                         self.sketch_spec.depth, self.spec.k_tilde,
+                                         int(slot[-1]) + 1)
+                for j, tick in enumerate(ticks[first[g:g + per]].tolist()):
+                    self._close_ticks(tick)
+                    self._st.carry[0] += acc[j]
+            self._absorb(items, keys, None, keys2)
+        else:
+            buckets = self.hash.buckets(keys)
+            cells = buckets + self._row0
+            dw = self._st.carry.shape[1]
+            uniq, first = np.unique(ticks, return_index=True)
+            for tick, a, b in zip(uniq.tolist(), first.tolist(),
+                                  [*first[1:].tolist(), items.size], strict=True):
+                self._close_ticks(tick)
+                self._st.carry[0] += np.bincount(cells[:, a:b].ravel(), minlength=dw)
+            self._absorb(items, keys, buckets, keys2)
         self._st.events += items.size
         self._st.tick_counts += np.bincount(ticks - self._st.boundary,
                                             minlength=self.spec.output_every)
@@ -391,15 +424,28 @@ class LazyHH:
         self._st.boundary = boundary
         self._output()
 
-    def _absorb(self, items: np.ndarray, keys: np.ndarray, buckets: np.ndarray,
+    def _absorb(self, items: np.ndarray, keys: np.ndarray, buckets: np.ndarray | None,
                 keys2: np.ndarray | None = None) -> None:
         """Alg. 6 line 9, vectorised: add the interval's distinct new items to C.
 
         ``keys2``: second words of str/bytes items, whose identity is ``(keys, keys2)``
         (equal first words, different second: distinct candidates sharing sketch cells).
+        ``buckets`` None: the compiled path (first occurrences found by
+        :mod:`~sketches.continual.lazy_hh.kernel`, cells hashed for the new candidates
+        only); the same candidates, items and cells as the numpy path.
         """
         c = self._st.cands
         assert c is not None
+        if buckets is None:
+            first = (kernel.first_of_keys(keys) if keys2 is None
+                     else kernel.first_of_pairs(keys, keys2))
+            idx = first[c.missing(keys[first], None if keys2 is None else keys2[first])]
+            idx = idx[np.argsort(keys[idx], kind="stable")]  # ascending: add() merges
+            if idx.size:
+                c.add(keys[idx], items[idx],
+                      kernel.cells(keys[idx], self.hash.words(), c.cells.shape[0], self.hash.width),
+                      None if keys2 is None else keys2[idx])
+            return
         if keys2 is None:  # int items: the 64-bit key is a bijection
             pos = np.flatnonzero(c.missing(keys))  # most items are candidates already
             if pos.size:
@@ -442,7 +488,11 @@ class LazyHH:
         # the read may draw lazy node noise: do it before any output state changes, so a
         # failing draw never pairs new thresholds with the previous output's items
         est = None
-        if c is not None and c.size > 0:
+        if c is not None and c.size > 0 and self._kernel:  # the same read set, each cell once
+            n = self._st.counters.n
+            used = kernel.used_cells(c.cells, n)
+            est = kernel.min_over_rows(c.cells, used, self._st.counters.query_at(used), n)
+        elif c is not None and c.size > 0:
             est = self._st.counters.query_at(c.cells).min(axis=0)  # Alg. 4 (min), all pushed
         self._st.last = {"t_hat": t_hat, "t_up": t_up, "threshold": tau,
                       "tau1": th.tau1(max(t_hat, 0.0)), "tau2": th.tau2(t_up),

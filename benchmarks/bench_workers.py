@@ -127,7 +127,17 @@ async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         await admin.close()
 
 
-def run_case(bootstrap: str, topic: str, k: int, tmp: Path, n: int) -> dict[str, Any]:
+def proc_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) of process ``pid`` from /proc (0.0 if unavailable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def run_case(bootstrap: str, topic: str, k: int, tmp: Path, n: int,
+             broker_pid: int | None = None) -> dict[str, Any]:
     """Run ``k`` workers in one group over the whole topic; aggregate their results."""
     name = f"bw{k}"
     topo = tmp / f"{name}.yaml"
@@ -153,13 +163,16 @@ def run_case(bootstrap: str, topic: str, k: int, tmp: Path, n: int) -> dict[str,
         else:
             stable_since = None
         time.sleep(0.1)
+    broker_cpu0, go_at = proc_cpu(broker_pid), time.time()
     go.write_text("go")
-    results = []
+    results: list[dict[str, Any]] = []
     for p in procs:
         out, err = p.communicate(timeout=600)
         line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
         results.append(json.loads(line[7:]) if line else {"error": err[-1500:]})
     load_after = os.getloadavg()
+    broker_cpu = proc_cpu(broker_pid) - broker_cpu0  # includes its idle tail (IDLE_S)
+    broker_window = time.time() - go_at
     ok = [r for r in results if "error" not in r and r["first"] is not None]
     if len(ok) != k:
         return {"workers": k, "error": results, "load_before": load_before}
@@ -170,6 +183,8 @@ def run_case(bootstrap: str, topic: str, k: int, tmp: Path, n: int) -> dict[str,
                             "partitions": r["partitions"],
                             "cpu_s": r["cpu_s"], "cpu_pct": 100 * r["cpu_s"] / span}
                            for r in ok],
+            "events_per_cpu_s": events / max(sum(r["cpu_s"] for r in ok), 1e-9),
+            "broker_cpu_pct": 100 * broker_cpu / broker_window,
             "load_before": load_before, "load_after": load_after, "n": n}
 
 
@@ -188,11 +203,12 @@ def write_report(path: Path, rows: list[dict[str, Any]], n: int) -> str:
            f"({ROUTERS} routers); LazyCMS d=4 w=1024, tick 100 ms; workers in one consumer "
            "group, timed from the first batch after the group formed to the last batch.", "",
            "| workers | events/s total | speed-up vs 1 | events/s per worker | partitions per "
-           "worker | CPU per worker (% of one core) | load avg before | load avg after |",
-           "|---|---|---|---|---|---|---|---|"]
+           "worker | CPU per worker (% of one core) | events per worker CPU-second | broker CPU (% "
+           "of one core) | load avg before | load avg after |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['workers']} | error: {str(r['error'])[:300]} | | | | | | |")
+            out.append(f"| {r['workers']} | error: {str(r['error'])[:300]} | | | | | | | | |")
             continue
         pw = r["per_worker"]
         speed = f"{r['eps'] / base:.2f}" if base else "n/a"
@@ -200,10 +216,14 @@ def write_report(path: Path, rows: list[dict[str, Any]], n: int) -> str:
                    + " / ".join(f"{w['eps']:,.0f}" for w in pw) + " | "
                    + " / ".join(str(w["partitions"]) for w in pw) + " | "
                    + " / ".join(f"{w['cpu_pct']:.0f}" for w in pw) + " | "
+                   + f"{r['events_per_cpu_s']:,.0f} | {r['broker_cpu_pct']:.0f} | "
                    + f"{fmt_load(r['load_before'])} | {fmt_load(r['load_after'])} |")
     out += ["", "Events count every record applied (the group forms before the timed "
             "window, so nothing is applied twice). CPU is user+system time of each worker "
-            "process over the timed window. With 2 cores shared by the broker (which "
+            "process over the timed window; *events per worker CPU-second* = all events / "
+            "the workers' summed CPU, what one worker sustains on a core of its own; broker "
+            "CPU is the embedded broker's share over the window plus the members' 2 s idle "
+            "tail. With 2 cores shared by the broker (which "
             "serves every fetch) and the workers, more than ~2 busy processes cannot run "
             "at once: the total flattens and per-worker CPU falls as workers are added. "
             "On a machine with a core per worker plus the broker elsewhere, the total "
@@ -243,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
                                  encoding="json", seed=1, routers=ROUTERS))
         print(f"produced {args.n:,} in {time.perf_counter() - t0:.1f}s", flush=True)
         for k in args.workers:
-            rows.append(run_case(broker.bootstrap, topic, k, Path(tmp), args.n))
+            rows.append(run_case(broker.bootstrap, topic, k, Path(tmp), args.n, broker.pid))
             print(rows[-1], flush=True)
     print(write_report(Path(args.out), rows, args.n))
 

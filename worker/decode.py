@@ -207,8 +207,8 @@ def _typed_decoder(shard: str, item: str) -> Callable[[bytes], Any]:
     """msgspec decoder of an object with two string fields (other fields are skipped)."""
     fields = [("s", str)] if shard == item else [("s", str), ("i", str)]
     rename = {"s": shard} if shard == item else {"s": shard, "i": item}
-    cls = msgspec.defstruct("Event", fields, rename=rename)  # type: ignore[arg-type]
-    return msgspec.json.Decoder(cls).decode  # type: ignore[no-any-return]
+    cls = msgspec.defstruct("Event", fields, rename=rename)
+    return msgspec.json.Decoder(cls).decode
 
 
 def _typed_columns(records: Sequence[Record], ks: str, ki: str, gate: Gate,

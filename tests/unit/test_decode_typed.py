@@ -92,7 +92,7 @@ def test_fast_path_taken_on_clean_batches(monkeypatch: pytest.MonkeyPatch) -> No
     calls = []
     real = decode._typed_columns
 
-    def spy(*a, **k):  # type: ignore[no-untyped-def]
+    def spy(*a, **k):
         out = real(*a, **k)
         calls.append(out is not None)
         return out

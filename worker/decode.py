@@ -207,7 +207,7 @@ def _typed_decoder(shard: str, item: str) -> Callable[[bytes], Any]:
     """msgspec decoder of an object with two string fields (other fields are skipped)."""
     fields = [("s", str)] if shard == item else [("s", str), ("i", str)]
     rename = {"s": shard} if shard == item else {"s": shard, "i": item}
-    cls = msgspec.defstruct("Event", fields, rename=rename)
+    cls = msgspec.defstruct("Event", fields, rename=rename, gc=False)  # str fields: no cycles
     return msgspec.json.Decoder(cls).decode
 
 

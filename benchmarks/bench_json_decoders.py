@@ -130,9 +130,9 @@ def main(argv: list[str] | None = None) -> None:
             f"| typed fast path (msgspec Struct per message, ASCII/escape guards) | "
             f"{fast / n * 1e6:.2f} | {n / fast:,.0f} |",
             f"| speed-up | {ref / fast:.2f}x | |", "",
-            "Choice: msgspec with a typed Struct of only the named fields. It and "
-            "pysimdjson (per message) are the two fastest, within this machine's noise of "
-            "each other; msgspec also checks both field types in C and returns plain str "
+            "Choice: msgspec with a typed Struct of only the named fields. It is the fastest "
+            "(pysimdjson per message comes next; in one noisy run the two tied); msgspec "
+            "also checks both field types in C and returns plain str "
             "values (pysimdjson hands out proxies tied to a reusable parser), and skips the "
             "other fields without building Python objects. orjson and untyped msgspec build "
             "every field. See docs/INGESTION.md for when the fast path "

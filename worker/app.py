@@ -61,6 +61,9 @@ from worker.topology import Topology, load_topologies
 
 log = logging.getLogger(__name__)
 
+GROUP_COMMIT_INTERVAL_S = 5.0
+"""How often checkpoint-covered offsets are committed to the group (monitoring only)."""
+
 
 class KafkaSink:
     """Engine sink over an aiokafka producer: buffered sends, explicit flush."""
@@ -134,6 +137,7 @@ class Worker:
         self.started = False
         """:meth:`start` completed (clients connected, topics declared, subscribed)."""
         self.rebalancing = settings.assignment != "static"
+        self._committed: dict[TopicPartition, int] = {}
         """True from a revocation until the assigned partitions are restored and seeked.
 
         Records that ``getmany`` hands over while it is true come from positions
@@ -380,10 +384,14 @@ class Worker:
     async def _timer(self) -> None:
         period = max(0.02, min(1.0, min(t.privacy.tick_ms for t in self.topologies) / 4000))
         loop, logged = asyncio.get_running_loop(), -math.inf
+        committed_at = -math.inf
         while not self._stopping.is_set():
             try:
                 await self.engine.on_timer()
                 await self._update_lag()
+                if loop.time() - committed_at >= GROUP_COMMIT_INTERVAL_S:
+                    committed_at = loop.time()
+                    await self._commit_group_offsets()
             except BROKER_ERRORS as exc:  # pending releases stay queued: retried next round
                 self._broker_error(exc)
             except Exception as exc:  # outside a partition's work (the engine contains those)
@@ -393,6 +401,31 @@ class Worker:
                     log.exception("release timer round failed (%s); the timer goes on", exc)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), period)
+
+    async def _commit_group_offsets(self) -> None:
+        """Commit each assigned partition's checkpoint-covered offset to the consumer group.
+
+        Purely for monitoring: lag tools (``kafka-consumer-groups``, Burrow) and KEDA's
+        Kafka scaler read the group's committed offsets; with none, KEDA counts the whole
+        retained log as lag and holds the maximum replica count. Restores seek to the
+        checkpointed offsets and never read these. A failed commit (e.g. mid-rebalance)
+        is skipped and retried next interval.
+        """
+        covered = self.engine.covered_offsets()
+        offsets = {}
+        for tp in self.consumer.assignment():
+            off = covered.get((tp.topic, tp.partition), 0)
+            if off > 0 and self._committed.get(tp) != off:
+                offsets[tp] = off
+        if not offsets or self.rebalancing:
+            return
+        try:
+            await self.consumer.commit(offsets)
+        except Exception as exc:  # informational: never fail the worker for it
+            log.debug("group offset commit skipped (%s); retried in %ss", exc,
+                      GROUP_COMMIT_INTERVAL_S)
+            return
+        self._committed.update(offsets)
 
     async def _update_lag(self) -> None:
         for tp in self.consumer.assignment():

@@ -286,7 +286,7 @@ class Engine:
                 lambda shard, epoch, t=topo: self._noise_for(t, shard, epoch))
             self._reconcile(topo, st)
             ps.shards[st.shard] = st
-        ps.next_offset = cp.next_offset
+        ps.next_offset = ps.covered_offset = cp.next_offset
         if ps.events is not None:
             ps.events.done = set(cp.done)
             # never below a tick a restored clock has closed (a version-1 checkpoint of a
@@ -373,6 +373,19 @@ class Engine:
                         await self._commit(ps, force=True)
                         for shard in ps.shards:
                             self.metrics.forget_shard(topo.name, shard)
+
+    def covered_offsets(self) -> dict[tuple[str, int], int]:
+        """Per owned input partition, the offset its checkpoints resume from (the minimum
+        over the topologies reading it): where a worker restarted now would read again.
+
+        Informational: the worker commits it to its consumer group so lag monitors and
+        KEDA's Kafka scaler see real progress; restores never read committed offsets.
+        """
+        out: dict[tuple[str, int], int] = {}
+        for (_name, p), ps in self.parts.items():
+            key = (ps.topology.input.topic, p)
+            out[key] = min(out.get(key, ps.covered_offset), ps.covered_offset)
+        return out
 
     async def checkpoint_all(self) -> None:
         """Checkpoint every owned partition (graceful shutdown)."""
@@ -648,7 +661,7 @@ class Engine:
         self.metrics.checkpoint_latency.labels(topology=topo.name).observe(
             time.perf_counter() - t0)
         self.metrics.checkpoint_bytes.labels(topology=topo.name).inc(written)
-        ps.dirty, ps.last_commit_ms = False, self.now_ms()
+        ps.dirty, ps.last_commit_ms, ps.covered_offset = False, self.now_ms(), resume
         if not ps.pending:
             return
         self._crash("after_checkpoint")

@@ -66,6 +66,8 @@ class PartitionState:
     partition: int
     gate: ShardGate
     next_offset: int = 0
+    covered_offset: int = 0
+    """The input offset the last checkpoint resumes from (what a restart reads again from)."""
     shards: dict[str, ShardState] = field(default_factory=dict)
     pending: list[tuple[str, bytes, bytes, float | None, int]] = field(default_factory=list)
     dirty: bool = False

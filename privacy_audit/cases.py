@@ -222,7 +222,8 @@ def _lazy_factorized(counter: str, observed: int = 128) -> Case:
         return float(w @ sums)
 
     return Case(
-        name=f"lazy_cms_{counter}", mechanism=f"lazy_cms (counter: {counter}, float sampler)", clock="tick", relation="add_remove",
+        name=f"lazy_cms_{counter}", mechanism=f"lazy_cms (counter: {counter}, float sampler)",
+        clock="tick", relation="add_remove",
         source=f"topologies/netmon_prefixes.yaml with counter: {counter} (width 16, d=4)",
         statistic=f"(B_R B_R^T)^-1 1 weighted sum of the item's {spec.depth} cells over the"
                   f" releases at rounds 1..{observed} (LR-optimal linear for round(B z) noise)",

@@ -243,12 +243,7 @@ class CheckpointCache:
     def shard_state(self, prefix: str, shard: str, head_gen: int) -> tuple[int, int, bytes]:
         """``(slot, generation, state)``: the shard's latest record committed by the head
         of generation ``head_gen`` (records of later generations were never committed)."""
-        best: tuple[int, int] | None = None
-        for slot, chunks in self.shards[prefix][shard].items():
-            first = chunks.get(0)
-            if first is not None and first[0] <= head_gen and (best is None or
-                                                                first[0] > best[1]):
-                best = (slot, first[0])
+        best = self._best(prefix, shard, head_gen)
         if best is None:
             raise SerializationError(f"checkpoint {prefix}: shard {shard!r} has no record "
                                      f"committed by generation {head_gen}; corrupt")
@@ -269,16 +264,28 @@ class CheckpointCache:
                                      "corrupt")
         return slot, gen, zlib.decompress(blob)
 
+    def _best(self, prefix: str, shard: str, head_gen: int) -> tuple[int, int] | None:
+        """``(slot, generation)`` of the shard's latest record with generation <= head_gen."""
+        best: tuple[int, int] | None = None
+        for slot, chunks in self.shards.get(prefix, {}).get(shard, {}).items():
+            first = chunks.get(0)
+            if first is not None and first[0] <= head_gen and (best is None or
+                                                                first[0] > best[1]):
+                best = (slot, first[0])
+        return best
+
     def committed(self, prefix: str, shard: str, head_gen: int) -> bool:
         """Whether the shard has a record of a generation <= ``head_gen``."""
-        return any(c.get(0, (head_gen + 1,))[0] <= head_gen
-                   for c in self.shards.get(prefix, {}).get(shard, {}).values())
+        return self._best(prefix, shard, head_gen) is not None
 
     def slots(self, prefix: str, head_gen: int) -> dict[str, int]:
         """Slot of each shard's committed record (the next write goes to the other)."""
-        return {shard: self.shard_state(prefix, shard, head_gen)[0]
-                for shard in self.shards.get(prefix, {})
-                if self.committed(prefix, shard, head_gen)}
+        out = {}
+        for shard in self.shards.get(prefix, {}):
+            best = self._best(prefix, shard, head_gen)
+            if best is not None:
+                out[shard] = best[0]
+        return out
 
     def uncommitted(self, prefix: str, head_gen: int) -> list[bytes]:
         """Keys of per-shard records of generations after ``head_gen`` (a crash between

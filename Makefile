@@ -56,6 +56,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_noise.py
 	$(BIN)/python benchmarks/bench_e2e.py
+	$(BIN)/python benchmarks/bench_shards.py
 	$(BIN)/python benchmarks/bench_lazyhh.py --quick
 	$(BIN)/python benchmarks/bench_fig3.py --quick
 	$(BIN)/python benchmarks/bench_hh_compare.py --quick

@@ -48,6 +48,7 @@ from worker.checkpoint import CheckpointStore, encode_checkpoint  # noqa: E402
 from worker.checkpoint import PartitionCheckpoint as Cp  # noqa: E402
 from worker.engine import Engine  # noqa: E402
 from worker.mechanisms import load_mechanisms  # noqa: E402
+from worker.memory_model import shard_bytes  # noqa: E402
 from worker.topology import parse_topology  # noqa: E402
 
 TOPO = """
@@ -141,6 +142,7 @@ async def one(n: int, depth: int, width: int, events: int) -> dict[str, Any]:
     ps = eng.parts[("shards", 0)]
     row["memory_per_shard"] = statistics.mean(
         st.mechanism.memory_bytes() for st in ps.shards.values())
+    row["memory_model"] = shard_bytes(topo)[0]  # what `dpstream plan` and the limit use
     clock.t += 1
     b0 = store.bytes_written
     t = time.perf_counter()
@@ -210,7 +212,7 @@ def table(rows: list[dict[str, Any]], depth: int, width: int, events: int) -> st
         f"100 active shards. Load average at the end: {load} on {os.cpu_count()} shared "
         "cores.",
         "",
-        "| shards | memory/shard | quiet tick | eager tick (before) | events/s | "
+        "| shards | memory/shard measured (model) | quiet tick | eager tick (before) | events/s | "
         "incremental checkpoint (100 changed) | checkpoint bytes/s | full snapshot (before) "
         "| release tick | releases/s | release checkpoint | restore |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -219,6 +221,7 @@ def table(rows: list[dict[str, Any]], depth: int, width: int, events: int) -> st
         changed = min(r["active_shards"], r["shards"])
         lines.append(
             f"| {r['shards']:,} | {r['memory_per_shard'] / 1024:.0f} KiB "
+            f"({r['memory_model'] / 1024:.0f} KiB) "
             f"| {r['quiet_tick_ms']:.3f} ms | {r['eager_tick_ms']:.0f} ms "
             f"| {r['events_per_s']:,.0f} "
             f"| {r['incr_checkpoint_bytes'] / 1024:,.0f} KiB ({changed} shards, "

@@ -1,6 +1,6 @@
 """Checkpoints: per-(topology, input partition) state on a compacted Kafka topic.
 
-Record format (version 1, little endian) of one checkpoint before chunking::
+Record format (versions 1 and 2, little endian) of one checkpoint before chunking::
 
     b"DPCP" | u16 version | u32 meta_len | meta (JSON) |
     u32 n_shards  | n_shards  x (u64 len | ShardState.to_bytes())
@@ -24,6 +24,21 @@ crash while writing generation ``g + 1`` never damages generation ``g`` even
 after compaction. Head value: ``b"DPCH" | u16 1 | u64 generation |
 u32 n_chunks | u64 total_len | u32 crc32``; chunk value: ``b"DPCC" | u64
 generation | u32 index | data``.
+
+Incremental checkpoints (head version 2, what the engine writes; issue 12). Each
+shard's state is its own set of records, key
+``"<topology>/<partition>@<len(shard)>:<shard>#<slot>#<index>"`` and value
+``b"DPSR" | u64 generation | u32 index | u32 n_chunks | u64 total_len | u32 crc32 |
+data`` (:func:`shard_records`: the zlib-compressed ``ShardState.to_bytes()``, chunked).
+A checkpoint of generation ``g`` writes only the shards changed since the previous one,
+each into the slot (0/1) its committed record is *not* in, then the head (version 2),
+whose chunks hold the body above (meta version 2, no shard states, ``held`` = the number
+of shards); the head commits them. A shard's committed record is its latest one with a
+generation ``<=`` the head's. Records of a generation whose head never arrived (a crash)
+are never committed, and the next write tombstones them first, so no later head can
+pick them up. Meta version 2 adds ``names``, ``incremental`` and ``held``; version 1
+checkpoints (one full snapshot, head version 1) still restore, and any other version is
+refused with a :class:`SerializationError` naming the fix.
 
 Examples
 --------

@@ -96,3 +96,17 @@ def test_settings_read_the_limit_from_the_environment() -> None:
                            "DPSTREAM_MAX_OPEN_SHARDS": "7"})
     assert (s.memory_limit_bytes, s.max_open_shards) == (1000, 7)
     assert Settings().memory_limit_bytes == 0  # default: no limit
+
+
+def test_the_worker_refuses_to_start_over_the_limit(tmp_path) -> None:
+    """create_worker (what `dpstream run` calls) applies the limit before any Kafka client."""
+    from worker.app import create_worker
+
+    path = tmp_path / "t.yaml"
+    path.write_text(TOPO.format(mech="lazy_cms", params="{depth: 4, width: 1024}",
+                                shards="shards: {allowed: [a, b]}", name="big"))
+    ok = Settings(broker="127.0.0.1:1", memory_limit_bytes=1 << 30)
+    assert create_worker(ok, [str(path)]).topologies[0].name == "big"
+    tight = Settings(broker="127.0.0.1:1", memory_limit_bytes=900_000)
+    with pytest.raises(SpecError, match=r"big: 2 shards \(closed shard set\) x 491,520 bytes"):
+        create_worker(tight, [str(path)])

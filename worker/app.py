@@ -489,6 +489,9 @@ def create_worker(settings: Settings, topology_paths: Sequence[str] | None = Non
     """Factory: load mechanisms and topologies, validate, and build a :class:`Worker`."""
     load_mechanisms(settings.plugins)
     topologies = load_topologies(topology_paths or settings.topologies)
+    from worker.memory_model import check_memory_limit  # issue 12: refuse at start-up
+
+    check_memory_limit(topologies, settings.memory_limit_bytes, settings.max_open_shards)
     return Worker(settings, topologies, metrics)
 
 

@@ -1,6 +1,6 @@
 """Checkpoints: per-(topology, input partition) state on a compacted Kafka topic.
 
-Record format (version 1, little endian) of one checkpoint before chunking::
+Record format (versions 1 and 2, little endian) of one checkpoint before chunking::
 
     b"DPCP" | u16 version | u32 meta_len | meta (JSON) |
     u32 n_shards  | n_shards  x (u64 len | ShardState.to_bytes())
@@ -24,6 +24,21 @@ crash while writing generation ``g + 1`` never damages generation ``g`` even
 after compaction. Head value: ``b"DPCH" | u16 1 | u64 generation |
 u32 n_chunks | u64 total_len | u32 crc32``; chunk value: ``b"DPCC" | u64
 generation | u32 index | data``.
+
+Incremental checkpoints (head version 2, what the engine writes; issue 12). Each
+shard's state is its own set of records, key
+``"<topology>/<partition>@<len(shard)>:<shard>#<slot>#<index>"`` and value
+``b"DPSR" | u64 generation | u32 index | u32 n_chunks | u64 total_len | u32 crc32 |
+data`` (:func:`shard_records`: the zlib-compressed ``ShardState.to_bytes()``, chunked).
+A checkpoint of generation ``g`` writes only the shards changed since the previous one,
+each into the slot (0/1) its committed record is *not* in, then the head (version 2),
+whose chunks hold the body above (meta version 2, no shard states, ``held`` = the number
+of shards); the head commits them. A shard's committed record is its latest one with a
+generation ``<=`` the head's. Records of a generation whose head never arrived (a crash)
+are never committed, and the next write tombstones them first, so no later head can
+pick them up. Meta version 2 adds ``names``, ``incremental`` and ``held``; version 1
+checkpoints (one full snapshot, head version 1) still restore, and any other version is
+refused with a :class:`SerializationError` naming the fix.
 
 Examples
 --------
@@ -49,8 +64,11 @@ from sketches.errors import SerializationError
 
 log = logging.getLogger(__name__)
 
-MAGIC, VERSION = b"DPCP", 1
-HEAD_MAGIC, CHUNK_MAGIC = b"DPCH", b"DPCC"
+MAGIC, VERSION = b"DPCP", 2
+READ_VERSIONS = (1, 2)
+HEAD_MAGIC, CHUNK_MAGIC, SHARD_MAGIC = b"DPCH", b"DPCC", b"DPSR"
+HEAD_VERSIONS = (1, 2)
+"""Head version 1: the chunks hold every shard; 2: shards live in per-shard records."""
 CHUNK_BYTES = 512 * 1024
 MARKER_KEY = b"__dpstream_marker__"
 
@@ -66,6 +84,16 @@ class PartitionCheckpoint:
     pending: list[bytes] = field(default_factory=list)
     done: list[int] = field(default_factory=list)
     watermark: int | None = None
+    names: list[str] | None = None
+    """Shard names of ``shards`` (same order). None: an anonymous full snapshot (version-1
+    records). Given: the store writes one record per shard (incremental format)."""
+    incremental: bool = False
+    """True: ``shards`` holds only the shards changed since this store's previous
+    checkpoint of the partition (the others keep their last record); ``held`` counts all.
+    A loaded checkpoint is always complete; ``incremental`` then says whether it came from
+    per-shard records (False: a version-1 full snapshot, to be rewritten shard by shard)."""
+    held: int | None = None
+    """Number of shards the partition holds (checked on restore of per-shard records)."""
 
 
 def encode_checkpoint(cp: PartitionCheckpoint) -> bytes:
@@ -76,6 +104,12 @@ def encode_checkpoint(cp: PartitionCheckpoint) -> bytes:
         doc["done"] = list(cp.done)
     if cp.watermark is not None:
         doc["watermark"] = int(cp.watermark)
+    if cp.names is not None:
+        doc["names"] = list(cp.names)
+    if cp.incremental:
+        doc["incremental"] = True
+    if cp.held is not None:
+        doc["held"] = int(cp.held)
     meta = json.dumps(doc, separators=(",", ":")).encode()
     parts = [MAGIC, struct.pack("<HI", VERSION, len(meta)), meta, struct.pack("<I", len(cp.shards))]
     for s in cp.shards:
@@ -92,9 +126,11 @@ def decode_checkpoint(data: bytes) -> PartitionCheckpoint:
         if data[:4] != MAGIC:
             raise SerializationError("checkpoint: bad magic; not a dpstream checkpoint")
         version, mlen = struct.unpack_from("<HI", data, 4)
-        if version != VERSION:
-            raise SerializationError(f"checkpoint: unknown version {version}; "
-                                     f"this worker reads version {VERSION}")
+        if version not in READ_VERSIONS:
+            raise SerializationError(
+                f"checkpoint: unknown version {version}; this worker reads versions "
+                f"{', '.join(map(str, READ_VERSIONS))}: run a dpstream release that reads it, "
+                "or give the topology a new `name` to start fresh state")
         pos = 10
         meta = json.loads(data[pos:pos + mlen])
         pos += mlen
@@ -120,7 +156,10 @@ def decode_checkpoint(data: bytes) -> PartitionCheckpoint:
                                int(meta["next_offset"]), shards, pending,
                                [int(o) for o in meta.get("done", [])],
                                None if meta.get("watermark") is None
-                               else int(meta["watermark"]))
+                               else int(meta["watermark"]),
+                               None if meta.get("names") is None else list(meta["names"]),
+                               bool(meta.get("incremental", False)),
+                               None if meta.get("held") is None else int(meta["held"]))
 
 
 def head_key(topology: str, partition: int) -> bytes:
@@ -129,7 +168,8 @@ def head_key(topology: str, partition: int) -> bytes:
 
 
 def chunk_records(topology: str, partition: int, generation: int, blob: bytes,
-                  chunk_bytes: int = CHUNK_BYTES) -> list[tuple[bytes, bytes]]:
+                  chunk_bytes: int = CHUNK_BYTES,
+                  head_version: int = 1) -> list[tuple[bytes, bytes]]:
     """``(key, value)`` records for one compressed checkpoint ``blob``; head last."""
     head = head_key(topology, partition).decode()
     slot = generation % 2
@@ -137,34 +177,153 @@ def chunk_records(topology: str, partition: int, generation: int, blob: bytes,
     out = [(f"{head}#{slot}#{i}".encode(),
             CHUNK_MAGIC + struct.pack("<QI", generation, i) + c) for i, c in enumerate(chunks)]
     out.append((head.encode(), HEAD_MAGIC + struct.pack(
-        "<HQIQI", 1, generation, len(chunks), len(blob), zlib.crc32(blob))))
+        "<HQIQI", head_version, generation, len(chunks), len(blob), zlib.crc32(blob))))
     return out
+
+
+def shard_key_prefix(topology: str, partition: int) -> str:
+    """Prefix of the per-shard record keys of a partition (topology names have no ``@``)."""
+    return f"{topology}/{partition}@"
+
+
+def shard_records(topology: str, partition: int, shard: str, slot: int, generation: int,
+                  state: bytes,
+                  chunk_bytes: int = CHUNK_BYTES) -> list[tuple[bytes, bytes]]:
+    """Records of one shard's state (zlib, chunked) in its slot ``slot`` (0 or 1).
+
+    Key ``"<topology>/<partition>@<len(shard)>:<shard>#<slot>#<index>"`` (the length
+    prefix keeps any shard name unambiguous); value ``b"DPSR" | u64 generation |
+    u32 index | u32 n_chunks | u64 total_len | u32 crc32 | data``.
+
+    >>> [k for k, _ in shard_records("t", 0, "a#1", 1, 7, b"x")]
+    [b't/0@3:a#1#1#0']
+    """
+    blob = zlib.compress(state, 1)
+    chunks = [blob[i:i + chunk_bytes] for i in range(0, len(blob), chunk_bytes)] or [b""]
+    base = f"{shard_key_prefix(topology, partition)}{len(shard)}:{shard}#{slot}#"
+    crc = zlib.crc32(blob)
+    return [(f"{base}{i}".encode(),
+             SHARD_MAGIC + struct.pack("<QIIQI", generation, i, len(chunks), len(blob), crc) + c)
+            for i, c in enumerate(chunks)]
+
+
+def _parse_shard_key(key: bytes) -> tuple[str, str, int, int] | None:
+    """``(partition prefix "<topology>/<p>", shard, slot, index)`` of a shard record key."""
+    text = key.decode()
+    at = text.find("@")
+    colon = text.find(":", at)
+    if at < 0 or colon < 0:
+        return None
+    n = int(text[at + 1:colon])
+    shard = text[colon + 1:colon + 1 + n]
+    slot, index = text[colon + 1 + n:].lstrip("#").split("#")
+    return text[:at], shard, int(slot), int(index)
 
 
 class CheckpointCache:
     """Latest head and chunks per key, fed with every record of the checkpoint topic."""
 
     def __init__(self) -> None:
-        self.heads: dict[bytes, tuple[int, int, int, int]] = {}
+        self.heads: dict[bytes, tuple[int, int, int, int, int]] = {}
         self.chunks: dict[bytes, tuple[int, bytes]] = {}
+        # per-shard records: partition prefix -> shard -> slot -> index -> (gen, n, total,
+        # crc, data)
+        self.shards: dict[str, dict[str, dict[int, dict[int, tuple[int, int, int, int,
+                                                                     bytes]]]]] = {}
 
     def feed(self, key: bytes | None, value: bytes | None) -> None:
-        """Consume one record (unknown records are ignored)."""
-        if key is None or value is None or key == MARKER_KEY:
+        """Consume one record (unknown records are ignored; a tombstone deletes)."""
+        if key is None or key == MARKER_KEY:
+            return
+        if value is None:  # tombstone of a per-shard record (an aborted generation)
+            got = _parse_shard_key(key) if b"@" in key else None
+            if got is not None:
+                prefix, shard, slot, index = got
+                self.shards.get(prefix, {}).get(shard, {}).get(slot, {}).pop(index, None)
             return
         if value[:4] == HEAD_MAGIC:
-            _, gen, n, total, crc = struct.unpack_from("<HQIQI", value, 4)
-            self.heads[key] = (gen, n, total, crc)
+            version, gen, n, total, crc = struct.unpack_from("<HQIQI", value, 4)
+            self.heads[key] = (gen, n, total, crc, version)
         elif value[:4] == CHUNK_MAGIC:
             gen, _ = struct.unpack_from("<QI", value, 4)
             self.chunks[key] = (gen, value[16:])
+        elif value[:4] == SHARD_MAGIC:
+            got = _parse_shard_key(key)
+            if got is not None:
+                prefix, shard, slot, index = got
+                gen, _, n, total, crc = struct.unpack_from("<QIIQI", value, 4)
+                self.shards.setdefault(prefix, {}).setdefault(shard, {}).setdefault(
+                    slot, {})[index] = (gen, n, total, crc, value[32:])
+
+    def shard_state(self, prefix: str, shard: str, head_gen: int) -> tuple[int, int, bytes]:
+        """``(slot, generation, state)``: the shard's latest record committed by the head
+        of generation ``head_gen`` (records of later generations were never committed)."""
+        best = self._best(prefix, shard, head_gen)
+        if best is None:
+            raise SerializationError(f"checkpoint {prefix}: shard {shard!r} has no record "
+                                     f"committed by generation {head_gen}; corrupt")
+        slot, gen = best
+        chunks = self.shards[prefix][shard][slot]
+        _, n, total, crc, _ = chunks[0]
+        parts = []
+        for i in range(n):
+            c = chunks.get(i)
+            if c is None or c[0] != gen:
+                raise SerializationError(f"checkpoint {prefix}: shard {shard!r}: chunk {i} of "
+                                         f"generation {gen} missing; the checkpoint topic "
+                                         "lost data")
+            parts.append(c[4])
+        blob = b"".join(parts)
+        if len(blob) != total or zlib.crc32(blob) != crc:
+            raise SerializationError(f"checkpoint {prefix}: shard {shard!r}: CRC mismatch; "
+                                     "corrupt")
+        return slot, gen, zlib.decompress(blob)
+
+    def _best(self, prefix: str, shard: str, head_gen: int) -> tuple[int, int] | None:
+        """``(slot, generation)`` of the shard's latest record with generation <= head_gen."""
+        best: tuple[int, int] | None = None
+        for slot, chunks in self.shards.get(prefix, {}).get(shard, {}).items():
+            first = chunks.get(0)
+            if first is not None and first[0] <= head_gen and (best is None or
+                                                                first[0] > best[1]):
+                best = (slot, first[0])
+        return best
+
+    def committed(self, prefix: str, shard: str, head_gen: int) -> bool:
+        """Whether the shard has a record of a generation <= ``head_gen``."""
+        return self._best(prefix, shard, head_gen) is not None
+
+    def slots(self, prefix: str, head_gen: int) -> dict[str, int]:
+        """Slot of each shard's committed record (the next write goes to the other)."""
+        out = {}
+        for shard in self.shards.get(prefix, {}):
+            best = self._best(prefix, shard, head_gen)
+            if best is not None:
+                out[shard] = best[0]
+        return out
+
+    def uncommitted(self, prefix: str, head_gen: int) -> list[bytes]:
+        """Keys of per-shard records of generations after ``head_gen`` (a crash between
+        the shard records and the head): never committed, tombstoned before the next head."""
+        out = []
+        for shard, slots in self.shards.get(prefix, {}).items():
+            for slot, chunks in slots.items():
+                for index, c in chunks.items():
+                    if c[0] > head_gen:
+                        out.append(f"{prefix}@{len(shard)}:{shard}#{slot}#{index}".encode())
+        return out
 
     def get(self, topology: str, partition: int) -> tuple[int, PartitionCheckpoint] | None:
         """``(generation, checkpoint)`` of the latest complete checkpoint, or None."""
         key = head_key(topology, partition)
         if key not in self.heads:
             return None
-        gen, n, total, crc = self.heads[key]
+        gen, n, total, crc, version = self.heads[key]
+        if version not in HEAD_VERSIONS:
+            raise SerializationError(
+                f"checkpoint {key.decode()}: unknown head version {version}; this worker "
+                f"reads versions {', '.join(map(str, HEAD_VERSIONS))}: run a dpstream release "
+                "that reads it, or give the topology a new `name` to start fresh state")
         parts = []
         for i in range(n):
             got = self.chunks.get(f"{key.decode()}#{gen % 2}#{i}".encode())
@@ -175,7 +334,23 @@ class CheckpointCache:
         blob = b"".join(parts)
         if len(blob) != total or zlib.crc32(blob) != crc:
             raise SerializationError(f"checkpoint {key.decode()}: CRC mismatch; corrupt")
-        return gen, decode_checkpoint(zlib.decompress(blob))
+        cp = decode_checkpoint(zlib.decompress(blob))
+        if version == 1:
+            return gen, cp
+        prefix = key.decode()
+        names = sorted(self.shards.get(prefix, {}))
+        states = []
+        for shard in list(names):
+            if not self.committed(prefix, shard, gen):
+                names.remove(shard)  # created after the head: its first write never committed
+                continue
+            states.append(self.shard_state(prefix, shard, gen)[2])
+        if cp.held is not None and cp.held != len(names):
+            raise SerializationError(f"checkpoint {prefix}: generation {gen} holds {cp.held} "
+                                     f"shards but {len(names)} shard records were found; the "
+                                     "checkpoint topic lost data")
+        cp.shards, cp.names, cp.incremental = states, names, True
+        return gen, cp
 
 
 class CheckpointStore:
@@ -190,23 +365,70 @@ class CheckpointStore:
         self.producer, self.consumer, self.topic = producer, consumer, topic
         self.cache = CheckpointCache()
         self.generations: dict[bytes, int] = {}
+        self.slots: dict[str, dict[str, int]] = {}
+        """Per partition: each shard's committed slot (learned at load, then kept)."""
+        self.stale: dict[str, list[bytes]] = {}
+        """Per partition: keys of never-committed shard records, tombstoned at next write."""
         self.bytes_written = 0
 
     async def write(self, cp: PartitionCheckpoint) -> int:
-        """Write ``cp`` (compressed, chunked), wait for every ack; return bytes written."""
+        """Write ``cp`` (compressed, chunked), wait for every ack; return bytes written.
+
+        With shard ``names`` (the engine), every given shard state goes to its own
+        records, in the slot its committed record is *not* in, then the head (version 2:
+        offsets, pending releases, the number of shards held) commits them all; an
+        ``incremental`` checkpoint gives only the shards changed since the last one, so
+        its bytes grow with the changes, not with the shards held. Without names: a
+        version-1 full snapshot.
+        """
         key = head_key(cp.topology, cp.partition)
         cached = self.cache.heads.get(key)
         gen = max(self.generations.get(key, -1), cached[0] if cached else -1) + 1
         self.generations[key] = gen
-        blob = zlib.compress(encode_checkpoint(cp), 1)
-        records = chunk_records(cp.topology, cp.partition, gen, blob)
-        futures = [await self.producer.send(self.topic, key=k, value=v, partition=0)
-                   for k, v in records[:-1]]
-        await asyncio.gather(*futures)
-        hk, hv = records[-1]
-        await self.producer.send_and_wait(self.topic, key=hk, value=hv, partition=0)
-        self.bytes_written += len(blob)
-        return len(blob)
+        written = 0
+        records: list[tuple[bytes, bytes | None]] = []
+        attempted: list[bytes] = []
+        prefix = key.decode()
+        if cp.names is None:
+            blob = zlib.compress(encode_checkpoint(cp), 1)
+            records += chunk_records(cp.topology, cp.partition, gen, blob)
+        else:
+            slots = self.slots.setdefault(prefix, {})
+            new_slots = {}
+            for shard, state in zip(cp.names, cp.shards, strict=True):
+                new_slots[shard] = 1 - slots.get(shard, 1)
+                records += shard_records(cp.topology, cp.partition, shard, new_slots[shard],
+                                         gen, state)
+            attempted = [k for k, _ in records]
+            rewritten = set(attempted)
+            # aborted generation: tombstones first, never over a record written now
+            records = [(k, None) for k in self.stale.pop(prefix, [])
+                       if k not in rewritten] + records
+            written += sum(len(v) for _, v in records if v is not None)
+            body = PartitionCheckpoint(cp.topology, cp.partition, cp.next_offset, [],
+                                       cp.pending, cp.done, cp.watermark, [], True, cp.held)
+            blob = zlib.compress(encode_checkpoint(body), 1)
+            records += chunk_records(cp.topology, cp.partition, gen, blob, head_version=2)
+        try:
+            futures = [await self.producer.send(self.topic, key=k, value=v, partition=0)
+                       for k, v in records[:-1]]
+            await asyncio.gather(*futures)
+            hk, hv = records[-1]
+            await self.producer.send_and_wait(self.topic, key=hk, value=hv, partition=0)
+        except BaseException:
+            # never committed: tombstone them before the next head (which may not rewrite
+            # the same shards), so no later generation can pick them up
+            tried = set(attempted)
+            self.stale.setdefault(prefix, []).extend(
+                k for k, v in records[:-1] if v is None or k in tried)
+            raise
+        if cp.names is not None:
+            if not cp.incremental:
+                slots.clear()
+            slots.update(new_slots)
+        written += len(blob)
+        self.bytes_written += written
+        return written
 
     async def refresh(self, timeout_s: float = 60.0) -> None:
         """Read the checkpoint topic up to a freshly written marker."""
@@ -229,7 +451,37 @@ class CheckpointStore:
     def load(self, topology: str, partition: int) -> PartitionCheckpoint | None:
         """Latest checkpoint of ``(topology, partition)`` from the cache (call refresh first)."""
         got = self.cache.get(topology, partition)
-        if got is None:
+        key = head_key(topology, partition)
+        if got is None:  # shard records without any head: a first write that crashed
+            self.stale[key.decode()] = self.cache.uncommitted(key.decode(), -1)
             return None
-        self.generations[head_key(topology, partition)] = got[0]
+        self.generations[key] = got[0]
+        prefix = key.decode()
+        self.slots[prefix] = self.cache.slots(prefix, got[0]) if got[1].incremental else {}
+        self.stale[prefix] = self.cache.uncommitted(prefix, got[0])
         return got[1]
+
+
+def merge_checkpoint(prev: PartitionCheckpoint | None,
+                     cp: PartitionCheckpoint) -> PartitionCheckpoint:
+    """The complete checkpoint after writing ``cp`` over ``prev`` (what a restore reads).
+
+    An incremental ``cp`` replaces the states of the shards it names and keeps the
+    others of ``prev``; anything else replaces ``prev`` whole. In-memory stores use it;
+    :class:`CheckpointStore` gets the same result from its per-shard records.
+
+    >>> a = PartitionCheckpoint("t", 0, 5, [b"A", b"B"], names=["a", "b"], incremental=True)
+    >>> b = PartitionCheckpoint("t", 0, 9, [b"B2"], names=["b"], incremental=True, held=2)
+    >>> m = merge_checkpoint(a, b)
+    >>> (m.next_offset, m.names, m.shards)
+    (9, ['a', 'b'], [b'A', b'B2'])
+    """
+    if not cp.incremental or cp.names is None:
+        return cp
+    states = {} if prev is None or prev.names is None else dict(
+        zip(prev.names, prev.shards, strict=True))
+    states.update(zip(cp.names, cp.shards, strict=True))
+    names = sorted(states)
+    return PartitionCheckpoint(cp.topology, cp.partition, cp.next_offset,
+                               [states[n] for n in names], list(cp.pending), list(cp.done),
+                               cp.watermark, names, True, len(names))

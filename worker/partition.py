@@ -74,6 +74,9 @@ class PartitionState:
     last_commit_ms: float = 0.0
     events: EventTimeQueue | None = None
     """Event time (``privacy.time: event``): records waiting for the watermark."""
+    next_due_ms: int = 0
+    """Tick clock: no shard has a release due before this time (the next slot or epoch
+    boundary after the last schedule run); 0 = unknown, visit every shard."""
 
     def __post_init__(self) -> None:
         p = self.topology.privacy

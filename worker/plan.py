@@ -132,11 +132,9 @@ def sigmas(p: Probe) -> dict[str, float]:
 
 def memory(p: Probe) -> dict[str, Any]:
     """Bytes per shard: the spec's model if it has ``memory_bytes()``, else the fresh state's."""
-    model = getattr(p.spec, "memory_bytes", None)
-    if callable(model):
-        per, source = int(model()), "spec.memory_bytes() (model)"
-    else:
-        per, source = int(p.mechanism.memory_bytes()), "mechanism at epoch start (measured)"
+    from worker.memory_model import shard_bytes  # the function the start-up limit uses
+
+    per, source = shard_bytes(p.topology, p.spec, p.mechanism)
     shards = p.topology.allowed_shards
     return {"per_shard_bytes": per, "source": source,
             "shards": None if shards is None else len(shards),

@@ -86,6 +86,12 @@ class Settings:
     log_interval_s
         Kafka client log lines: at most one per cause per this many seconds,
         with a count of the suppressed ones.
+    memory_limit_bytes
+        Refuse at start-up a topology set whose worst-case shard state exceeds this
+        (bytes; 0 = no limit): :mod:`worker.memory_model`, docs/OPERATIONS.md.
+    max_open_shards
+        With a memory limit: the most shards of one open-set topology (no
+        ``shards.allowed``) a worker may hold; a stated assumption, not enforced.
     """
 
     broker: str = ""
@@ -113,6 +119,8 @@ class Settings:
     poison_attempts: int = 3
     broker_outage_limit_s: int = 300
     log_interval_s: int = 30
+    memory_limit_bytes: int = 0
+    max_open_shards: int = 0
 
     def __post_init__(self) -> None:
         if self.security_protocol not in _PROTOCOLS:

@@ -110,6 +110,13 @@ class ShardState:
     unit_counts: dict[str, int] = field(default_factory=dict)
     oldest_unreleased_ms: float | None = None
     params: dict[str, Any] | None = None
+    changed: bool = True
+    """Changed since the last checkpoint (not serialized): incremental checkpoints write
+    only these. Set by :meth:`apply`, :meth:`advance` and :meth:`touch`."""
+
+    def touch(self) -> None:
+        """Mark the state changed (a release drew noise / moved ``seq``; a new epoch)."""
+        self.changed = True
 
     # ---- clock -------------------------------------------------------------
     def tick_of(self, now_ms: int) -> tuple[int, int]:
@@ -135,6 +142,7 @@ class ShardState:
             if advance_to is not None:  # windowed mechanisms may have no clock
                 advance_to(local_tick)
             self.rounds = local_tick
+            self.changed = True
 
     # ---- ingestion ---------------------------------------------------------
     def apply(self, items: np.ndarray, units: np.ndarray | None, weights: np.ndarray | None,
@@ -148,6 +156,8 @@ class ShardState:
         ``len(items) <= room()``.
         """
         dropped = over = 0
+        if items.shape[0]:
+            self.changed = True  # unit counts, the event count or the mechanism move
         if units is not None:
             cap = int(self.params["unit_cap"]) if self.params else self.topology.privacy.unit_cap
             keep = cap_mask(units, self.unit_counts, cap)

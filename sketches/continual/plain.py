@@ -59,6 +59,10 @@ class PlainSketchSpec:
         if not isinstance(self.release_exact, bool):
             raise SpecError(f"release_exact: must be true or false, got {self.release_exact!r}")
 
+    def memory_bytes(self) -> int:
+        """Bytes of numpy state of a sketch with this spec: ``depth x width`` int64 counts."""
+        return 8 * self.depth * self.width
+
     @property
     def hash_spec(self) -> HashSpec:
         return HashSpec(self.hash_seed, self.depth, self.width)

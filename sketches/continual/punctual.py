@@ -92,6 +92,13 @@ class PunctualSketchSpec:
         object.__setattr__(self, "hash_seed", int(self.hash_seed))
         check_clock(self.relation, Clock.ARRIVAL)
 
+    def memory_bytes(self) -> int:
+        """Bytes of numpy state of a sketch with this spec: one tree counter per cell
+        over ``horizon`` rounds (:func:`sketches.counters.family.counter_memory_bytes`)."""
+        from sketches.counters.family import counter_memory_bytes
+
+        return counter_memory_bytes("tree", self.depth * self.width, self.horizon)
+
     @property
     def hash_spec(self) -> HashSpec:
         return HashSpec(self.hash_seed, self.depth, self.width)

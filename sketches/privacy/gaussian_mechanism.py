@@ -25,6 +25,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -147,6 +148,7 @@ def _smallest_sigma(f: Callable[[float], float], target: float, start: float) ->
     return hi
 
 
+@functools.lru_cache(maxsize=1024)  # pure; a restore recalibrates every shard
 def analytic_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> float:
     """Balle & Wang 2018 analytic Gaussian mechanism: smallest exact ``σ`` for ``(ε, δ)``.
 
@@ -166,6 +168,7 @@ def analytic_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> flo
     )
 
 
+@functools.lru_cache(maxsize=1024)  # pure; a restore recalibrates every shard
 def discrete_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> float:
     """Smallest ``σ`` with ``zcdp_delta(Δ²/(2σ²), ε) <= δ`` (discrete Gaussian, CKS20).
 

@@ -232,6 +232,11 @@ class DPLinearSpec:
         """Noise standard deviation for ``(eps, delta)`` at :attr:`sensitivity`."""
         return gaussian_sigma(self.eps, self.delta, self.sensitivity, self.calibrator)
 
+    def memory_bytes(self) -> int:
+        """Bytes of numpy state of a sketch with this spec: int64 counts plus float64
+        noise, ``depth x width`` each."""
+        return 16 * self.depth * self.width
+
     @classmethod
     def from_params(cls, params: Any) -> DPLinearSpec:
         """Build from topology params (unknown keys ignored)."""

@@ -18,6 +18,7 @@ from worker.checkpoint import (
     chunk_records,
     decode_checkpoint,
     encode_checkpoint,
+    merge_checkpoint,
 )
 from worker.engine import Engine
 from worker.mechanisms import load_mechanisms
@@ -48,8 +49,12 @@ class MemStore:
         self.data: dict[tuple[str, int], bytes] = {}
 
     async def write(self, cp: PartitionCheckpoint) -> int:
-        self.data[(cp.topology, cp.partition)] = encode_checkpoint(cp)
-        return len(self.data[(cp.topology, cp.partition)])
+        """Incremental checkpoints are merged (what the Kafka store's restore reads);
+        returns the bytes of ``cp`` itself (the changed shards)."""
+        key = (cp.topology, cp.partition)
+        prev = self.load(*key)
+        self.data[key] = encode_checkpoint(merge_checkpoint(prev, cp))
+        return len(encode_checkpoint(cp))
 
     async def refresh(self) -> None:
         return None

@@ -32,6 +32,7 @@ import contextlib
 import functools
 import logging
 import math
+import operator
 import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
@@ -63,6 +64,9 @@ log = logging.getLogger(__name__)
 
 GROUP_COMMIT_INTERVAL_S = 5.0
 """How often checkpoint-covered offsets are committed to the group (monitoring only)."""
+
+_RECORD_FIELDS = operator.attrgetter("offset", "key", "value", "timestamp")
+"""A consumer record as the engine's ``(offset, key, value, timestamp_ms)`` tuple (one C call)."""
 
 
 class KafkaSink:
@@ -341,7 +345,7 @@ class Worker:
                 if self.rebalancing:
                     break  # revoked meanwhile: the restore seeks every partition again
                 self.timestamps.check_batch(tp.topic, msgs)
-                records = [(m.offset, m.key, m.value, m.timestamp) for m in msgs]
+                records = list(map(_RECORD_FIELDS, msgs))  # (offset, key, value, timestamp)
                 try:
                     await process_guarded(self.guard, self.engine, tp.topic, tp.partition,
                                           records, functools.partial(self.restore_and_seek, [tp]))

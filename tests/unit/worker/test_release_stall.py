@@ -1,0 +1,76 @@
+"""The release tick must not hold the event loop for the whole shard set (issue 12, target 3).
+
+At a release boundary every shard of a partition releases (a data-independent schedule:
+docs/PRIVACY.md), and today the engine does all of it in one synchronous stretch: the
+schedule run, then the checkpoint's serialization. The Kafka group consumer (aiokafka)
+heartbeats from a task on the same event loop with ``session_timeout_ms`` 6000, so a
+stretch longer than that gets the worker evicted from its group at every release
+boundary. Measured (2026-11-23, load ~2.5 on 2 shared cores, LazyCMS depth 4, hourly
+epoch of 1 s ticks, seeded fast noise): 1,000 shards of width 256 stall the loop 2.1 s,
+3,000 shards 7.3 s, 1,000 shards of width 1024 12.3 s (about 2.5-12 ms per shard:
+tree-node noise, zlib of the checkpoint record, state and envelope serialization).
+
+The property tested here is structural, not a timing: while the engine releases and
+checkpoints a partition of many shards, another task on the loop (the heartbeat) gets to
+run at least once per ``BATCH`` shards. A fix must also keep the partition's releases
+contiguous and in (published_at, shard) order (test_release_order.py): ingestion of that
+partition must wait for the release run, not interleave with it.
+
+Expected to fail until the engine yields inside the release run (see the report of
+issue 12 target 3); strict, so it turns into a failure the day it passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
+from tests.unit.worker.test_engine_schedule import T0, make
+from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
+from worker.engine import Engine
+
+N_SHARDS = 256
+BATCH = 64
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12 target 3: the release tick runs every "
+                   "shard's release and checkpoint in one synchronous stretch (event loop "
+                   "blocked: 12 s for 1,000 LazyCMS shards of width 1024)")
+def test_release_tick_lets_other_tasks_run() -> None:
+    names = ", ".join(f"s{i:04d}" for i in range(N_SHARDS))
+    topo = make(every=5, shards=f"shards: {{allowed: [{names}]}}")
+    clock = Clock(T0)
+    sink = MemSink()
+    eng = Engine([topo], MemStore(), sink, clock=clock)
+    turns = 0
+
+    async def heartbeat(stop: asyncio.Event) -> None:
+        nonlocal turns
+        while not stop.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    async def run() -> int:
+        nonlocal turns
+        await eng.assign([("in", 0)])
+        clock.t += 0.15  # tick 1: nothing due
+        await eng.on_timer()
+        stop = asyncio.Event()
+        beat = asyncio.create_task(heartbeat(stop))
+        await asyncio.sleep(0)
+        clock.t = T0 + 0.51  # tick 5: the slot-1 boundary, every shard releases
+        turns = 0
+        await eng.on_timer()
+        during = turns
+        stop.set()
+        await beat
+        return during
+
+    during = asyncio.run(run())
+    released = sum(1 for t, *_ in sink.sent if t == "out")
+    assert released == N_SHARDS  # the boundary was crossed: every shard released once
+    assert during >= N_SHARDS // BATCH, (
+        f"the heartbeat task ran {during} times while {N_SHARDS} shards released; "
+        f"it must get the loop at least once per {BATCH} shards")

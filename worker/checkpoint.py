@@ -395,10 +395,12 @@ class CheckpointStore:
         else:
             slots = self.slots.setdefault(prefix, {})
             new_slots = {}
-            for shard, state in zip(cp.names, cp.shards, strict=True):
+            for i, (shard, state) in enumerate(zip(cp.names, cp.shards, strict=True)):
                 new_slots[shard] = 1 - slots.get(shard, 1)
                 records += shard_records(cp.topology, cp.partition, shard, new_slots[shard],
                                          gen, state)
+                if i % 64 == 63:
+                    await asyncio.sleep(0)  # zlib per shard: let the heartbeat run
             attempted = [k for k, _ in records]
             rewritten = set(attempted)
             # aborted generation: tombstones first, never over a record written now

@@ -88,6 +88,9 @@ from worker.topology import Topology
 
 log = logging.getLogger(__name__)
 
+YIELD_EVERY = 64
+"""Shards between two yields to the event loop in a release run or a checkpoint."""
+
 
 class Engine:
     """Decode, route, update, release and checkpoint for the assigned partitions."""
@@ -165,7 +168,7 @@ class Engine:
                 ps.shards[shard] = self._new_state(ps, shard, now)
                 ps.dirty = True
 
-    def _schedule(self, ps: PartitionState, at: int) -> None:
+    async def _schedule(self, ps: PartitionState, at: int) -> None:
         """Tick clock: move every shard of ``ps`` to time ``at`` (releases queued).
 
         Called with the same times for every shard, whatever their data, so
@@ -178,10 +181,15 @@ class Engine:
         """
         if ps.topology.privacy.clock != "tick" or at < ps.next_due_ms:
             return
-        for shard in sorted(ps.shards):
+        for i, shard in enumerate(sorted(ps.shards)):
             st = ps.shards[shard]
             if st.is_tick:
                 self._catch_up(ps, st, at)
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                # let the loop's other tasks run (the group heartbeat: a release run of
+                # thousands of shards takes seconds); ingestion waits on self.lock, so the
+                # run stays contiguous for the partition
+                await asyncio.sleep(0)
         ps.next_due_ms = self._next_due_ms(ps.topology, at)
 
     @staticmethod
@@ -465,7 +473,7 @@ class Engine:
         decoded = decode_batch(topo.input, recs, ps.gate)
         m.messages_in.labels(topology=topo.name).inc(len(recs))
         now = self.now_ms()
-        self._schedule(ps, now)  # processing time: releases due before these events' tick
+        await self._schedule(ps, now)  # processing time: releases due before these events' tick
         return await self._apply(ps, topic, decoded, now, now)
 
     async def _dead_letters(self, ps: PartitionState, topic: str,
@@ -481,7 +489,7 @@ class Engine:
         assert ps.events is not None
         applied = 0
         for g, group in ps.events.due(now):
-            self._schedule(ps, g * ps.topology.privacy.tick_ms)  # releases before tick g
+            await self._schedule(ps, g * ps.topology.privacy.tick_ms)  # releases before tick g
             decoded = decode_batch(ps.topology.input, group, ps.gate)
             applied += await self._apply(ps, topic, decoded, g * ps.topology.privacy.tick_ms,
                                          now)
@@ -631,7 +639,7 @@ class Engine:
         if ps.events is not None:  # apply what the watermark reached, then close
             await self._drain(ps, topo.input.topic, now)
         at = self._schedule_ms(ps, now)
-        self._schedule(ps, at)  # O(1) unless a boundary was crossed
+        await self._schedule(ps, at)  # O(1) unless a boundary was crossed
         if topo.privacy.clock != "tick":
             slot = self._arrival_slot(topo, now)
             for st in ps.shards.values():
@@ -692,8 +700,12 @@ class Engine:
             done, wm = ps.events.covered_above(resume), ps.events.watermark
         # incremental: only the shards changed since the last checkpoint (issue 12)
         changed = [st for st in ps.shards.values() if st.changed]
-        cp = PartitionCheckpoint(topo.name, ps.partition, resume,
-                                 [st.to_bytes() for st in changed],
+        states = []
+        for i, st in enumerate(changed):
+            states.append(st.to_bytes())
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # the heartbeat, as in _schedule
+        cp = PartitionCheckpoint(topo.name, ps.partition, resume, states,
                                  [raw for _, _, raw, _, _ in ps.pending], done, wm,
                                  names=[st.shard for st in changed], incremental=True,
                                  held=len(ps.shards))

@@ -16,15 +16,13 @@ run at least once per ``BATCH`` shards. A fix must also keep the partition's rel
 contiguous and in (published_at, shard) order (test_release_order.py): ingestion of that
 partition must wait for the release run, not interleave with it.
 
-Expected to fail until the engine yields inside the release run (see the report of
-issue 12 target 3); strict, so it turns into a failure the day it passes.
+It failed on the code before the engine yielded every 64 shards inside the release run
+and the checkpoint's serialization (engine.YIELD_EVERY).
 """
 
 from __future__ import annotations
 
 import asyncio
-
-import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from tests.unit.worker.test_engine_schedule import T0, make
@@ -35,9 +33,6 @@ N_SHARDS = 256
 BATCH = 64
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 target 3: the release tick runs every "
-                   "shard's release and checkpoint in one synchronous stretch (event loop "
-                   "blocked: 12 s for 1,000 LazyCMS shards of width 1024)")
 def test_release_tick_lets_other_tasks_run() -> None:
     names = ", ".join(f"s{i:04d}" for i in range(N_SHARDS))
     topo = make(every=5, shards=f"shards: {{allowed: [{names}]}}")

@@ -68,6 +68,7 @@ from worker.decode_common import (
     _maybe_special,
     _text,
 )
+from worker.decode_fast import fast_json
 from worker.topology import InputSpec
 
 __all__ = ["COLUMNAR_VERSION", "DEAD_LETTER_MAX_BYTES", "REASONS", "DeadLetter", "Decoded",
@@ -134,7 +135,8 @@ def _decode(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
         from worker.decode_arrow import _decode_arrow
 
         return _decode_arrow(spec, records, gate)
-    return _decode_json(spec, records, gate)
+    fast = fast_json(spec, records, gate)  # msgspec, exact or None (worker/decode_fast.py)
+    return fast if fast is not None else _decode_json(spec, records, gate)
 
 
 def _isolate(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:

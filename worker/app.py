@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import operator
 import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
@@ -59,6 +60,9 @@ from worker.settings import Settings
 from worker.topology import Topology, load_topologies
 
 log = logging.getLogger(__name__)
+
+_RECORD_FIELDS = operator.attrgetter("offset", "key", "value", "timestamp")
+"""A consumer record as the engine's ``(offset, key, value, timestamp_ms)`` tuple (one C call)."""
 
 
 class KafkaSink:
@@ -335,7 +339,7 @@ class Worker:
                 if self.rebalancing:
                     break  # revoked meanwhile: the restore seeks every partition again
                 self.timestamps.check_batch(tp.topic, msgs)
-                records = [(m.offset, m.key, m.value, m.timestamp) for m in msgs]
+                records = list(map(_RECORD_FIELDS, msgs))  # (offset, key, value, timestamp)
                 try:
                     await process_guarded(self.guard, self.engine, tp.topic, tp.partition,
                                           records, functools.partial(self.restore_and_seek, [tp]))

@@ -116,7 +116,7 @@ def _plain_text(joined: bytes) -> bool:
             return False
         if _BOM in joined:
             return False
-    return not _maybe_special(joined)
+    return b"\\u" not in joined or not _maybe_special(joined)  # one scan if no escapes
 
 
 def _shallow(joined: bytes, values: list[bytes]) -> bool:

@@ -71,6 +71,8 @@ class PoisonGuard:
         """Split ``records`` into batches: suspect offsets (and poison) one per batch."""
         rng = self._suspect.get((topic, p))
         poison = self._poison.get((topic, p), set())
+        if rng is None and not poison:  # the usual case: one batch, no per-record loop
+            return [list(records)] if records else []
         out: list[list[Record]] = []
         run: list[Record] = []
         for r in records:

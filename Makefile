@@ -56,6 +56,8 @@ bench: install
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_noise.py
 	$(BIN)/python benchmarks/bench_e2e.py
+	$(BIN)/python benchmarks/bench_json_decoders.py
+	$(BIN)/python benchmarks/bench_workers.py
 	$(BIN)/python benchmarks/bench_lazyhh.py --quick
 	$(BIN)/python benchmarks/bench_fig3.py --quick
 	$(BIN)/python benchmarks/bench_hh_compare.py --quick

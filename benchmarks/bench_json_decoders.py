@@ -76,7 +76,7 @@ def candidates(values: list[bytes], recs: list[Any], spec: InputSpec
         def simd() -> Any:
             sh, it = [], []
             for v in values:
-                d = parser.parse(v)
+                d: Any = parser.parse(v)
                 sh.append(d["router"])
                 it.append(d["src_ip"])
             return np.array(it, dtype=object), np.array(sh, dtype=object)

@@ -117,7 +117,8 @@ async def child(bootstrap: str, topology: str, group: str, stats: Path, go: Path
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text())  # type: ignore[no-any-return]
+        doc: dict[str, Any] = json.loads(path.read_text())
+        return doc
     except (OSError, ValueError):
         return None
 
@@ -167,7 +168,7 @@ def run_case(bootstrap: str, k: int, n: int, tmp: Path, timeout: float) -> dict[
         go.touch()
         while time.time() < deadline:
             sts = [_read(f) for f in files]
-            if all(sts) and sum(s["events"] for s in sts if s) >= n:  # type: ignore[index]
+            if all(sts) and sum(s["events"] for s in sts if s) >= n:
                 break
             time.sleep(0.1)
         else:

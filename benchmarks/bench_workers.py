@@ -115,6 +115,15 @@ async def child(bootstrap: str, topology: str, group: str, stats: Path, go: Path
         await worker.stop()
 
 
+def _proc_cpu(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` (Linux /proc), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         doc: dict[str, Any] = json.loads(path.read_text())
@@ -134,7 +143,8 @@ async def _produce(bootstrap: str, topic: str, n: int) -> float:
     return time.perf_counter() - t0
 
 
-def run_case(bootstrap: str, k: int, n: int, tmp: Path, timeout: float) -> dict[str, Any]:
+def run_case(bootstrap: str, k: int, n: int, tmp: Path, timeout: float,
+             broker_pid: int | None = None) -> dict[str, Any]:
     """Produce ``n`` events, run ``k`` workers in one group, return the measurements."""
     name = f"bw{k}-{os.getpid()}"
     topo = tmp / f"{name}.yaml"
@@ -165,6 +175,7 @@ def run_case(bootstrap: str, k: int, n: int, tmp: Path, timeout: float) -> dict[
         else:
             return {"workers": k, "error": "the group did not settle"}
         t_go = time.time()
+        broker0 = _proc_cpu(broker_pid)
         go.touch()
         while time.time() < deadline:
             sts = [_read(f) for f in files]
@@ -174,6 +185,7 @@ def run_case(bootstrap: str, k: int, n: int, tmp: Path, timeout: float) -> dict[
         else:
             return {"workers": k, "error": f"incomplete: {sts}"}
         load_after = os.getloadavg()
+        broker1 = _proc_cpu(broker_pid)
     finally:
         for p in procs:
             p.terminate()
@@ -191,7 +203,9 @@ def run_case(bootstrap: str, k: int, n: int, tmp: Path, timeout: float) -> dict[
                     "eps": s["events"] / busy if busy > 0 else 0.0, "busy_s": busy,
                     "cpu_s": cpu, "cpu_util": cpu / busy if busy > 0 else 0.0})
     wall = max(p["busy_s"] for p in per)
+    broker_cpu = None if broker0 is None or broker1 is None else broker1 - broker0
     return {"workers": k, "events": n, "produce_s": produce_s, "wall_s": wall,
+            "broker_cpu_s": broker_cpu,
             "eps": n / wall, "per": per, "load_before": load_before, "load_after": load_after}
 
 
@@ -205,20 +219,24 @@ def write_report(path: Path, rows: list[dict[str, Any]], n: int) -> str:
            "message, 48 routers), LazyCMS d=4 w=1024, tick 100 ms; all workers released "
            "at once after the group settled.", "",
            "| workers | events/s total | speed-up vs 1 | per worker: partitions, events/s, "
-           "CPU s, CPU utilisation while busy | load avg before | load avg after |",
-           "|---|---|---|---|---|---|"]
+           "CPU s, CPU utilisation while busy | broker CPU s | load avg before "
+           "| load avg after |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['workers']} | error: {r['error']} | | | | |")
+            out.append(f"| {r['workers']} | error: {r['error']} | | | | | |")
             continue
         per = "; ".join(f"{p['partitions']} p, {p['eps']:,.0f}/s, {p['cpu_s']:.2f} s, "
                         f"{p['cpu_util']:.0%}" for p in r["per"])
         speed = f"{r['eps'] / base:.2f}x" if base else "n/a"
         lb = " ".join(f"{x:.2f}" for x in r["load_before"])
         la = " ".join(f"{x:.2f}" for x in r["load_after"])
-        out.append(f"| {r['workers']} | {r['eps']:,.0f} | {speed} | {per} | {lb} | {la} |")
+        bc = "n/a" if r["broker_cpu_s"] is None else f"{r['broker_cpu_s']:.2f}"
+        out.append(f"| {r['workers']} | {r['eps']:,.0f} | {speed} | {per} | {bc} | {lb} "
+                   f"| {la} |")
     out += ["", "CPU utilisation = the worker's user+system CPU seconds / its busy wall time "
-            "(100% = one core). On 2 cores shared with the broker the total cannot grow "
+            "(100% = one core); broker CPU s = the embedded broker's CPU seconds over the "
+            "same interval (from /proc). On 2 cores shared with the broker the total cannot grow "
             "much past 2 workers: the curve flattens (and each extra process adds its own "
             "fetch and event-loop overhead). On a machine with a core per worker plus the "
             "broker's own, throughput adds up per worker until the partition count.", ""]
@@ -244,7 +262,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         for k in args.workers:
-            rows.append(run_case(broker.bootstrap, k, args.n, Path(tmp), args.timeout))
+            rows.append(run_case(broker.bootstrap, k, args.n, Path(tmp), args.timeout,
+                                 broker.pid))
             print(rows[-1], flush=True)
     print(write_report(Path(args.out), rows, args.n))
 

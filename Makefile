@@ -56,8 +56,8 @@ bench: install
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_noise.py
 	$(BIN)/python benchmarks/bench_e2e.py
-	$(BIN)/python benchmarks/bench_json_decoders.py --n 100000
-	$(BIN)/python benchmarks/bench_workers.py --n 200000
+	$(BIN)/python benchmarks/bench_json_decoders.py
+	$(BIN)/python benchmarks/bench_workers.py
 	$(BIN)/python benchmarks/bench_shards.py
 	$(BIN)/python benchmarks/bench_lazyhh.py --quick
 	$(BIN)/python benchmarks/bench_fig3.py --quick

@@ -1,19 +1,23 @@
 """Scale in workers: 1, 2 and 3 worker processes in one consumer group, 12 partitions.
 
-One embedded broker; the demo producer writes N network-monitoring events (one JSON
-message each, 24 routers keyed to 12 partitions). For each group size k the parent
-starts k worker processes (``worker.app``, a LazyCMS topology like
-``benchmarks/bench_e2e.py``, fresh group and checkpoint topic), waits until the group
-has formed (the k members hold all 12 partitions between them), then lets them go.
-Each child holds its first batch until the go signal, so the rebalance of the group's
-formation is not timed, and then reports the events it applied, its first and last
-batch (wall clock), and its CPU seconds (``resource.getrusage``) over that window; it
-stops after 2 s without events. Total events/s = events applied by all members /
-(last batch of any member - first batch of any member). The load average is sampled
-before each case and at its end.
+For each worker count k, on one embedded broker:
 
-On a 2-core machine shared with the embedded broker (a separate process that also needs
-a core to serve the fetches), the curve flattens after 1-2 workers: the table shows it.
+1. create a fresh 12-partition topic and let the demo producer write N JSON
+   events (one per message, 48 routers so that every partition gets traffic);
+2. start k worker processes (``worker.app`` in this script's ``--child``
+   mode, one consumer group) and wait until the group has settled: every
+   partition assigned, every worker holding some, the same assignment for 2 s;
+3. release them at once (a "go" file: each worker holds its first fetched
+   batch until then, so no work is done before every worker is in place) and
+   time until the workers together have applied all N events.
+
+Reported per k: events/s in total (N / (last batch of any worker - go)), and
+per worker its events, events/s over its own busy time, CPU seconds
+(``resource.getrusage``: user + system) and CPU utilisation while busy, plus the
+load average before and after. The machine has 2 cores shared with the broker
+(and other jobs): beyond 2 workers the curve must flatten.
+
+Writes ``results/bench_workers.md``.
 
 Usage::
 
@@ -38,14 +42,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PARTITIONS = 12
-ROUTERS = 24
-IDLE_S = 2.0
-
 TOPOLOGY = """\
 name: {name}
 production: false
 input:
-  topic: {topic}
+  topic: {name}-in
   partitions: {partitions}
   encoding: json
   fields: {{shard: router, item: src_ip}}
@@ -69,201 +70,200 @@ dead_letter:
 
 
 def _cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
-async def child(bootstrap: str, topology: str, group: str, status: Path, go: Path) -> None:
-    """One worker process: report assignment, wait for ``go``, time ingestion."""
+async def child(bootstrap: str, topology: str, group: str, stats: Path, go: Path) -> None:
+    """One worker: report assignment and progress to ``stats`` (JSON) every 0.2 s."""
     from worker.app import create_worker
     from worker.settings import Settings
 
+    name = Path(topology).stem
     settings = Settings.from_env({
         "DPSTREAM_BROKER": bootstrap, "DPSTREAM_GROUP_ID": group,
-        "DPSTREAM_CHECKPOINT_TOPIC": f"{group}-ck", "DPSTREAM_METRICS_PORT": "0",
+        "DPSTREAM_CHECKPOINT_TOPIC": f"{name}-ck", "DPSTREAM_METRICS_PORT": "0",
         "DPSTREAM_LOG_LEVEL": "WARNING"})
     worker = create_worker(settings, [topology])
+    st: dict[str, Any] = {"events": 0, "first": None, "last": None, "cpu0": None, "cpu": None,
+                          "assigned": []}
     await worker.start()
-    st: dict[str, Any] = {"events": 0, "msgs": 0, "first": None, "last": None, "cpu0": None}
     original = worker.engine.process_batch
 
     async def timed(topic: str, partition: int, records: Any) -> int:
-        while not go.exists():  # hold the first batch until the whole group has formed
-            await asyncio.sleep(0.02)
+        while not go.exists():  # hold the first batch until every worker is in the group
+            await asyncio.sleep(0.05)
         if st["first"] is None:
             st["first"], st["cpu0"] = time.time(), _cpu()
         applied = await original(topic, partition, records)
         st["events"] += applied
-        st["msgs"] += len(records)
-        st["last"], st["cpu1"] = time.time(), _cpu()
+        st["last"], st["cpu"] = time.time(), _cpu()
         return applied
 
     worker.engine.process_batch = timed  # type: ignore[method-assign]
-    deadline = time.time() + 600
     try:
-        while time.time() < deadline:
-            assigned = len(worker.consumer.assignment()) if worker.consumer else 0
-            status.write_text(str(assigned))
-            if st["last"] is not None and time.time() - st["last"] > IDLE_S:
-                break
-            await asyncio.sleep(0.1)
+        while True:
+            assert worker.consumer is not None
+            st["assigned"] = sorted(tp.partition for tp in worker.consumer.assignment())
+            tmp = stats.with_suffix(".tmp")
+            tmp.write_text(json.dumps(st))
+            tmp.replace(stats)
+            if worker.failed is not None:
+                raise worker.failed
+            await asyncio.sleep(0.2)
     finally:
         await worker.stop()
-    cpu = (st["cpu1"] - st["cpu0"]) if st["first"] is not None else 0.0
-    print("RESULT " + json.dumps({"events": st["events"], "msgs": st["msgs"],
-                                  "first": st["first"], "last": st["last"], "cpu_s": cpu,
-                                  "partitions": int(status.read_text())}), flush=True)
 
 
-async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """Declare ``topic`` with explicit partitions before producing."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        await admin.close()
-
-
-def proc_cpu(pid: int | None) -> float:
-    """CPU seconds (user + system) of process ``pid`` from /proc (0.0 if unavailable)."""
+def _proc_cpu(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` (Linux /proc), or None."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_case(bootstrap: str, topic: str, k: int, tmp: Path, n: int,
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text())
+        return doc
+    except (OSError, ValueError):
+        return None
+
+
+async def _produce(bootstrap: str, topic: str, n: int) -> float:
+    from benchmarks.bench_e2e import create_topic
+    from worker.demo_producer import run_producer
+
+    await create_topic(bootstrap, topic, PARTITIONS)
+    t0 = time.perf_counter()
+    await run_producer(bootstrap, topic, events=n, rate=None, encoding="json", seed=1,
+                       routers=48)
+    return time.perf_counter() - t0
+
+
+def run_case(bootstrap: str, k: int, n: int, tmp: Path, timeout: float,
              broker_pid: int | None = None) -> dict[str, Any]:
-    """Run ``k`` workers in one group over the whole topic; aggregate their results."""
-    name = f"bw{k}"
+    """Produce ``n`` events, run ``k`` workers in one group, return the measurements."""
+    name = f"bw{k}-{os.getpid()}"
     topo = tmp / f"{name}.yaml"
-    topo.write_text(TOPOLOGY.format(name=name, topic=topic, partitions=PARTITIONS))
+    topo.write_text(TOPOLOGY.format(name=name, partitions=PARTITIONS))
+    produce_s = asyncio.run(_produce(bootstrap, f"{name}-in", n))
     go = tmp / f"{name}.go"
+    files = [tmp / f"{name}-{i}.json" for i in range(k)]
+    procs = [subprocess.Popen([sys.executable, __file__, "--child", bootstrap, str(topo),
+                               f"{name}-g", str(f), str(go)], cwd=ROOT) for f in files]
     load_before = os.getloadavg()
-    procs, statuses = [], []
-    for i in range(k):
-        status = tmp / f"{name}.{i}.status"
-        status.write_text("0")
-        statuses.append(status)
-        procs.append(subprocess.Popen(
-            [sys.executable, __file__, "--child", "--bootstrap", bootstrap, "--topology",
-             str(topo), "--group", f"{name}-g", "--status", str(status), "--go", str(go)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    deadline, stable_since = time.time() + 120, None
-    while time.time() < deadline:  # the group has formed: k members hold all partitions
-        counts = [int(s.read_text() or 0) for s in statuses]
-        if sum(counts) == PARTITIONS and all(counts):
-            stable_since = stable_since or time.time()
-            if time.time() - stable_since > 1.0:
-                break
+    try:
+        deadline = time.time() + timeout
+        stable_since, last_assign = None, None
+        while time.time() < deadline:  # wait for a settled group
+            sts = [_read(f) for f in files]
+            if any(p.poll() is not None for p in procs):
+                return {"workers": k, "error": "a worker exited early"}
+            assign = [tuple(s["assigned"]) if s else () for s in sts]
+            full = (all(assign) and sorted(p for a in assign for p in a)
+                    == list(range(PARTITIONS)))
+            if full and assign == last_assign:
+                if stable_since is not None and time.time() - stable_since >= 2.0:
+                    break
+            else:
+                stable_since = time.time() if full else None
+            last_assign = assign
+            time.sleep(0.2)
         else:
-            stable_since = None
-        time.sleep(0.1)
-    broker_cpu0, go_at = proc_cpu(broker_pid), time.time()
-    go.write_text("go")
-    results: list[dict[str, Any]] = []
-    for p in procs:
-        out, err = p.communicate(timeout=600)
-        line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
-        results.append(json.loads(line[7:]) if line else {"error": err[-1500:]})
-    load_after = os.getloadavg()
-    broker_cpu = proc_cpu(broker_pid) - broker_cpu0  # includes its idle tail (IDLE_S)
-    broker_window = time.time() - go_at
-    ok = [r for r in results if "error" not in r and r["first"] is not None]
-    if len(ok) != k:
-        return {"workers": k, "error": results, "load_before": load_before}
-    span = max(r["last"] for r in ok) - min(r["first"] for r in ok)
-    events = sum(r["events"] for r in ok)
-    return {"workers": k, "events": events, "span_s": span, "eps": events / span,
-            "per_worker": [{"eps": r["events"] / span, "events": r["events"],
-                            "partitions": r["partitions"],
-                            "cpu_s": r["cpu_s"], "cpu_pct": 100 * r["cpu_s"] / span}
-                           for r in ok],
-            "events_per_cpu_s": events / max(sum(r["cpu_s"] for r in ok), 1e-9),
-            "broker_cpu_pct": 100 * broker_cpu / broker_window,
-            "load_before": load_before, "load_after": load_after, "n": n}
-
-
-def fmt_load(load: tuple[float, float, float]) -> str:
-    """The three load averages."""
-    return " ".join(f"{x:.2f}" for x in load)
+            return {"workers": k, "error": "the group did not settle"}
+        t_go = time.time()
+        broker0 = _proc_cpu(broker_pid)
+        go.touch()
+        while time.time() < deadline:
+            sts = [_read(f) for f in files]
+            if all(sts) and sum(s["events"] for s in sts if s) >= n:
+                break
+            time.sleep(0.1)
+        else:
+            return {"workers": k, "error": f"incomplete: {sts}"}
+        load_after = os.getloadavg()
+        broker1 = _proc_cpu(broker_pid)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    per = []
+    for s, a in zip(sts, assign, strict=True):
+        assert s is not None
+        busy = (s["last"] - t_go) if s["last"] else 0.0
+        cpu = (s["cpu"] - s["cpu0"]) if s["cpu"] is not None else 0.0
+        per.append({"partitions": len(a), "events": s["events"],
+                    "eps": s["events"] / busy if busy > 0 else 0.0, "busy_s": busy,
+                    "cpu_s": cpu, "cpu_util": cpu / busy if busy > 0 else 0.0})
+    wall = max(p["busy_s"] for p in per)
+    broker_cpu = None if broker0 is None or broker1 is None else broker1 - broker0
+    return {"workers": k, "events": n, "produce_s": produce_s, "wall_s": wall,
+            "broker_cpu_s": broker_cpu,
+            "eps": n / wall, "per": per, "load_before": load_before, "load_after": load_after}
 
 
 def write_report(path: Path, rows: list[dict[str, Any]], n: int) -> str:
-    """Markdown results (also returned for printing)."""
+    """Markdown table (also returned)."""
     base = next((r["eps"] for r in rows if r.get("workers") == 1 and "eps" in r), None)
     out = ["# Scale in workers (`benchmarks/bench_workers.py`)", "",
            f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on this machine "
-           f"({os.cpu_count()} cores, shared with other jobs and with the embedded broker). "
-           f"{n:,} demo events, one JSON message each, on a {PARTITIONS}-partition topic "
-           f"({ROUTERS} routers); LazyCMS d=4 w=1024, tick 100 ms; workers in one consumer "
-           "group, timed from the first batch after the group formed to the last batch.", "",
-           "| workers | events/s total | speed-up vs 1 | events/s per worker | partitions per "
-           "worker | CPU per worker (% of one core) | events per worker CPU-second | broker CPU (% "
-           "of one core) | load avg before | load avg after |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           f"({os.cpu_count()} cores, shared with the embedded Tansu broker and other jobs). "
+           f"One consumer group, a {PARTITIONS}-partition topic, {n:,} JSON events (one per "
+           "message, 48 routers), LazyCMS d=4 w=1024, tick 100 ms; all workers released "
+           "at once after the group settled.", "",
+           "| workers | events/s total | speed-up vs 1 | per worker: partitions, events/s, "
+           "CPU s, CPU utilisation while busy | broker CPU s | load avg before "
+           "| load avg after |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['workers']} | error: {str(r['error'])[:300]} | | | | | | | | |")
+            out.append(f"| {r['workers']} | error: {r['error']} | | | | | |")
             continue
-        pw = r["per_worker"]
-        speed = f"{r['eps'] / base:.2f}" if base else "n/a"
-        out.append(f"| {r['workers']} | {r['eps']:,.0f} | {speed} | "
-                   + " / ".join(f"{w['eps']:,.0f}" for w in pw) + " | "
-                   + " / ".join(str(w["partitions"]) for w in pw) + " | "
-                   + " / ".join(f"{w['cpu_pct']:.0f}" for w in pw) + " | "
-                   + f"{r['events_per_cpu_s']:,.0f} | {r['broker_cpu_pct']:.0f} | "
-                   + f"{fmt_load(r['load_before'])} | {fmt_load(r['load_after'])} |")
-    out += ["", "Events count every record applied (the group forms before the timed "
-            "window, so nothing is applied twice). CPU is user+system time of each worker "
-            "process over the timed window; *events per worker CPU-second* = all events / "
-            "the workers' summed CPU, what one worker sustains on a core of its own; broker "
-            "CPU is the embedded broker's share over the window plus the members' 2 s idle "
-            "tail. With 2 cores shared by the broker (which "
-            "serves every fetch) and the workers, more than ~2 busy processes cannot run "
-            "at once: the total flattens and per-worker CPU falls as workers are added. "
-            "On a machine with a core per worker plus the broker elsewhere, the total "
-            "scales with workers up to the partition count (see docs/OPERATIONS.md, "
-            "Sizing).", ""]
+        per = "; ".join(f"{p['partitions']} p, {p['eps']:,.0f}/s, {p['cpu_s']:.2f} s, "
+                        f"{p['cpu_util']:.0%}" for p in r["per"])
+        speed = f"{r['eps'] / base:.2f}x" if base else "n/a"
+        lb = " ".join(f"{x:.2f}" for x in r["load_before"])
+        la = " ".join(f"{x:.2f}" for x in r["load_after"])
+        bc = "n/a" if r["broker_cpu_s"] is None else f"{r['broker_cpu_s']:.2f}"
+        out.append(f"| {r['workers']} | {r['eps']:,.0f} | {speed} | {per} | {bc} | {lb} "
+                   f"| {la} |")
+    out += ["", "CPU utilisation = the worker's user+system CPU seconds / its busy wall time "
+            "(100% = one core); broker CPU s = the embedded broker's CPU seconds over the "
+            "same interval (from /proc). On 2 cores shared with the broker the total cannot grow "
+            "much past 2 workers: the curve flattens (and each extra process adds its own "
+            "fetch and event-loop overhead). On a machine with a core per worker plus the "
+            "broker's own, throughput adds up per worker until the partition count.", ""]
     text = "\n".join(out)
     path.write_text(text)
     return text
 
 
 def main(argv: list[str] | None = None) -> None:
-    """As parent: broker, produce, run each group size, write results/bench_workers.md."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=300_000, help="JSON events (one per message)")
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
-    ap.add_argument("--out", default=str(ROOT / "results" / "bench_workers.md"))
-    ap.add_argument("--child", action="store_true")
-    ap.add_argument("--bootstrap")
-    ap.add_argument("--topology")
-    ap.add_argument("--group")
-    ap.add_argument("--status")
-    ap.add_argument("--go")
-    args = ap.parse_args(argv)
-    if args.child:
-        asyncio.run(child(args.bootstrap, args.topology, args.group, Path(args.status),
-                          Path(args.go)))
+    """Run 1..3 workers, write results/bench_workers.md."""
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _, _, bootstrap, topo, group, stats, go = sys.argv
+        asyncio.run(child(bootstrap, topo, group, Path(stats), Path(go)))
         return
     from worker.broker import EmbeddedBroker
-    from worker.demo_producer import run_producer
 
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=300_000, help="JSON events per case")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--timeout", type=float, default=240.0)
+    ap.add_argument("--out", default=str(ROOT / "results" / "bench_workers.md"))
+    args = ap.parse_args(argv)
     rows = []
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
-        topic = "bw-in"
-        asyncio.run(create_topic(broker.bootstrap, topic, PARTITIONS))
-        t0 = time.perf_counter()
-        asyncio.run(run_producer(broker.bootstrap, topic, events=args.n, rate=None,
-                                 encoding="json", seed=1, routers=ROUTERS))
-        print(f"produced {args.n:,} in {time.perf_counter() - t0:.1f}s", flush=True)
         for k in args.workers:
-            rows.append(run_case(broker.bootstrap, topic, k, Path(tmp), args.n, broker.pid))
+            rows.append(run_case(broker.bootstrap, k, args.n, Path(tmp), args.timeout,
+                                 broker.pid))
             print(rows[-1], flush=True)
     print(write_report(Path(args.out), rows, args.n))
 

@@ -42,14 +42,11 @@ Examples
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from worker.decode_columnar import COLUMNAR_VERSION, _decode_columnar
@@ -71,6 +68,7 @@ from worker.decode_common import (
     _maybe_special,
     _text,
 )
+from worker.decode_fast import fast_json
 from worker.topology import InputSpec
 
 __all__ = ["COLUMNAR_VERSION", "DEAD_LETTER_MAX_BYTES", "REASONS", "DeadLetter", "Decoded",
@@ -137,7 +135,8 @@ def _decode(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
         from worker.decode_arrow import _decode_arrow
 
         return _decode_arrow(spec, records, gate)
-    return _decode_json(spec, records, gate)
+    fast = fast_json(spec, records, gate)  # msgspec, exact or None (worker/decode_fast.py)
+    return fast if fast is not None else _decode_json(spec, records, gate)
 
 
 def _isolate(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
@@ -202,61 +201,6 @@ def _simple_columns(docs: list[Any], ks: str, ki: str, gate: Gate,
                    [])
 
 
-TYPED_MAX_BYTES = 1024
-"""Largest message the typed fast path takes. It bounds what could make msgspec and
-``json.loads`` disagree on acceptance: an integer of more than 4,300 digits (Python's
-``int_max_str_digits``; msgspec reads it as a float) and nesting deep enough to hit
-``json.loads``' recursion limit (at most 512 levels fit in 1,024 bytes). Larger messages
-take the reference path."""
-
-
-@functools.lru_cache(maxsize=64)
-def _typed_decoder(shard: str, item: str) -> Callable[[bytes], Any]:
-    """msgspec decoder of an object with two string fields (other fields are skipped)."""
-    fields = [("s", str)] if shard == item else [("s", str), ("i", str)]
-    rename = {"s": shard} if shard == item else {"s": shard, "i": item}
-    cls = msgspec.defstruct("Event", fields, rename=rename, gc=False)  # str fields: no cycles
-    return msgspec.json.Decoder(cls).decode
-
-
-def _typed_columns(records: Sequence[Record], ks: str, ki: str, gate: Gate,
-                   limit: int) -> Decoded | None:
-    """Whole-batch fast path (the common case): msgspec decodes each message into a typed
-    struct holding only the shard and item fields, both strings.
-
-    Taken only where msgspec provably agrees with the reference path (``json.loads``, then
-    field checks): every value non-empty, pure ASCII (so no BOM, no UTF-16/32, no invalid
-    UTF-8 in a skipped field, which msgspec does not check), at most
-    :data:`TYPED_MAX_BYTES`, with no NUL or surrogate escape; every shard accepted by the
-    gate and every string surely within ``limit`` UTF-8 bytes. Anything else, including
-    any msgspec error (NaN, a wrong type, a missing field, a non-object...), returns None
-    and the caller decodes with the reference path, so dead-letter reasons are the
-    reference's. Where msgspec accepts, ``json.loads`` accepts with the same two values
-    (tests/unit/test_decode_typed.py compares both on hostile and fuzzed input).
-    """
-    values = [r[2] for r in records]
-    if not values or not all(values):
-        return None
-    if max(map(len, values)) > TYPED_MAX_BYTES:  # type: ignore[arg-type]
-        return None
-    joined = b"".join(values)  # type: ignore[arg-type]
-    if not joined.isascii() or _maybe_special(joined):
-        return None
-    decode = _typed_decoder(ks, ki)
-    try:
-        evs = [decode(v) for v in values]  # type: ignore[arg-type]
-    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
-        return None
-    shards = [e.s for e in evs]
-    items = shards if ks == ki else [e.i for e in evs]
-    if 4 * max(_max_len(items), _max_len(shards)) > limit:  # maybe over input.max_item_bytes
-        return None
-    if any(gate(sh) is not None for sh in set(shards)):
-        return None
-    return Decoded(np.array(items, dtype=object), np.array(shards, dtype=object), None, None,
-                   [])
-
-
 def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
     f = spec.fields
     p_shard, p_item = _getter(f.shard), _getter(f.item)
@@ -271,11 +215,6 @@ def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
     simple = (len(p_shard) == 1 and len(p_item) == 1 and p_unit is None and p_weight is None
               and item_type == "str")
     ks, ki = p_shard[0], p_item[0]
-    if (simple and limit >= TYPED_MAX_BYTES
-            and not 0 < sys.get_int_max_str_digits() < TYPED_MAX_BYTES):
-        typed = _typed_columns(records, ks, ki, gate, max_item)
-        if typed is not None:
-            return typed
     docs, maybe_nul = _parse_joined(records, limit)
     signed = spec.signed_weights
     top = None if spec.item_bits is None else 1 << spec.item_bits

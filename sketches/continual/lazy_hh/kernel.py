@@ -87,6 +87,27 @@ def _rotl(x: np.uint64, b: int) -> np.uint64:
 
 
 @numba.njit(inline="always")
+def _sipround(v0: np.uint64, v1: np.uint64, v2: np.uint64,
+              v3: np.uint64) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:
+    """One SipRound (SipHash-2-4 does 2 per message word and 4 to finalise)."""
+    v0 += v1
+    v1 = _rotl(v1, 13)
+    v1 ^= v0
+    v0 = _rotl(v0, 32)
+    v2 += v3
+    v3 = _rotl(v3, 16)
+    v3 ^= v2
+    v0 += v3
+    v3 = _rotl(v3, 21)
+    v3 ^= v0
+    v2 += v1
+    v1 = _rotl(v1, 17)
+    v1 ^= v2
+    v2 = _rotl(v2, 32)
+    return v0, v1, v2, v3
+
+
+@numba.njit(inline="always")
 def _sip(blob: np.ndarray, a: int, b: int, k0: np.uint64, k1: np.uint64) -> np.uint64:
     v0, v1, v2, v3 = k0 ^ _C0, k1 ^ _C1, k0 ^ _C2, k1 ^ _C3
     n = b - a
@@ -102,37 +123,11 @@ def _sip(blob: np.ndarray, a: int, b: int, k0: np.uint64, k1: np.uint64) -> np.u
             m |= _U(n & 0xFF) << _U(56)
         v3 ^= m
         for _ in range(2):
-            v0 += v1
-            v1 = _rotl(v1, 13)
-            v1 ^= v0
-            v0 = _rotl(v0, 32)
-            v2 += v3
-            v3 = _rotl(v3, 16)
-            v3 ^= v2
-            v0 += v3
-            v3 = _rotl(v3, 21)
-            v3 ^= v0
-            v2 += v1
-            v1 = _rotl(v1, 17)
-            v1 ^= v2
-            v2 = _rotl(v2, 32)
+            v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
         v0 ^= m
     v2 ^= _U(0xFF)
     for _ in range(4):
-        v0 += v1
-        v1 = _rotl(v1, 13)
-        v1 ^= v0
-        v0 = _rotl(v0, 32)
-        v2 += v3
-        v3 = _rotl(v3, 16)
-        v3 ^= v2
-        v0 += v3
-        v3 = _rotl(v3, 21)
-        v3 ^= v0
-        v2 += v1
-        v1 = _rotl(v1, 17)
-        v1 ^= v2
-        v2 = _rotl(v2, 32)
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     return v0 ^ v1 ^ v2 ^ v3
 
 

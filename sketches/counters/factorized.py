@@ -69,7 +69,7 @@ from sketches.counters.factorization import (
     factorization,
     sqrt_coeffs,
 )
-from sketches.counters.gauss_bm import GaussianNoise
+from sketches.counters.gauss_bm import GaussianNoise, round_rows
 from sketches.errors import (
     HorizonExceededError,
     IncompatibleSpecError,
@@ -186,16 +186,10 @@ class FactorizedCounters:
 
     def advance(self, increments: np.ndarray, empty_rounds: int = 0) -> None:
         """Open ``k + empty_rounds`` rounds; row ``i`` of ``increments`` is round ``rounds+1+i``."""
-        inc = np.asarray(increments)
-        if inc.ndim != 2 or inc.shape[1] != self.n:
-            raise SpecError(
-                f"increments: expected shape (k, {self.n}), got {inc.shape}; pass one row per round"
-            )
-        k = inc.shape[0] + int(empty_rounds)
+        total, k = round_rows(increments, self.n, empty_rounds)
         self._check_horizon(self.rounds + k)
-        if k <= 0:
-            return
-        self._commit(inc.sum(axis=0, dtype=np.int64) if inc.shape[0] else None, k)
+        if k > 0:
+            self._commit(total, k)
 
     def push(self, total: np.ndarray, new_rounds: int) -> None:
         """Add ``total`` (shape ``(n,)``) to the prefix and open ``new_rounds`` rounds."""

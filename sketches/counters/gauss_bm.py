@@ -160,6 +160,25 @@ def set_bits(r: int) -> list[int]:
     return [k for k in range(max(r, 0).bit_length()) if (r >> k) & 1]
 
 
+def round_rows(increments: np.ndarray, n: int,
+               empty_rounds: int = 0) -> tuple[np.ndarray | None, int]:
+    """Validate ``advance``'s ``(k, n)`` increments: ``(their int64 total or None, rounds)``.
+
+    Shared by every continual counter (tree, factorized): the rounds opened are the
+    rows plus ``empty_rounds``.
+
+    >>> round_rows(np.ones((2, 3), dtype=np.int64), 3, empty_rounds=1)
+    (array([2, 2, 2]), 3)
+    """
+    inc = np.asarray(increments)
+    if inc.ndim != 2 or inc.shape[1] != n:
+        raise SpecError(
+            f"increments: expected shape (k, {n}), got {inc.shape}; pass one row per round"
+        )
+    total = inc.sum(axis=0, dtype=np.int64) if inc.shape[0] else None
+    return total, inc.shape[0] + int(empty_rounds)
+
+
 class ContinualCounters:
     """An array of ``n`` GaussBM counters with a shared round clock.
 
@@ -236,17 +255,10 @@ class ContinualCounters:
         HorizonExceededError
             If the rounds would exceed the horizon (state is left unchanged).
         """
-        inc = np.asarray(increments)
-        if inc.ndim != 2 or inc.shape[1] != self.n:
-            raise SpecError(
-                f"increments: expected shape (k, {self.n}), got {inc.shape}; pass one row per round"
-            )
-        k = inc.shape[0] + int(empty_rounds)
+        total, k = round_rows(increments, self.n, empty_rounds)
         self._check_horizon(self.rounds + k)
-        if k <= 0:
-            return
-        total = inc.sum(axis=0, dtype=np.int64) if inc.shape[0] else None
-        self._commit(total, k)
+        if k > 0:
+            self._commit(total, k)
 
     def push(self, total: np.ndarray, new_rounds: int) -> None:
         """Add ``total`` (shape ``(n,)``) to the prefix and open ``new_rounds`` rounds.

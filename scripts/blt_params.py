@@ -33,19 +33,11 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.signal import lfilter
 
+from sketches.counters.factorization import blt_polynomials
+
 
 def coeffs(theta: np.ndarray, omega: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    q = np.array([1.0])
-    for w in omega:
-        q = np.convolve(q, [1.0, -w])
-    p = np.concatenate([q, [0.0]])
-    for i, t in enumerate(theta):
-        r = np.array([0.0, t])
-        for j, w in enumerate(omega):
-            if j != i:
-                r = np.convolve(r, [1.0, -w])
-        p[: r.size] += r
-    p = np.trim_zeros(p, "b")
+    p, q = blt_polynomials(theta, omega)
     imp = np.zeros(n)
     imp[0] = 1.0
     b = lfilter(p, q, imp)

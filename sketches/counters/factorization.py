@@ -63,6 +63,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -161,12 +162,17 @@ def sqrt_coeffs(n: int) -> np.ndarray:
     return np.concatenate(([1.0], np.cumprod((2 * j - 1) / (2 * j))))[: max(int(n), 1)]
 
 
-@lru_cache(maxsize=64)
-def _blt_c_coeffs(theta: tuple[float, ...], omega: tuple[float, ...], n: int) -> np.ndarray:
-    """First column of ``C = B^-1 A`` for ``B = BLT(theta, omega)``: ``c(x) = 1/((1-x) b(x))``.
+def blt_polynomials(theta: Sequence[float],
+                    omega: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """``(P, Q)`` with ``b(x) = P(x)/Q(x)`` the generating function of BLT's ``B``.
 
-    ``b(x) = P(x)/Q(x)`` with ``Q = prod(1 - omega_i x)``; ``c = Q / ((1-x) P)``,
-    evaluated as an IIR filter of order ``k + 1`` on an impulse (plain floats).
+    ``Q = prod(1 - omega_i x)`` and ``P = Q + sum_i theta_i x prod_{j != i}(1 - omega_j x)``
+    (coefficients, lowest degree first). Shared with the offline optimiser
+    ``scripts/blt_params.py``.
+
+    >>> p, q = blt_polynomials((0.5,), (0.25,))
+    >>> p.tolist(), q.tolist()
+    ([1.0, 0.25], [1.0, -0.25])
     """
     q = np.array([1.0])
     for w in omega:
@@ -178,6 +184,17 @@ def _blt_c_coeffs(theta: tuple[float, ...], omega: tuple[float, ...], n: int) ->
             if j != i:
                 r = np.convolve(r, [1.0, -w])
         p[: r.size] += r
+    return np.trim_zeros(p, "b"), q
+
+
+@lru_cache(maxsize=64)
+def _blt_c_coeffs(theta: tuple[float, ...], omega: tuple[float, ...], n: int) -> np.ndarray:
+    """First column of ``C = B^-1 A`` for ``B = BLT(theta, omega)``: ``c(x) = 1/((1-x) b(x))``.
+
+    ``b(x) = P(x)/Q(x)`` with ``Q = prod(1 - omega_i x)``; ``c = Q / ((1-x) P)``,
+    evaluated as an IIR filter of order ``k + 1`` on an impulse (plain floats).
+    """
+    p, q = blt_polynomials(theta, omega)
     den = np.convolve(p, [1.0, -1.0]).tolist()
     num = q.tolist()
     out = [0.0] * n

@@ -1,5 +1,7 @@
 """Continual counters: the binary tree (Gaussian binary mechanism) and factorization counters.
 
+- :mod:`~sketches.counters.prefix`: ``PrefixCounters``, what every counter shares
+  (exact prefix, round clock, horizon, ``advance``/``add_to_current``);
 - :mod:`~sketches.counters.gauss_bm`: ``ContinualCounters``, many independent
   tree counters in one numpy state, with cached noise nodes;
 - :mod:`~sketches.counters.gauss_bm_lazy`: the lazy noise variant of LazyHH

@@ -69,7 +69,8 @@ from sketches.counters.factorization import (
     factorization,
     sqrt_coeffs,
 )
-from sketches.counters.gauss_bm import GaussianNoise, round_rows
+from sketches.counters.gauss_bm import GaussianNoise
+from sketches.counters.prefix import PrefixCounters
 from sketches.errors import (
     HorizonExceededError,
     IncompatibleSpecError,
@@ -89,7 +90,7 @@ def _psd_sqrt(g: np.ndarray) -> np.ndarray:
     return vecs * np.sqrt(np.clip(vals, 0.0, None))[None, :]
 
 
-class FactorizedCounters:
+class FactorizedCounters(PrefixCounters):
     """``n`` counters releasing ``prefix + round(B z)`` (module docstring).
 
     Parameters
@@ -135,12 +136,6 @@ class FactorizedCounters:
             self._buf = np.zeros((0, self.n), dtype=np.float64)  # z history, grows
 
     # ------------------------------------------------------------ updates
-    def _check_horizon(self, rounds: int) -> None:
-        if rounds > self.horizon:
-            raise HorizonExceededError(
-                f"horizon: {rounds} rounds requested but the horizon is {self.horizon};"
-                " start a new epoch (fresh sketch) or raise the horizon")
-
     def _gauss(self, m: int) -> np.ndarray:
         return np.asarray(self._noise_src.gaussian(self.sigma, m), dtype=np.float64) \
             if self.sigma > 0 else np.zeros(m, dtype=np.float64)
@@ -184,13 +179,6 @@ class FactorizedCounters:
         self._prev, self._now, self._buf = prev, now, buf
         self.rounds += k
 
-    def advance(self, increments: np.ndarray, empty_rounds: int = 0) -> None:
-        """Open ``k + empty_rounds`` rounds; row ``i`` of ``increments`` is round ``rounds+1+i``."""
-        total, k = round_rows(increments, self.n, empty_rounds)
-        self._check_horizon(self.rounds + k)
-        if k > 0:
-            self._commit(total, k)
-
     def push(self, total: np.ndarray, new_rounds: int) -> None:
         """Add ``total`` (shape ``(n,)``) to the prefix and open ``new_rounds`` rounds."""
         inc = np.asarray(total)
@@ -206,15 +194,6 @@ class FactorizedCounters:
             self._prefix += inc.astype(np.int64, copy=False)
             return
         self._commit(inc.astype(np.int64, copy=False), k)
-
-    def add_to_current(self, increments: np.ndarray) -> None:
-        """Add ``increments`` (shape ``(n,)``) to the current, already opened round."""
-        if self.rounds == 0:
-            raise SpecError("increments: no round is open yet; call advance() first")
-        inc = np.asarray(increments)
-        if inc.shape != (self.n,):
-            raise SpecError(f"increments: expected shape ({self.n},), got {inc.shape}")
-        self._prefix += inc.astype(np.int64, copy=False)
 
     def advance_empty(self, ends: np.ndarray) -> np.ndarray:
         """Open empty rounds in calls ending at ``ends``; the query after each call.

@@ -89,6 +89,7 @@ import numpy as np
 from sketches.core.noise_tables import validate_discrete_sigma
 from sketches.core.serialization import pack, unpack
 from sketches.counters.gauss_bm_catchup import empty_rounds_noise
+from sketches.counters.prefix import PrefixCounters
 from sketches.errors import (
     HorizonExceededError,
     IncompatibleSpecError,
@@ -160,26 +161,7 @@ def set_bits(r: int) -> list[int]:
     return [k for k in range(max(r, 0).bit_length()) if (r >> k) & 1]
 
 
-def round_rows(increments: np.ndarray, n: int,
-               empty_rounds: int = 0) -> tuple[np.ndarray | None, int]:
-    """Validate ``advance``'s ``(k, n)`` increments: ``(their int64 total or None, rounds)``.
-
-    Shared by every continual counter (tree, factorized): the rounds opened are the
-    rows plus ``empty_rounds``.
-
-    >>> round_rows(np.ones((2, 3), dtype=np.int64), 3, empty_rounds=1)
-    (array([2, 2, 2]), 3)
-    """
-    inc = np.asarray(increments)
-    if inc.ndim != 2 or inc.shape[1] != n:
-        raise SpecError(
-            f"increments: expected shape (k, {n}), got {inc.shape}; pass one row per round"
-        )
-    total = inc.sum(axis=0, dtype=np.int64) if inc.shape[0] else None
-    return total, inc.shape[0] + int(empty_rounds)
-
-
-class ContinualCounters:
+class ContinualCounters(PrefixCounters):
     """An array of ``n`` GaussBM counters with a shared round clock.
 
     Parameters
@@ -228,13 +210,6 @@ class ContinualCounters:
         self._noise_now = np.zeros(self.n, dtype=dtype)  # cache: noise_sum(rounds)
 
     # ------------------------------------------------------------ updates
-    def _check_horizon(self, rounds: int) -> None:
-        """HorizonExceededError (state unchanged) if ``rounds`` would pass the horizon."""
-        if rounds > self.horizon:
-            raise HorizonExceededError(
-                f"horizon: {rounds} rounds requested but the horizon is {self.horizon};"
-                " start a new epoch (fresh sketch) or raise the horizon")
-
     def _draw(self) -> np.ndarray:
         return self._draw_values(self.n)
 
@@ -242,23 +217,6 @@ class ContinualCounters:
         if self.integer_noise:
             return np.asarray(self._noise_src.discrete_gaussian(self.sigma, m), dtype=np.int64)
         return np.asarray(self._noise_src.gaussian(self.sigma, m), dtype=np.float64)
-
-    def advance(self, increments: np.ndarray, empty_rounds: int = 0) -> None:
-        """Open ``k + empty_rounds`` new rounds.
-
-        Row ``i`` of ``increments`` (shape ``(k, n)``) is the increment of every
-        counter in round ``rounds + 1 + i``; the ``empty_rounds`` rounds after
-        them have zero increments. Noise follows the module's canonical rule.
-
-        Raises
-        ------
-        HorizonExceededError
-            If the rounds would exceed the horizon (state is left unchanged).
-        """
-        total, k = round_rows(increments, self.n, empty_rounds)
-        self._check_horizon(self.rounds + k)
-        if k > 0:
-            self._commit(total, k)
 
     def push(self, total: np.ndarray, new_rounds: int) -> None:
         """Add ``total`` (shape ``(n,)``) to the prefix and open ``new_rounds`` rounds.
@@ -342,15 +300,6 @@ class ContinualCounters:
         self._node_noise, self._noise_now = nodes, sums[-1].copy()
         self.rounds = int(e[-1])
         return out
-
-    def add_to_current(self, increments: np.ndarray) -> None:
-        """Add ``increments`` (shape ``(n,)``) to the current, already opened round."""
-        if self.rounds == 0:
-            raise SpecError("increments: no round is open yet; call advance() first")
-        inc = np.asarray(increments)
-        if inc.shape != (self.n,):
-            raise SpecError(f"increments: expected shape ({self.n},), got {inc.shape}")
-        self._prefix += inc.astype(np.int64, copy=False)
 
     # ------------------------------------------------------------- queries
     def noise_sum(self, r: int) -> np.ndarray:

@@ -36,6 +36,7 @@ from privacy_audit.stats import (
     eps_lower_bound,
     gaussian_delta,
     gaussian_shift,
+    miss_probability,
     mu_max,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "eps_lower_bound",
     "gaussian_delta",
     "gaussian_shift",
+    "miss_probability",
     "markdown_table",
     "mu_max",
     "run_case",

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["AuditBound", "ShiftEstimate", "betainc", "clopper_pearson", "eps_ceiling",
-           "eps_lower_bound", "gaussian_delta", "gaussian_shift", "mu_max"]
+           "eps_lower_bound", "gaussian_delta", "gaussian_shift", "miss_probability", "mu_max"]
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -326,3 +326,38 @@ def gaussian_shift(s0: np.ndarray | None, s1: np.ndarray, *, alpha: float,
         se = math.sqrt(1.0 / n0 + 1.0 / n1 + mu * mu / (2.0 * (n0 + n1)))
     z = _z(alpha)
     return ShiftEstimate(mu_hat=mu, lo=mu - z * se, hi=mu + z * se, alpha=alpha, n0=n0, n1=n1)
+
+
+def miss_probability(mu: float, mu_max: float, n1: int, alpha: float) -> float:
+    """Probability that the one-sample check of :func:`gaussian_shift` misses a true shift ``mu``.
+
+    The check refutes a claim when ``lo = mu_hat - z se(mu_hat) > mu_max``; ``lo`` grows with
+    ``mu_hat``, so it misses when ``mu_hat`` falls below the ``t`` solving ``lo(t) = mu_max``,
+    with probability ``Phi((t - mu) / se(mu))`` under the normal approximation (``se(m) =
+    sqrt(1/n1 + m^2 / (2 n1))``). The design check of a power test: a broken mechanism too close
+    to ``mu_max`` makes a test that fails at random.
+
+    Examples
+    --------
+    >>> miss_probability(0.3121, 0.2367, 4500, 0.01) < 6e-3   # dp_cms, sigma / sqrt(2)
+    True
+    >>> round(miss_probability(0.3731, 0.2367, 600, 0.01), 2)  # BLT, sigma / 2: 1 run in 6
+    0.18
+    """
+    if not (mu_max > 0.0 and n1 > 1 and 0.0 < alpha < 0.5):
+        raise ValueError(f"need mu_max > 0, n1 > 1, 0 < alpha < 0.5; got {mu_max}, {n1}, {alpha}")
+    z = _z(alpha)
+
+    def se(m: float) -> float:
+        return math.sqrt(1.0 / n1 + m * m / (2.0 * n1))
+
+    lo, hi = mu_max, mu_max + 1.0
+    while hi - z * se(hi) <= mu_max:
+        hi = 2.0 * hi
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid - z * se(mid) <= mu_max:
+            lo = mid
+        else:
+            hi = mid
+    return _phi((lo - mu) / se(mu))

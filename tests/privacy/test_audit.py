@@ -27,8 +27,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from privacy_audit import (CASES, ScaledNoise, case, clopper_pearson, eps_lower_bound, mu_max,
-                           run_case)
+from privacy_audit import (
+    CASES,
+    ScaledNoise,
+    case,
+    clopper_pearson,
+    eps_lower_bound,
+    mu_max,
+    run_case,
+)
 from sketches import SecureNoise, ZeroNoise
 
 ALPHA = 1e-4

@@ -257,7 +257,7 @@ class Worker:
         self.engine = Engine(self.topologies, store, KafkaSink(self.producer), self.metrics,
                              crash_points=s.crash_probabilities(),
                              dead_letter_max_bytes=s.producer_max_request_bytes - 4096,
-                             reraise=BROKER_ERRORS)
+                             reraise=BROKER_ERRORS, max_open_shards=s.max_open_shards)
         self.consumer = AIOKafkaConsumer(
             group_id=s.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,

@@ -195,7 +195,7 @@ def _simple_columns(docs: list[Any], ks: str, ki: str, gate: Gate,
         return None
     if 4 * max(_max_len(items), _max_len(shards)) > limit:  # maybe over input.max_item_bytes
         return None
-    if any(gate(sh) is not None for sh in set(shards)):
+    if any(gate(sh) is not None for sh in dict.fromkeys(shards)):
         return None
     return Decoded(np.array(items, dtype=object), np.array(shards, dtype=object), None, None,
                    [])

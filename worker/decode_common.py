@@ -36,7 +36,7 @@ REASONS = ("oversized", "empty", "not_utf8", "malformed_json", "too_deep", "not_
            "missing_field", "wrong_type", "bad_version", "length_mismatch",
            "unknown_shard", "wrong_partition", "nul_in_field", "out_of_domain",
            "oversized_item", "undecodable", "poison", "late", "future",
-           "malformed_arrow", "wrong_schema")
+           "malformed_arrow", "wrong_schema", "shard_limit")
 """Every dead-letter reason code (also the ``reason`` label of the metrics).
 
 ``late`` / ``future`` (event time, :mod:`worker.event_time`): the record's
@@ -47,6 +47,10 @@ letters but not decode errors.
 ``malformed_arrow`` / ``wrong_schema`` (the ``arrow`` encoding,
 :mod:`worker.decode_arrow`): not a valid uncompressed Arrow IPC stream of plain
 record batches / columns other than the topology's.
+
+``shard_limit``: a record of a new shard of an open shard set while the worker
+already holds ``DPSTREAM_MAX_OPEN_SHARDS`` shards of the topology
+(:class:`worker.routing.ShardBudget`).
 
 ``undecodable``: the decoder itself raised on this record (a bug or an
 unforeseen input; the detail names the exception). ``poison``: the record
@@ -239,6 +243,9 @@ _GATE_DETAIL = {
                      "or fix the producer",
     "wrong_partition": "shard key {!r} belongs to another partition (the producer must use "
                        "the shard key as the Kafka message key with the default partitioner)",
+    "shard_limit": "shard key {!r} would be a new shard beyond DPSTREAM_MAX_OPEN_SHARDS on "
+                   "this worker (an open shard set); raise the limit, add workers, or list "
+                   "the shards in shards.allowed",
 }
 
 

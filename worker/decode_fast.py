@@ -191,6 +191,6 @@ def fast_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded
             return None
     if 4 * max(map(_max_len, strings)) > limit:  # maybe over input.max_item_bytes
         return None
-    if any(gate(sh) is not None for sh in set(shards)):
+    if any(gate(sh) is not None for sh in dict.fromkeys(shards)):
         return None
     return Decoded(items, np.array(shards, dtype=object), units, weights, [])

@@ -82,7 +82,7 @@ from worker.partition import (
     event_limit,
 )
 from worker.publish import envelope_bytes, release_key
-from worker.routing import ShardGate, group_by_shard
+from worker.routing import ShardBudget, ShardGate, group_by_shard
 from worker.shard_state import ShardState
 from worker.topology import Topology
 
@@ -99,7 +99,8 @@ class Engine:
                  metrics: Metrics | None = None, *, crash_points: dict[str, float] | None = None,
                  clock: Callable[[], float] = time.time,
                  dead_letter_max_bytes: int = DEAD_LETTER_MAX_BYTES,
-                 reraise: tuple[type[BaseException], ...] = ()) -> None:
+                 reraise: tuple[type[BaseException], ...] = (),
+                 max_open_shards: int = 0) -> None:
         self.topologies = {t.name: t for t in topologies}
         self.by_topic: dict[str, list[Topology]] = {}
         for t in topologies:
@@ -117,6 +118,10 @@ class Engine:
         self._noise_for = NoiseFactory()
         self.dead_letter_max_bytes = dead_letter_max_bytes
         self.reraise = reraise
+        self.budgets = {t.name: ShardBudget(max_open_shards) for t in topologies
+                        if t.allowed_shards is None}
+        """Open shard sets: the shards this worker holds, at most ``max_open_shards`` new
+        ones per topology (``DPSTREAM_MAX_OPEN_SHARDS``; 0: no limit)."""
         """Exceptions :meth:`on_timer` leaves to the driver (broker errors: an outage);
         any other exception of one partition's timer work is contained (see there)."""
         self._timer_error_logged: dict[tuple[str, int], float] = {}
@@ -304,7 +309,8 @@ class Engine:
             return out
 
     async def _restore(self, topo: Topology, p: int) -> PartitionState:
-        ps = PartitionState(topo, p, ShardGate(p, topo.input.partitions, topo.allowed_shards))
+        ps = PartitionState(topo, p, ShardGate(p, topo.input.partitions, topo.allowed_shards,
+                                               self.budgets.get(topo.name)))
         cp = self.store.load(topo.name, p)
         if cp is None:
             log.info("topology %s partition %d: no checkpoint, starting fresh", topo.name, p)
@@ -321,6 +327,7 @@ class Engine:
             # rewritten shard by shard at the next checkpoint
             st.changed = not cp.incremental
             ps.shards[st.shard] = st
+            ps.gate.admit(st.shard)
             self._gauges(topo, st)
         ps.next_offset = ps.covered_offset = cp.next_offset
         if ps.events is not None:
@@ -407,8 +414,14 @@ class Engine:
                     ps = self.parts.pop((topo.name, p), None)
                     if ps is not None:
                         await self._commit(ps, force=True)
+                        ps.gate.release()
                         for shard in ps.shards:
                             self._forget_shard(topo, shard)
+
+    def open_shards(self) -> dict[str, int]:
+        """Per open-set topology, the shards this worker holds (``DPSTREAM_MAX_OPEN_SHARDS``
+        bounds the new ones)."""
+        return {name: b.held for name, b in self.budgets.items()}
 
     def covered_offsets(self) -> dict[tuple[str, int], int]:
         """Per owned input partition, the offset its checkpoints resume from (the minimum
@@ -582,6 +595,7 @@ class Engine:
                 for topo in self.by_topic.get(topic, []):
                     ps = self.parts.pop((topo.name, p), None)
                     if ps is not None:
+                        ps.gate.release()
                         for shard in ps.shards:
                             self._forget_shard(topo, shard)
 

@@ -13,8 +13,9 @@ One function, :func:`shard_bytes`, gives the bytes one shard's state holds; both
 
 Worst case per worker (:func:`worst_case_bytes`): a worker may own every partition, so
 a closed shard set (``shards.allowed``) counts all its shards, and an open set counts
-the stated bound ``DPSTREAM_MAX_OPEN_SHARDS`` (an assumption the operator states: the
-worker does not enforce it). With ``DPSTREAM_MEMORY_LIMIT_BYTES`` set (> 0), a topology
+the bound ``DPSTREAM_MAX_OPEN_SHARDS`` (enforced: :class:`worker.routing.ShardBudget`
+dead-letters records of further new shards as ``shard_limit``). With
+``DPSTREAM_MEMORY_LIMIT_BYTES`` set (> 0), a topology
 set whose worst case exceeds it is refused at start-up with the numbers and the fix.
 """
 
@@ -73,7 +74,8 @@ def check_memory_limit(topologies: Sequence[Topology], limit: int,
             f"DPSTREAM_MEMORY_LIMIT_BYTES={limit:,}: topology {', '.join(open_sets)} has an "
             "open shard set, so its worst-case memory is unbounded; set "
             "DPSTREAM_MAX_OPEN_SHARDS to the most shards of one open-set topology a worker "
-            "may hold (an assumption you state), or list them in `shards.allowed`")
+            "may hold (enforced: records of further new shards are dead-lettered "
+            "shard_limit), or list them in `shards.allowed`")
     total, lines = worst_case_bytes(topologies, max_open_shards)
     if total > limit:
         raise SpecError(

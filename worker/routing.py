@@ -37,15 +37,55 @@ def partition_for(shard: str, partitions: int) -> int:
     return int((murmur2(shard.encode("utf-8")) & 0x7FFFFFFF) % partitions)
 
 
+class ShardBudget:
+    """The most shards of one open-set topology a worker holds (``DPSTREAM_MAX_OPEN_SHARDS``).
+
+    Shared by the :class:`ShardGate` of every partition of the topology on this worker:
+    ``held`` counts the shards they admitted (restored ones included, even beyond
+    ``limit``: dropping a restored state would lose its privacy accounting). ``limit`` 0
+    (the default): no limit.
+
+    Examples
+    --------
+    >>> b = ShardBudget(1)
+    >>> b.take(), b.take(), b.held
+    (True, False, 1)
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.held = int(limit), 0
+
+    def take(self) -> bool:
+        """Count one more shard if the limit allows it."""
+        if 0 < self.limit <= self.held:
+            return False
+        self.held += 1
+        return True
+
+    def force(self) -> None:
+        """Count one more shard whatever the limit (a restored state)."""
+        self.held += 1
+
+    def give_back(self, n: int) -> None:
+        """``n`` shards are no longer held (their partition was revoked or reset)."""
+        self.held = max(0, self.held - n)
+
+
 class ShardGate:
     """Decide whether a shard key is accepted on ``partition`` (cached per key).
 
-    Returns ``None`` when accepted, otherwise the dead-letter reason code.
+    Returns ``None`` when accepted, otherwise the dead-letter reason code. With a
+    ``budget`` (an open shard set under ``DPSTREAM_MAX_OPEN_SHARDS``), a new shard is
+    admitted while the budget has room and refused as ``shard_limit`` otherwise; a
+    refusal is not cached, so the shard is admitted once room frees up (another
+    partition revoked). An admitted shard stays admitted until :meth:`release`.
     """
 
     def __init__(self, partition: int, partitions: int,
-                 allowed: frozenset[str] | None) -> None:
+                 allowed: frozenset[str] | None, budget: ShardBudget | None = None) -> None:
         self.partition, self.partitions, self.allowed = partition, partitions, allowed
+        self.budget = budget if allowed is None else None  # a closed set is bounded already
+        self._admitted: set[str] = set()
         self._cache: dict[str, str | None] = {}
 
     def __call__(self, shard: str) -> str | None:
@@ -59,9 +99,26 @@ class ShardGate:
             verdict = "wrong_partition"
         else:
             verdict = None
+        if verdict is None and self.budget is not None and shard not in self._admitted:
+            if not self.budget.take():
+                return "shard_limit"
+            self._admitted.add(shard)
         if len(self._cache) < 100_000:
             self._cache[shard] = verdict
         return verdict
+
+    def admit(self, shard: str) -> None:
+        """Count a restored shard as held (whatever the budget's limit)."""
+        if self.budget is not None and shard not in self._admitted:
+            self.budget.force()
+            self._admitted.add(shard)
+
+    def release(self) -> None:
+        """Give every admitted shard back to the budget (the partition is dropped)."""
+        if self.budget is not None:
+            self.budget.give_back(len(self._admitted))
+        self._admitted.clear()
+        self._cache.clear()
 
 
 def group_by_shard(shards: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:

@@ -90,8 +90,10 @@ class Settings:
         Refuse at start-up a topology set whose worst-case shard state exceeds this
         (bytes; 0 = no limit): :mod:`worker.memory_model`, docs/OPERATIONS.md.
     max_open_shards
-        With a memory limit: the most shards of one open-set topology (no
-        ``shards.allowed``) a worker may hold; a stated assumption, not enforced.
+        The most shards of one open-set topology (no ``shards.allowed``) a worker
+        holds (0: no limit); records of further new shards are dead-lettered
+        ``shard_limit`` (:class:`worker.routing.ShardBudget`). Required with a memory
+        limit when an open-set topology runs.
     """
 
     broker: str = ""

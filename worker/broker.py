@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import socket
 import struct
@@ -53,8 +54,33 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
         os._exit(1)
 
 
+def ephemeral_floor() -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """Return a TCP port that is free on ``host`` right now."""
+    """Return a TCP port that is free on ``host`` right now.
+
+    Chosen at random *below* the kernel's ephemeral range: a port from ``bind(0)`` lies in
+    that range, where any outgoing connection (a Kafka client's, say) may take it before
+    the server that was meant to bind it does; a random choice also keeps two processes
+    that pick at the same moment apart. Falls back to ``bind(0)`` when the range starts
+    too low to leave room.
+    """
+    floor = ephemeral_floor()
+    rng = random.SystemRandom()
+    for _ in range(100 if floor > 20_000 else 0):
+        port = rng.randrange(20_000, floor)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

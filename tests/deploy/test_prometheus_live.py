@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,26 +32,23 @@ import yaml
 
 from tests.deploy.conftest import DEPLOY, ROOT, tool
 from tests.deploy.render_dashboard import render
+from worker.broker import free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
-PORT_RANGE = range(19140, 19150)  # this project's metrics/Prometheus ports
 RATE_INTERVAL = "30s"             # Grafana's $__rate_interval for a 1 s scrape, generously
 DEADLINE = 180.0
 
 
 def free_ports(n: int) -> list[int]:
-    ports = []
-    for port in PORT_RANGE:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        ports.append(port)
-        if len(ports) == n:
-            return ports
-    pytest.fail(f"no {n} free ports in {PORT_RANGE}")
+    """``n`` distinct free ports, random below the ephemeral range (:func:`free_port`): a
+    fixed range scanned from its start gave two concurrent runs the same port."""
+    ports: list[int] = []
+    while len(ports) < n:
+        p = free_port()
+        if p not in ports:
+            ports.append(p)
+    return ports
 
 
 def http(url: str, timeout: float = 5) -> tuple[int, str]:

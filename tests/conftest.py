@@ -1,0 +1,32 @@
+"""Suite-wide settings: Faust's data directory goes to a temporary path, not the cwd.
+
+Faust creates ``<app id>-data`` in the working directory unless ``FAUST_DATADIR`` says
+otherwise (the container image sets it to /var/lib/dpstream, Dockerfile). Every worker the
+tests start, in process or as a subprocess (which inherits the environment), would leave
+an empty ``*-faust-data`` directory in the repository root; the session hook below fails
+the run if one appears there anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_DATA = tempfile.mkdtemp(prefix="dpstream-test-faust-")
+os.environ["FAUST_DATADIR"] = os.path.join(_DATA, "{conf.name}-data")
+_BEFORE = {p.name for p in ROOT.glob("*-data")}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_DATA, ignore_errors=True)
+    left = sorted({p.name for p in ROOT.glob("*-data")} - _BEFORE)
+    if left:
+        session.config.get_terminal_writer().line(
+            f"tests left Faust data directories in {ROOT}: {', '.join(left)} "
+            "(FAUST_DATADIR must point elsewhere: tests/conftest.py)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -318,7 +318,12 @@ class Engine:
                 ps.events.resume(None, self.now_ms())
             return ps
         entry = self.entries[topo.name]
-        for blob in cp.shards:
+        for i, blob in enumerate(cp.shards):
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                # ~2 ms a shard: let the group heartbeat run (10,000 shards held the loop
+                # 17-34 s); records wait on self.lock, and the partition joins self.parts
+                # only once restored
+                await asyncio.sleep(0)
             st = ShardState.from_bytes(
                 blob, topo, entry.from_bytes,
                 lambda shard, epoch, t=topo: self._noise_for(t, shard, epoch))

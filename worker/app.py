@@ -56,7 +56,7 @@ from worker.faults import BrokerUnavailable, BrokerWatch, install_rate_limit
 from worker.health import Probe, liveness, readiness
 from worker.mechanisms import load_mechanisms
 from worker.metrics import Metrics
-from worker.poison import BROKER_ERRORS, PoisonGuard, process_guarded
+from worker.poison import BROKER_ERRORS, PoisonGuard, process_guarded, reset_failed
 from worker.settings import Settings
 from worker.topology import Topology, load_topologies
 
@@ -392,6 +392,14 @@ class Worker:
         while not self._stopping.is_set():
             try:
                 await self.engine.on_timer()
+                for failed in self.engine.take_failed_drains():  # event time: held records
+                    tp = TopicPartition(failed.topic, failed.partition)
+                    if not self.rebalancing and tp in self.consumer.assignment():
+                        await reset_failed(self.guard, self.engine, failed.topic,
+                                           failed.partition, failed.records,
+                                           failed.__cause__ or failed,
+                                           functools.partial(self.restore_and_seek, [tp]),
+                                           held=True)
                 await self._update_lag()
                 if loop.time() - committed_at >= GROUP_COMMIT_INTERVAL_S:
                     committed_at = loop.time()

@@ -72,6 +72,7 @@ from worker.decode import (
     decode_batch,
 )
 from worker.epoch_params import check_hard, epoch_params, soft_changes
+from worker.event_time import HeldRecordsFailed
 from worker.metrics import Metrics
 from worker.partition import (
     NoiseFactory,
@@ -125,6 +126,10 @@ class Engine:
         """Exceptions :meth:`on_timer` leaves to the driver (broker errors: an outage);
         any other exception of one partition's timer work is contained (see there)."""
         self._timer_error_logged: dict[tuple[str, int], float] = {}
+        self._held_suspects: dict[tuple[str, int], set[int]] = {}
+        self._failed_drains: dict[tuple[str, int], HeldRecordsFailed] = {}
+        """Drains a timer round found failing, for :meth:`take_failed_drains`."""
+        """Event time: offsets of held groups that raised, applied one by one next time."""
         self._over_logged: dict[tuple[str, str], tuple[int | None, float, int]] = {}
         self._children: dict[tuple[str, str], tuple[Any, ...]] = {}
         for t in topologies:
@@ -454,6 +459,9 @@ class Engine:
         async with self.lock:
             for topo in self.by_topic.get(topic, []):
                 ps = self.parts.get((topo.name, partition))
+                if ps is not None and ps.failed is not None:  # a drain raised: reset first
+                    self._failed_drains.pop((topo.name, partition), None)
+                    raise ps.failed
                 if ps is None or not records:
                     continue
                 recs = records
@@ -503,14 +511,36 @@ class Engine:
             await self._dead_letter(ps, topic, d)
 
     async def _drain(self, ps: PartitionState, topic: str, now: int) -> int:
-        """Event time: apply held records the watermark has reached, tick by tick."""
+        """Event time: apply held records the watermark has reached, tick by tick.
+
+        A group that raises is reported as :class:`HeldRecordsFailed` naming its records
+        (they were read in earlier batches); the partition is then reset to its checkpoint
+        by the caller's poison guard, and on the way back a group holding such suspect
+        offsets is applied one record at a time, so the guard can isolate the culprit.
+        The partition is marked failed until then: no checkpoint may record the popped
+        records as done.
+        """
         assert ps.events is not None
         applied = 0
+        suspect = self._held_suspects.get((topic, ps.partition), set())
         for g, group in ps.events.due(now):
-            await self._schedule(ps, g * ps.topology.privacy.tick_ms)  # releases before tick g
-            decoded = decode_batch(ps.topology.input, group, ps.gate)
-            applied += await self._apply(ps, topic, decoded, g * ps.topology.privacy.tick_ms,
-                                         now)
+            at = g * ps.topology.privacy.tick_ms
+            await self._schedule(ps, at)  # releases before tick g
+            one_by_one = bool(suspect) and any(r[0] in suspect for r in group)
+            for chunk in ([r] for r in group) if one_by_one else (group,):
+                try:
+                    decoded = decode_batch(ps.topology.input, chunk, ps.gate)
+                    applied += await self._apply(ps, topic, decoded, at, now)
+                except self.reraise:
+                    raise
+                except Exception as exc:
+                    if len(chunk) > 1:
+                        self._held_suspects.setdefault((topic, ps.partition), set()).update(
+                            r[0] for r in chunk)
+                    ps.failed = HeldRecordsFailed(topic, ps.partition, chunk, exc)
+                    raise ps.failed from exc
+                if one_by_one:
+                    suspect.discard(chunk[0][0])
         return applied
 
     async def _apply(self, ps: PartitionState, topic: str, decoded: Decoded, at: int,
@@ -633,12 +663,24 @@ class Engine:
         async with self.lock:
             now = self.now_ms()
             for ps in list(self.parts.values()):
+                if ps.failed is not None:
+                    continue  # waiting for the worker's reset (take_failed_drains)
                 try:
                     await self._timer_partition(ps, now)
                 except self.reraise:
                     raise
+                except HeldRecordsFailed as exc:
+                    self._failed_drains[(ps.topology.name, ps.partition)] = exc
                 except Exception as exc:
                     self._timer_failed(ps, exc)
+
+    def take_failed_drains(self) -> list[HeldRecordsFailed]:
+        """Event time: the drains of held records that raised in a timer round (each
+        partition is marked failed and must be reset: :func:`worker.poison.reset_failed`).
+        Returned once; a partition's next :meth:`process_batch` raises the same error."""
+        out = list(self._failed_drains.values())
+        self._failed_drains.clear()
+        return out
 
     def _timer_failed(self, ps: PartitionState, exc: Exception) -> None:
         topo = ps.topology
@@ -705,8 +747,11 @@ class Engine:
             topo.privacy.tick_ms * topo.release.every_ticks / 1000)
 
     async def _commit(self, ps: PartitionState, force: bool = False) -> None:
-        """Checkpoint ``ps`` (state + offsets + pending releases), then publish pending."""
-        if not (force or ps.pending or ps.dirty):
+        """Checkpoint ``ps`` (state + offsets + pending releases), then publish pending.
+
+        Never a failed partition (:attr:`PartitionState.failed`): its last checkpoint
+        stands, and the records read since are read again."""
+        if ps.failed is not None or not (force or ps.pending or ps.dirty):
             return
         topo = ps.topology
         t0 = time.perf_counter()

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import xxhash
 
 from worker.checkpoint import PartitionCheckpoint
-from worker.event_time import EventTimeQueue
+from worker.event_time import EventTimeQueue, HeldRecordsFailed
 from worker.routing import ShardGate
 from worker.shard_state import ShardState
 from worker.topology import Topology
@@ -77,6 +77,9 @@ class PartitionState:
     next_due_ms: int = 0
     """Tick clock: no shard has a release due before this time (the next slot or epoch
     boundary after the last schedule run); 0 = unknown, visit every shard."""
+    failed: HeldRecordsFailed | None = None
+    """Event time: a drain of held records raised; the state is suspect (records were popped
+    from the queue) and must be discarded and restored, never checkpointed."""
 
     def __post_init__(self) -> None:
         p = self.topology.privacy

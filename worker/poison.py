@@ -47,6 +47,7 @@ from typing import Protocol
 from aiokafka.errors import KafkaError
 
 from worker.decode import Record
+from worker.event_time import HeldRecordsFailed
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class PoisonGuard:
         self.attempts = attempts
         self._suspect: dict[tuple[str, int], tuple[int, int]] = {}
         self._fails: dict[tuple[str, int, int], int] = {}
+        self._held_fails: dict[tuple[str, int, int], int] = {}
         self._poison: dict[tuple[str, int], set[int]] = {}
         self.last_error: dict[tuple[str, int], str] = {}
         """The last exception (type: message) per partition, for the poison detail."""
@@ -91,8 +93,20 @@ class PoisonGuard:
         """True once ``offset`` failed ``attempts`` times: skip it, dead-lettered."""
         return offset in self._poison.get((topic, p), set())
 
-    def failed(self, topic: str, p: int, chunk: Sequence[Record]) -> int | None:
-        """Record that ``chunk`` raised; return its offset if it is now poison."""
+    def failed(self, topic: str, p: int, chunk: Sequence[Record],
+               held: bool = False) -> int | None:
+        """Record that ``chunk`` raised; return its offset if it is now poison.
+
+        ``held``: event-time records applied after their ingestion (a drain); their
+        ingestion succeeds every time, so :meth:`succeeded` must not forget their count.
+        """
+        if held and len(chunk) == 1:
+            key = (topic, p, chunk[0][0])
+            n = self._held_fails[key] = self._held_fails.get(key, 0) + 1
+            if n >= self.attempts:
+                self._poison.setdefault((topic, p), set()).add(chunk[0][0])
+                return chunk[0][0]
+            return None
         if len(chunk) > 1:
             lo, hi = chunk[0][0], chunk[-1][0]
             old = self._suspect.get((topic, p))
@@ -123,8 +137,9 @@ class PoisonGuard:
         """Drop everything known about a partition (it was revoked)."""
         self._suspect.pop((topic, p), None)
         self._poison.pop((topic, p), None)
-        for key in [k for k in self._fails if k[:2] == (topic, p)]:
-            del self._fails[key]
+        for fails in (self._fails, self._held_fails):
+            for key in [k for k in fails if k[:2] == (topic, p)]:
+                del fails[key]
 
 
 class GuardedEngine(Protocol):
@@ -157,15 +172,33 @@ async def process_guarded(guard: PoisonGuard, engine: GuardedEngine, topic: str,
         except BROKER_ERRORS:
             raise
         except Exception as exc:
-            what = f"{type(exc).__name__}: {str(exc)[:300]}"
-            guard.last_error[(topic, p)] = what
-            poison = guard.failed(topic, p, chunk)
-            log.error("%s/%d: records %d..%d raised %s; restoring the partition from its "
-                      "checkpoint and retrying%s", topic, p, chunk[0][0], chunk[-1][0], what,
-                      " (the record is now skipped as poison)" if poison is not None else
-                      " record by record")
-            await engine.discard([(topic, p)])
-            await restore()
+            # event time: the records that raised may be held ones from earlier batches
+            if isinstance(exc, HeldRecordsFailed):
+                await reset_failed(guard, engine, topic, p, exc.records,
+                                   exc.__cause__ or exc, restore, held=True)
+            else:
+                await reset_failed(guard, engine, topic, p, chunk, exc, restore)
             return False
         guard.succeeded(topic, p, chunk)
     return True
+
+
+async def reset_failed(guard: PoisonGuard, engine: GuardedEngine, topic: str, p: int,
+                       records: Sequence[Record], exc: BaseException,
+                       restore: Callable[[], Awaitable[None]], held: bool = False) -> None:
+    """``records`` of ``topic``/``p`` raised ``exc``: count them, reset the partition.
+
+    Called by :func:`process_guarded`, and by the worker's timer for a drain of held
+    event-time records that raised (:meth:`worker.engine.Engine.take_failed_drains`;
+    ``held``: see :meth:`PoisonGuard.failed`).
+    """
+    what = f"{type(exc).__name__}: {str(exc)[:300]}"
+    guard.last_error[(topic, p)] = what
+    poison = guard.failed(topic, p, records, held=held) if records else None
+    first, last = (records[0][0], records[-1][0]) if records else (-1, -1)
+    log.error("%s/%d: records %d..%d raised %s; restoring the partition from its "
+              "checkpoint and retrying%s", topic, p, first, last, what,
+              " (the record is now skipped as poison)" if poison is not None else
+              " record by record")
+    await engine.discard([(topic, p)])
+    await restore()

@@ -49,24 +49,24 @@ from typing import Any
 
 import numpy as np
 
-from worker.decode_columnar import COLUMNAR_VERSION, _decode_columnar
+from worker.decode_columnar import COLUMNAR_VERSION, decode_columnar
 from worker.decode_common import (
     DEAD_LETTER_MAX_BYTES,
     REASONS,
+    BadRecord,
     DeadLetter,
     Decoded,
     Gate,
     Record,
-    _accept_all,
-    _Bad,
-    _concat,
-    _empty,
-    _gated,
-    _key_str,
-    _load,
-    _max_len,
-    _maybe_special,
-    _text,
+    accept_all,
+    concat_decoded,
+    empty_decoded,
+    gated,
+    key_str,
+    load_json,
+    max_str_len,
+    maybe_special,
+    text_field,
 )
 from worker.decode_fast import fast_json
 from worker.topology import InputSpec
@@ -82,37 +82,37 @@ def _getter(path: str) -> tuple[str, ...]:
 def _dig(obj: Any, path: tuple[str, ...], dotted: str) -> Any:
     for key in path:
         if not isinstance(obj, dict) or key not in obj:
-            raise _Bad("missing_field", f"field {dotted!r} is missing")
+            raise BadRecord("missing_field", f"field {dotted!r} is missing")
         obj = obj[key]
     return obj
 
 
 def _item(value: Any, item_type: str) -> Any:
     if isinstance(value, bool):
-        raise _Bad("wrong_type", "item must be a string or integer, got bool")
+        raise BadRecord("wrong_type", "item must be a string or integer, got bool")
     if item_type == "int":
         if isinstance(value, int) and -(2**63) <= value < 2**63:
             return value
-        raise _Bad("wrong_type", f"item must be an int64 integer, got {type(value).__name__}")
-    return _key_str(value, "item")
+        raise BadRecord("wrong_type", f"item must be an int64 integer, got {type(value).__name__}")
+    return key_str(value, "item")
 
 
 def _weight(value: Any, signed: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Bad("wrong_type", "weight must be a number")
+        raise BadRecord("wrong_type", "weight must be a number")
     try:
         finite = math.isfinite(value)  # NaN and 1e999 (inf) are not
     except OverflowError:  # an integer too large for a float
         finite = False
     if not finite:
-        raise _Bad("wrong_type", "weight must be a finite number")
+        raise BadRecord("wrong_type", "weight must be a finite number")
     if not signed and not value >= 0:
-        raise _Bad("wrong_type", "weight must be a non-negative number (set "
-                   "input.signed_weights: true to allow deletions)")
+        raise BadRecord("wrong_type", "weight must be a non-negative number (set "
+                        "input.signed_weights: true to allow deletions)")
     return value
 
 
-def decode_batch(spec: InputSpec, records: Sequence[Record], gate: Gate = _accept_all) -> Decoded:
+def decode_batch(spec: InputSpec, records: Sequence[Record], gate: Gate = accept_all) -> Decoded:
     """Decode ``records`` according to ``spec.encoding``; never raises.
 
     ``gate`` (see :class:`worker.routing.ShardGate`) rejects shard keys that
@@ -130,11 +130,11 @@ def decode_batch(spec: InputSpec, records: Sequence[Record], gate: Gate = _accep
 
 def _decode(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
     if spec.encoding == "columnar":
-        return _decode_columnar(spec, records, gate)
+        return decode_columnar(spec, records, gate)
     if spec.encoding == "arrow":  # worker/decode_arrow.py (imports pyarrow on first use)
-        from worker.decode_arrow import _decode_arrow
+        from worker.decode_arrow import decode_arrow
 
-        return _decode_arrow(spec, records, gate)
+        return decode_arrow(spec, records, gate)
     fast = fast_json(spec, records, gate)  # msgspec, exact or None (worker/decode_fast.py)
     return fast if fast is not None else _decode_json(spec, records, gate)
 
@@ -149,7 +149,7 @@ def _isolate(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
             offset, key, value, ts = rec
             dead.append(DeadLetter(offset, key, value, ts, "undecodable",
                                    f"the decoder raised {type(exc).__name__}: {str(exc)[:300]}"))
-    return _concat(spec, parts, dead)
+    return concat_decoded(spec, parts, dead)
 
 
 def _parse_joined(records: Sequence[Record], limit: int) -> tuple[list[Any] | None, bool]:
@@ -169,7 +169,7 @@ def _parse_joined(records: Sequence[Record], limit: int) -> tuple[list[Any] | No
     if not all(values) or max(map(len, values)) > limit:  # type: ignore[arg-type]
         return None, True
     joined = b",".join(values)  # type: ignore[arg-type]
-    nul = _maybe_special(joined)  # no NUL/surrogate escape anywhere: plain text strings
+    nul = maybe_special(joined)  # no NUL/surrogate escape anywhere: plain text strings
     try:
         docs = json.loads(b"[" + joined + b"]")
     except (ValueError, RecursionError):
@@ -193,7 +193,7 @@ def _simple_columns(docs: list[Any], ks: str, ki: str, gate: Gate,
         return None
     if set(map(type, shards)) != {str} or set(map(type, items)) != {str}:
         return None
-    if 4 * max(_max_len(items), _max_len(shards)) > limit:  # maybe over input.max_item_bytes
+    if 4 * max(max_str_len(items), max_str_len(shards)) > limit:  # maybe over input.max_item_bytes
         return None
     if any(gate(sh) is not None for sh in dict.fromkeys(shards)):
         return None
@@ -224,8 +224,8 @@ def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
             return fast
     for n, (offset, key, value, ts) in enumerate(records):
         try:
-            doc = _load(value, limit) if docs is None else docs[n]
-            special = maybe_nul and value is not None and _maybe_special(value)
+            doc = load_json(value, limit) if docs is None else docs[n]
+            special = maybe_nul and value is not None and maybe_special(value)
             if simple and not special and type(doc) is dict:  # fast path: plain string fields
                 shard, item = doc.get(ks), doc.get(ki)
                 if (type(shard) is str and type(item) is str
@@ -234,20 +234,21 @@ def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
                     items.append(item)
                     continue
             if not isinstance(doc, dict):
-                raise _Bad("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
-            shard = _text(_key_str(_dig(doc, p_shard, f.shard), "shard key"), "shard key",
+                raise BadRecord(
+                    "not_an_object", f"expected a JSON object, got {type(doc).__name__}")
+            shard = text_field(key_str(_dig(doc, p_shard, f.shard), "shard key"), "shard key",
                           max_item, special)
             item = _item(_dig(doc, p_item, f.item), item_type)
             if isinstance(item, str):
-                _text(item, "item", max_item, special)
+                text_field(item, "item", max_item, special)
             if top is not None and not 0 <= item < top:
-                raise _Bad("out_of_domain", f"item outside [0, 2**{spec.item_bits}) (the "
-                           "mechanism's `bits`)")
-            unit = (_text(_key_str(_dig(doc, p_unit, str(f.unit)), "unit"), "unit", max_item,
+                raise BadRecord("out_of_domain", f"item outside [0, 2**{spec.item_bits}) (the "
+                                "mechanism's `bits`)")
+            unit = (text_field(key_str(_dig(doc, p_unit, str(f.unit)), "unit"), "unit", max_item,
                           special) if p_unit else None)
-            shard = _gated(gate, shard)
+            shard = gated(gate, shard)
             weight = _weight(_dig(doc, p_weight, str(f.weight)), signed) if p_weight else None
-        except _Bad as bad:
+        except BadRecord as bad:
             dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
             continue
         items.append(item)
@@ -257,7 +258,7 @@ def _decode_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
         if weight is not None:
             weights.append(weight)
     if not items:
-        return _empty(spec, dead)
+        return empty_decoded(spec, dead)
     item_arr = np.array(items, dtype=np.int64 if item_type == "int" else object)
     return Decoded(item_arr, np.array(shards, dtype=object),
                    np.array(units, dtype=object) if p_unit else None,

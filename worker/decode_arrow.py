@@ -53,14 +53,14 @@ from typing import Any
 import numpy as np
 
 from worker.decode_common import (
+    BadRecord,
     DeadLetter,
     Decoded,
     Gate,
     Record,
-    _Bad,
-    _empty,
-    _gated,
-    _text,
+    empty_decoded,
+    gated,
+    text_field,
 )
 from worker.topology import InputSpec
 
@@ -122,7 +122,7 @@ class _Flat:
 def _scan(value: bytes) -> int:
     """Check the IPC stream's framing and headers; return the number of record batches.
 
-    Raises ``_Bad("malformed_arrow", ...)`` for anything but one Schema message
+    Raises ``BadRecord("malformed_arrow", ...)`` for anything but one Schema message
     then uncompressed RecordBatch messages whose declared lengths fit the message.
     """
     total, pos, batches, seen = len(value), 0, 0, 0
@@ -135,61 +135,63 @@ def _scan(value: bytes) -> int:
                 pos += 4
             if size == 0:  # end-of-stream marker
                 if pos != total:
-                    raise _Bad("malformed_arrow", "bytes after the IPC end-of-stream marker")
+                    raise BadRecord("malformed_arrow", "bytes after the IPC end-of-stream marker")
                 break
             if size > total - pos:
-                raise _Bad("malformed_arrow", f"IPC message header of {size} bytes runs past "
-                           f"the end of the {total}-byte message (truncated?)")
+                raise BadRecord("malformed_arrow", f"IPC message header of {size} bytes runs past "
+                                f"the end of the {total}-byte message (truncated?)")
             seen += 1
             if seen > MAX_IPC_MESSAGES:
-                raise _Bad("malformed_arrow", f"more than {MAX_IPC_MESSAGES} IPC messages; "
-                           "write fewer, larger record batches")
+                raise BadRecord("malformed_arrow", f"more than {MAX_IPC_MESSAGES} IPC messages; "
+                                "write fewer, larger record batches")
             fb = _Flat(value[pos:pos + size])
             msg = fb.root()
             kind = fb.scalar(msg, 1, "<B")
             body = fb.scalar(msg, 3, "<q")
             pos += size
             if body < 0 or body > total - pos:
-                raise _Bad("malformed_arrow", f"IPC message body of {body} bytes runs past the "
-                           f"end of the {total}-byte message (truncated?)")
+                raise BadRecord(
+                    "malformed_arrow", f"IPC message body of {body} bytes runs past the "
+                    f"end of the {total}-byte message (truncated?)")
             if seen == 1 and kind != _HEADER_SCHEMA:
-                raise _Bad("malformed_arrow", "an Arrow IPC stream must start with its schema "
-                           "(write the IPC stream format, not the file format)")
+                raise BadRecord("malformed_arrow", "an Arrow IPC stream must start with its schema "
+                                "(write the IPC stream format, not the file format)")
             if seen > 1 and kind != _HEADER_RECORD_BATCH:
-                raise _Bad("malformed_arrow", f"IPC message {_HEADER_NAMES.get(kind, kind)} is "
-                           "not accepted: only record batches follow the schema (no "
-                           "dictionaries: write plain, non-dictionary-encoded columns)")
+                raise BadRecord(
+                    "malformed_arrow", f"IPC message {_HEADER_NAMES.get(kind, kind)} is "
+                    "not accepted: only record batches follow the schema (no "
+                    "dictionaries: write plain, non-dictionary-encoded columns)")
             if kind == _HEADER_RECORD_BATCH:
                 _check_batch(fb, msg, total)
                 batches += 1
             pos += body
     except struct.error:
-        raise _Bad("malformed_arrow", "not an Arrow IPC stream (truncated or corrupt "
-                   "framing)") from None
+        raise BadRecord("malformed_arrow", "not an Arrow IPC stream (truncated or corrupt "
+                        "framing)") from None
     if seen == 0:
-        raise _Bad("malformed_arrow", "not an Arrow IPC stream (no schema message)")
+        raise BadRecord("malformed_arrow", "not an Arrow IPC stream (no schema message)")
     return batches
 
 
 def _check_batch(fb: _Flat, msg: int, total: int) -> None:
     header = fb.ref(msg, 2)
     if header is None:
-        raise _Bad("malformed_arrow", "record batch message without a header")
+        raise BadRecord("malformed_arrow", "record batch message without a header")
     if fb.field(header, 3) is not None:
-        raise _Bad("malformed_arrow", "compressed IPC record batches are not accepted "
-                   "(bounded work per message); write them uncompressed (Kafka compresses)")
+        raise BadRecord("malformed_arrow", "compressed IPC record batches are not accepted "
+                        "(bounded work per message); write them uncompressed (Kafka compresses)")
     length = fb.scalar(header, 0, "<q")
     if not 0 <= length <= total:
-        raise _Bad("malformed_arrow", f"record batch declares {length} rows, more than its "
-                   f"{total}-byte message can hold")
+        raise BadRecord("malformed_arrow", f"record batch declares {length} rows, more than its "
+                        f"{total}-byte message can hold")
     start, count = fb.vector(header, 1)
     if count > total:
-        raise _Bad("malformed_arrow", "record batch declares more array nodes than bytes")
+        raise BadRecord("malformed_arrow", "record batch declares more array nodes than bytes")
     for i in range(count):  # FieldNode structs: (length int64, null_count int64)
         n, nulls = struct.unpack_from("<qq", fb.buf, start + 16 * i)
         if not (0 <= n <= total and 0 <= nulls <= n):
-            raise _Bad("malformed_arrow", f"array node declares {n} values ({nulls} null), "
-                       f"more than its {total}-byte message can hold")
+            raise BadRecord("malformed_arrow", f"array node declares {n} values ({nulls} null), "
+                            f"more than its {total}-byte message can hold")
 
 
 # ---------------------------------------------------------------- columns
@@ -243,8 +245,8 @@ def ipv4_text(addrs: np.ndarray) -> np.ndarray:
 
 def _nonnull(col: Any, name: str) -> None:
     if col.null_count:
-        raise _Bad("wrong_type", f"column {name!r} holds {col.null_count} nulls; nulls are "
-                   "not allowed (drop those rows at the producer)")
+        raise BadRecord("wrong_type", f"column {name!r} holds {col.null_count} nulls; nulls are "
+                        "not allowed (drop those rows at the producer)")
 
 
 def _utf8_column(col: Any, name: str, limit: int) -> np.ndarray:
@@ -253,27 +255,29 @@ def _utf8_column(col: Any, name: str, limit: int) -> np.ndarray:
     import pyarrow as pa
 
     if not pa.types.is_string(col.type):
-        raise _Bad("wrong_type", f"column {name!r} must be utf8 (Arrow string), got {col.type}")
+        raise BadRecord(
+            "wrong_type", f"column {name!r} must be utf8 (Arrow string), got {col.type}")
     _nonnull(col, name)
     if len(col):
         bufs = col.buffers()  # validity, offsets, data
         offsets = np.frombuffer(bufs[1], dtype="<i4", count=len(col) + 1, offset=col.offset * 4)
         longest = int(np.diff(offsets).max())
         if longest > limit:
-            raise _Bad("oversized_item", f"column {name!r} has a value of {longest} UTF-8 bytes, "
-                       f"over input.max_item_bytes={limit}; shorten it at the producer or "
-                       "raise the limit")
+            raise BadRecord(
+                "oversized_item", f"column {name!r} has a value of {longest} UTF-8 bytes, "
+                f"over input.max_item_bytes={limit}; shorten it at the producer or "
+                "raise the limit")
         data = bufs[2]
         if data is not None and memoryview(data)[int(offsets[0]):int(offsets[-1])].tobytes(
                 ).find(b"\x00") >= 0:  # memchr over the values' bytes
-            raise _Bad("nul_in_field", f"column {name!r} contains a NUL character; strip NULs "
-                       "at the producer")
+            raise BadRecord("nul_in_field", f"column {name!r} contains a NUL character; strip NULs "
+                            "at the producer")
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
 
 
 def _item_column(col: Any, spec: InputSpec) -> np.ndarray:
     """The item column; IPv4 (``uint32`` in a ``str`` topology) stays ``uint32`` here
-    and becomes text once per poll batch in :func:`_decode_arrow`."""
+    and becomes text once per poll batch in :func:`decode_arrow`."""
     import pyarrow as pa
 
     t = col.type
@@ -283,21 +287,21 @@ def _item_column(col: Any, spec: InputSpec) -> np.ndarray:
             return col.to_numpy(zero_copy_only=True)
         if pa.types.is_string(t):
             return _utf8_column(col, "item", spec.max_item_bytes)
-        raise _Bad("wrong_type", f"column 'item' must be utf8 or uint32 (IPv4) in a str "
-                   f"topology, got {t}")
+        raise BadRecord("wrong_type", f"column 'item' must be utf8 or uint32 (IPv4) in a str "
+                        f"topology, got {t}")
     if not pa.types.is_integer(t):
-        raise _Bad("wrong_type", f"column 'item' must be an integer type (int64) in an int "
-                   f"topology, got {t}")
+        raise BadRecord("wrong_type", f"column 'item' must be an integer type (int64) in an int "
+                        f"topology, got {t}")
     _nonnull(col, "item")
     arr = col.to_numpy(zero_copy_only=True)
     if t == pa.uint64() and len(arr) and int(arr.max()) >= 1 << 63:
-        raise _Bad("wrong_type", "column 'item' must hold int64 integers (a uint64 value is "
-                   ">= 2**63)")
+        raise BadRecord("wrong_type", "column 'item' must hold int64 integers (a uint64 value is "
+                        ">= 2**63)")
     items = arr.astype(np.int64, copy=False)
     if spec.item_bits is not None and len(items) and (
             int(items.min()) < 0 or int(items.max()) >= 1 << spec.item_bits):
-        raise _Bad("out_of_domain", f"column 'item' has values outside "
-                   f"[0, 2**{spec.item_bits}) (the mechanism's `bits`)")
+        raise BadRecord("out_of_domain", f"column 'item' has values outside "
+                        f"[0, 2**{spec.item_bits}) (the mechanism's `bits`)")
     return items
 
 
@@ -306,34 +310,34 @@ def _weight_column(col: Any, signed: bool) -> np.ndarray:
 
     t = col.type
     if not ((pa.types.is_floating(t) and t != pa.float16()) or pa.types.is_integer(t)):
-        raise _Bad("wrong_type", f"column 'weight' must be float64, float32 or an integer "
-                   f"type, got {t}")
+        raise BadRecord("wrong_type", f"column 'weight' must be float64, float32 or an integer "
+                        f"type, got {t}")
     _nonnull(col, "weight")
     w = col.to_numpy(zero_copy_only=True).astype(np.float64, copy=False)
     if len(w) and not (np.all(np.isfinite(w)) and (signed or bool(np.all(w >= 0)))):
-        raise _Bad("wrong_type", "column 'weight' must hold finite numbers, non-negative "
-                   "unless input.signed_weights is true")
+        raise BadRecord("wrong_type", "column 'weight' must hold finite numbers, non-negative "
+                        "unless input.signed_weights is true")
     return w
 
 
 def _shard(meta: dict[bytes, bytes] | None, spec: InputSpec, gate: Gate) -> str:
     meta = meta or {}
     if meta.get(META_VERSION) != ARROW_VERSION.encode():
-        raise _Bad("bad_version", f"schema metadata {META_VERSION.decode()!r} must be "
-                   f"{ARROW_VERSION!r}")
+        raise BadRecord("bad_version", f"schema metadata {META_VERSION.decode()!r} must be "
+                        f"{ARROW_VERSION!r}")
     raw = meta.get(META_SHARD)
     if raw is None:
-        raise _Bad("missing_field", f"schema metadata {META_SHARD.decode()!r} (the shard key) "
-                   "is missing")
+        raise BadRecord("missing_field", f"schema metadata {META_SHARD.decode()!r} (the shard key) "
+                        "is missing")
     try:
         shard = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise _Bad("not_utf8", "the shard key is not UTF-8 text") from None
-    return _gated(gate, _text(shard, "shard key", spec.max_item_bytes, True))
+        raise BadRecord("not_utf8", "the shard key is not UTF-8 text") from None
+    return gated(gate, text_field(shard, "shard key", spec.max_item_bytes, True))
 
 
 def _read(value: bytes) -> tuple[Any, list[str], list[Any]]:
-    """Schema and record batches, after :func:`_scan`; malformed Arrow raises _Bad."""
+    """Schema and record batches, after :func:`_scan`; malformed Arrow raises BadRecord."""
     import pyarrow as pa
 
     _scan(value)
@@ -345,7 +349,7 @@ def _read(value: bytes) -> tuple[Any, list[str], list[Any]]:
         for b in batches:
             b.validate(full=True)
     except (pa.ArrowException, ValueError, OSError) as exc:
-        raise _Bad("malformed_arrow", f"invalid Arrow IPC stream: {str(exc)[:200]}") from None
+        raise BadRecord("malformed_arrow", f"invalid Arrow IPC stream: {str(exc)[:200]}") from None
     return schema, names, batches
 
 
@@ -357,19 +361,19 @@ def _columns(spec: InputSpec) -> tuple[str, ...]:
 def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
                 ) -> tuple[str, np.ndarray, np.ndarray | None, np.ndarray | None]:
     if value is None or len(value) == 0:
-        raise _Bad("empty", "message has no value")
+        raise BadRecord("empty", "message has no value")
     if len(value) > spec.max_message_bytes:
-        raise _Bad("oversized", f"message of {len(value)} bytes exceeds "
-                   f"max_message_bytes={spec.max_message_bytes}")
+        raise BadRecord("oversized", f"message of {len(value)} bytes exceeds "
+                        f"max_message_bytes={spec.max_message_bytes}")
     schema, names, batches = _read(value)
     want = _columns(spec)
     extra = sorted(set(names) - set(want))
     if extra or len(names) != len(set(names)):
-        raise _Bad("wrong_schema", f"unexpected or repeated columns {extra or names}; the "
-                   f"schema has exactly the columns {list(want)}")
+        raise BadRecord("wrong_schema", f"unexpected or repeated columns {extra or names}; the "
+                        f"schema has exactly the columns {list(want)}")
     for name in want:
         if name not in names:
-            raise _Bad("missing_field", f"column {name!r} is missing")
+            raise BadRecord("missing_field", f"column {name!r} is missing")
     shard = _shard(schema.metadata, spec, gate)
     import pyarrow as pa
 
@@ -385,7 +389,7 @@ def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
     return shard, items, units, weights
 
 
-def _decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
+def decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
     f = spec.fields
     parts_items: list[np.ndarray] = []
     shards: list[str] = []
@@ -395,7 +399,7 @@ def _decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Dec
     for offset, key, value, ts in records:
         try:
             shard, items, units, weights = _decode_one(spec, value, gate)
-        except _Bad as bad:
+        except BadRecord as bad:
             dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
             continue
         parts_items.append(items)
@@ -405,7 +409,7 @@ def _decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Dec
         if weights is not None:
             parts_weights.append(weights)
     if not parts_items:
-        return _empty(spec, dead)
+        return empty_decoded(spec, dead)
     counts = [p.shape[0] for p in parts_items]
     if spec.item_type == "str" and any(p.dtype == np.uint32 for p in parts_items):
         if all(p.dtype == np.uint32 for p in parts_items):  # one conversion per batch

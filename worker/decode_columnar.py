@@ -29,18 +29,18 @@ from typing import Any
 import numpy as np
 
 from worker.decode_common import (
+    BadRecord,
     DeadLetter,
     Decoded,
     Gate,
     Record,
-    _Bad,
-    _empty,
-    _gated,
-    _key_str,
-    _load,
-    _max_len,
-    _maybe_special,
-    _text,
+    empty_decoded,
+    gated,
+    key_str,
+    load_json,
+    max_str_len,
+    maybe_special,
+    text_field,
 )
 from worker.topology import InputSpec
 
@@ -50,19 +50,19 @@ COLUMNAR_VERSION = 1
 def _column(doc: dict[str, Any], name: str, n: int | None) -> list[Any]:
     col = doc.get(name)
     if col is None:
-        raise _Bad("missing_field", f"column {name!r} is missing")
+        raise BadRecord("missing_field", f"column {name!r} is missing")
     if not isinstance(col, list):
-        raise _Bad("wrong_type", f"column {name!r} must be a JSON array")
+        raise BadRecord("wrong_type", f"column {name!r} must be a JSON array")
     if n is not None and len(col) != n:
-        raise _Bad("length_mismatch", f"column {name!r} has {len(col)} values, 'item' has {n}")
+        raise BadRecord("length_mismatch", f"column {name!r} has {len(col)} values, 'item' has {n}")
     return col
 
 
 def _text_column(col: list[str], what: str, limit: int, special: bool) -> None:
     """Column-level string checks: the longest value decides whether any needs measuring."""
-    if special or 4 * _max_len(col) > limit:
+    if special or 4 * max_str_len(col) > limit:
         for v in col:
-            _text(v, what, limit, special)
+            text_field(v, what, limit, special)
 
 
 def _item_column(col: list[Any], item_type: str) -> np.ndarray:
@@ -80,16 +80,16 @@ def _item_column(col: list[Any], item_type: str) -> np.ndarray:
             try:
                 return np.array(col, dtype=np.int64)
             except OverflowError:
-                raise _Bad("wrong_type", "column 'item' must hold int64 integers") from None
-        raise _Bad("wrong_type", "column 'item' must hold int64 integers")
+                raise BadRecord("wrong_type", "column 'item' must hold int64 integers") from None
+        raise BadRecord("wrong_type", "column 'item' must hold int64 integers")
     if types <= {str}:
         return np.array(col, dtype=object)
     if types <= {str, int}:  # integers become decimal strings, as in the JSON encoding
         return np.array([v if type(v) is str else str(v) for v in col], dtype=object)
-    raise _Bad("wrong_type", "column 'item' must hold strings or integers")
+    raise BadRecord("wrong_type", "column 'item' must hold strings or integers")
 
 
-def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
+def decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
     f = spec.fields
     parts_items: list[np.ndarray] = []
     parts_shards: list[np.ndarray] = []
@@ -98,15 +98,15 @@ def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> 
     dead: list[DeadLetter] = []
     for offset, key, value, ts in records:
         try:
-            doc = _load(value, spec.max_message_bytes)
+            doc = load_json(value, spec.max_message_bytes)
             if doc.get("v") != COLUMNAR_VERSION:
-                raise _Bad("bad_version", f"columnar 'v' must be {COLUMNAR_VERSION}")
-            shard = _key_str(doc.get("shard"), "shard key") if "shard" in doc else None
+                raise BadRecord("bad_version", f"columnar 'v' must be {COLUMNAR_VERSION}")
+            shard = key_str(doc.get("shard"), "shard key") if "shard" in doc else None
             if shard is None:
-                raise _Bad("missing_field", "column 'shard' is missing")
-            special = _maybe_special(value)  # type: ignore[arg-type]  # _load refused None
-            _text(shard, "shard key", spec.max_item_bytes, special)
-            _gated(gate, shard)
+                raise BadRecord("missing_field", "column 'shard' is missing")
+            special = maybe_special(value)  # type: ignore[arg-type]  # load_json refused None
+            text_field(shard, "shard key", spec.max_item_bytes, special)
+            gated(gate, shard)
             raw_items = _column(doc, "item", None)
             n = len(raw_items)
             items = _item_column(raw_items, spec.item_type)
@@ -114,11 +114,11 @@ def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> 
                 _text_column(items.tolist(), "column 'item'", spec.max_item_bytes, special)
             if spec.item_bits is not None and n and (
                     int(items.min()) < 0 or int(items.max()) >= 1 << spec.item_bits):
-                raise _Bad("out_of_domain", f"column 'item' has values outside "
-                           f"[0, 2**{spec.item_bits}) (the mechanism's `bits`)")
+                raise BadRecord("out_of_domain", f"column 'item' has values outside "
+                                f"[0, 2**{spec.item_bits}) (the mechanism's `bits`)")
             units = None
             if f.unit:
-                ulist = [_key_str(u, "unit") for u in _column(doc, "unit", n)]
+                ulist = [key_str(u, "unit") for u in _column(doc, "unit", n)]
                 _text_column(ulist, "column 'unit'", spec.max_item_bytes, special)
                 units = np.array(ulist, dtype=object)
             weights = None
@@ -126,16 +126,17 @@ def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> 
                 weights = np.asarray(_column(doc, "weight", n), dtype=object)
                 if n and not all(isinstance(w, (int, float)) and not isinstance(w, bool)
                                  for w in weights):
-                    raise _Bad("wrong_type", "column 'weight' must hold numbers")
+                    raise BadRecord("wrong_type", "column 'weight' must hold numbers")
                 try:
                     weights = weights.astype(np.float64)
                 except OverflowError:  # an integer too large for a float
-                    raise _Bad("wrong_type", "column 'weight' must hold finite numbers") from None
+                    raise BadRecord(
+                        "wrong_type", "column 'weight' must hold finite numbers") from None
                 if n and not (np.all(np.isfinite(weights)) and (
                         spec.signed_weights or np.all(weights >= 0))):
-                    raise _Bad("wrong_type", "column 'weight' must hold finite numbers, "
-                               "non-negative unless input.signed_weights is true")
-        except _Bad as bad:
+                    raise BadRecord("wrong_type", "column 'weight' must hold finite numbers, "
+                                    "non-negative unless input.signed_weights is true")
+        except BadRecord as bad:
             dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
             continue
         parts_items.append(items)
@@ -145,7 +146,7 @@ def _decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> 
         if weights is not None:
             parts_weights.append(weights)
     if not parts_items:
-        return _empty(spec, dead)
+        return empty_decoded(spec, dead)
     return Decoded(
         np.concatenate(parts_items), np.concatenate(parts_shards),
         np.concatenate(parts_units) if f.unit else None,

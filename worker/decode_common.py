@@ -1,17 +1,21 @@
-"""What both input encodings share: records, dead letters, event columns, checks.
+"""What every input encoding shares: records, dead letters, event columns, checks.
 
 :mod:`worker.decode` (the ``json`` encoding and the entry point
-:func:`~worker.decode.decode_batch`) and :mod:`worker.decode_columnar` (the
-``columnar`` encoding) build on these. The underscore names are internal to
-those two modules; everything public is re-exported by :mod:`worker.decode`.
+:func:`~worker.decode.decode_batch`), its fast path :mod:`worker.decode_fast`, and the
+``columnar`` and ``arrow`` decoders (:mod:`worker.decode_columnar`,
+:mod:`worker.decode_arrow`) build on these. The decoder toolkit (``BadRecord``, the
+verdict a check raises; ``load_json``, ``text_field``, ``key_str``, ``gated``,
+``max_str_len``, ``maybe_special``, ``empty_decoded``, ``concat_decoded``) is public to
+those modules; users import from :mod:`worker.decode`, which re-exports the rest.
+Underscore names stay private to this module.
 
 Examples
 --------
->>> _key_str(7, "shard key"), _gated(_accept_all, "r1")
+>>> key_str(7, "shard key"), gated(accept_all, "r1")
 ('7', 'r1')
 >>> try:
-...     _load(b"[1]", 100)
-... except _Bad as bad:
+...     load_json(b"[1]", 100)
+... except BadRecord as bad:
 ...     print(bad.reason)
 not_an_object
 """
@@ -139,18 +143,18 @@ class Decoded:
         return int(self.items.shape[0])
 
 
-class _Bad(Exception):
+class BadRecord(Exception):
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(detail)
         self.reason, self.detail = reason, detail
 
 
-def _key_str(value: Any, what: str) -> str:
+def key_str(value: Any, what: str) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    raise _Bad("wrong_type", f"{what} must be a string or integer, got {type(value).__name__}")
+    raise BadRecord("wrong_type", f"{what} must be a string or integer, got {type(value).__name__}")
 
 
 _NUL_ESCAPE = b"\\u0000"
@@ -161,8 +165,8 @@ def _no_nul(value: str, what: str) -> str:
     """Reject NUL characters: numpy's fixed-width strings drop trailing NULs, which
     would merge ``"a"`` and ``"a\\x00"`` (items, units or shard keys)."""
     if "\x00" in value:
-        raise _Bad("nul_in_field", f"{what} contains a NUL character; strip NULs at the "
-                   "producer")
+        raise BadRecord("nul_in_field", f"{what} contains a NUL character; strip NULs at the "
+                        "producer")
     return value
 
 
@@ -171,59 +175,61 @@ _SURROGATE_ESCAPES = (b"\\ud", b"\\uD")
 str that is not valid Unicode text (it cannot be encoded as UTF-8)."""
 
 
-def _maybe_special(value: bytes) -> bool:
+def maybe_special(value: bytes) -> bool:
     """True if ``value`` may hold a string with a NUL or a lone surrogate (JSON escapes)."""
     return _NUL_ESCAPE in value or any(e in value for e in _SURROGATE_ESCAPES)
 
 
-def _text(value: str, what: str, limit: int, special: bool) -> str:
+def text_field(value: str, what: str, limit: int, special: bool) -> str:
     """Check one decoded string: UTF-8 length within ``limit`` (``input.max_item_bytes``)
     and, if ``special`` (the message has NUL or surrogate escapes), no NUL and no lone
     surrogate."""
     if len(value) * 4 > limit:  # maybe too long: measure its UTF-8 bytes
         n = len(value.encode("utf-8", "surrogatepass"))
         if n > limit:
-            raise _Bad("oversized_item", f"{what} of {n} UTF-8 bytes exceeds "
-                       f"input.max_item_bytes={limit}; shorten it at the producer or raise "
-                       "the limit")
+            raise BadRecord("oversized_item", f"{what} of {n} UTF-8 bytes exceeds "
+                            f"input.max_item_bytes={limit}; shorten it at the producer or raise "
+                            "the limit")
     if special:
         _no_nul(value, what)
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise _Bad("not_utf8", f"{what} contains a lone UTF-16 surrogate escape "
-                       "(\\ud800-\\udfff without its pair), which is not Unicode text") from None
+            raise BadRecord(
+                "not_utf8", f"{what} contains a lone UTF-16 surrogate escape "
+                "(\\ud800-\\udfff without its pair), which is not Unicode text") from None
     return value
 
 
-def _max_len(values: list[str]) -> int:
+def max_str_len(values: list[str]) -> int:
     return max(map(len, values), default=0)
 
 
-def _load(value: bytes | None, limit: int) -> Any:
+def load_json(value: bytes | None, limit: int) -> Any:
     if value is None or len(value) == 0:
-        raise _Bad("empty", "message has no value")
+        raise BadRecord("empty", "message has no value")
     if len(value) > limit:
-        raise _Bad("oversized", f"message of {len(value)} bytes exceeds max_message_bytes={limit}")
+        raise BadRecord(
+            "oversized", f"message of {len(value)} bytes exceeds max_message_bytes={limit}")
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError:
-        raise _Bad("not_utf8", "value is not UTF-8 text") from None
+        raise BadRecord("not_utf8", "value is not UTF-8 text") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _Bad("malformed_json", f"not valid JSON: {exc.msg} at char {exc.pos}") from None
+        raise BadRecord("malformed_json", f"not valid JSON: {exc.msg} at char {exc.pos}") from None
     except ValueError as exc:  # e.g. numbers too long to convert
-        raise _Bad("malformed_json", f"not valid JSON: {exc}") from None
+        raise BadRecord("malformed_json", f"not valid JSON: {exc}") from None
     except RecursionError:
-        raise _Bad("too_deep", "JSON nested deeper than the parser's recursion limit "
-                   "(about 1,000 levels); flatten the document") from None
+        raise BadRecord("too_deep", "JSON nested deeper than the parser's recursion limit "
+                        "(about 1,000 levels); flatten the document") from None
     if not isinstance(doc, dict):
-        raise _Bad("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
+        raise BadRecord("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
     return doc
 
 
-def _empty(spec: InputSpec, dead: list[DeadLetter]) -> Decoded:
+def empty_decoded(spec: InputSpec, dead: list[DeadLetter]) -> Decoded:
     dtype = np.int64 if spec.item_type == "int" else object
     return Decoded(np.empty(0, dtype=dtype), np.empty(0, dtype=object),
                    np.empty(0, dtype=object) if spec.fields.unit else None,
@@ -234,7 +240,7 @@ Gate = Callable[[str], "str | None"]
 """Shard check: ``None`` accepts a shard key, a string is the dead-letter reason."""
 
 
-def _accept_all(shard: str) -> str | None:
+def accept_all(shard: str) -> str | None:
     return None
 
 
@@ -249,21 +255,21 @@ _GATE_DETAIL = {
 }
 
 
-def _gated(gate: Gate, shard: str) -> str:
+def gated(gate: Gate, shard: str) -> str:
     reason = gate(shard)
     if reason is not None:
         template = _GATE_DETAIL.get(reason, "shard key {!r} is not accepted on this partition")
-        raise _Bad(reason, template.format(shard[:100]))
+        raise BadRecord(reason, template.format(shard[:100]))
     return shard
 
 
-def _concat(spec: InputSpec, parts: list[Decoded], dead: list[DeadLetter]) -> Decoded:
+def concat_decoded(spec: InputSpec, parts: list[Decoded], dead: list[DeadLetter]) -> Decoded:
     """One :class:`Decoded` from several (in order) plus extra dead letters."""
     for p in parts:
         dead.extend(p.dead)
     parts = [p for p in parts if len(p)]
     if not parts:
-        return _empty(spec, sorted(dead, key=lambda d: d.offset))
+        return empty_decoded(spec, sorted(dead, key=lambda d: d.offset))
     f = spec.fields
     return Decoded(
         np.concatenate([p.items for p in parts]), np.concatenate([p.shards for p in parts]),

@@ -45,7 +45,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from worker.decode_common import Decoded, Gate, Record, _max_len, _maybe_special
+from worker.decode_common import Decoded, Gate, Record, max_str_len, maybe_special
 from worker.topology import InputSpec
 
 MAX_DEPTH = 500
@@ -118,7 +118,7 @@ def _plain_text(joined: bytes) -> bool:
             return False
         if _BOM in joined:
             return False
-    return b"\\u" not in joined or not _maybe_special(joined)  # one scan if no escapes
+    return b"\\u" not in joined or not maybe_special(joined)  # one scan if no escapes
 
 
 def _shallow(joined: bytes, values: list[bytes]) -> bool:
@@ -189,7 +189,7 @@ def fast_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded
             return None
         if not spec.signed_weights and not (weights >= 0).all():
             return None
-    if 4 * max(map(_max_len, strings)) > limit:  # maybe over input.max_item_bytes
+    if 4 * max(map(max_str_len, strings)) > limit:  # maybe over input.max_item_bytes
         return None
     if any(gate(sh) is not None for sh in dict.fromkeys(shards)):
         return None

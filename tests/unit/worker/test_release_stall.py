@@ -23,6 +23,7 @@ and the checkpoint's serialization (engine.YIELD_EVERY).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from tests.unit.worker.test_engine_schedule import T0, make
@@ -33,35 +34,40 @@ N_SHARDS = 256
 BATCH = 64
 
 
+async def turns_during(work: Awaitable[object]) -> int:
+    """How many times another task (the heartbeat) got the loop while ``work`` ran."""
+    turns = 0
+    stop = asyncio.Event()
+
+    async def heartbeat() -> None:
+        nonlocal turns
+        while not stop.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    beat = asyncio.create_task(heartbeat())
+    await asyncio.sleep(0)
+    turns = 0
+    await work
+    during = turns
+    stop.set()
+    await beat
+    return during
+
+
 def test_release_tick_lets_other_tasks_run() -> None:
     names = ", ".join(f"s{i:04d}" for i in range(N_SHARDS))
     topo = make(every=5, shards=f"shards: {{allowed: [{names}]}}")
     clock = Clock(T0)
     sink = MemSink()
     eng = Engine([topo], MemStore(), sink, clock=clock)
-    turns = 0
-
-    async def heartbeat(stop: asyncio.Event) -> None:
-        nonlocal turns
-        while not stop.is_set():
-            turns += 1
-            await asyncio.sleep(0)
 
     async def run() -> int:
-        nonlocal turns
         await eng.assign([("in", 0)])
         clock.t += 0.15  # tick 1: nothing due
         await eng.on_timer()
-        stop = asyncio.Event()
-        beat = asyncio.create_task(heartbeat(stop))
-        await asyncio.sleep(0)
         clock.t = T0 + 0.51  # tick 5: the slot-1 boundary, every shard releases
-        turns = 0
-        await eng.on_timer()
-        during = turns
-        stop.set()
-        await beat
-        return during
+        return await turns_during(eng.on_timer())
 
     during = asyncio.run(run())
     released = sum(1 for t, *_ in sink.sent if t == "out")
@@ -91,25 +97,9 @@ def test_restore_lets_other_tasks_run() -> None:
 
     asyncio.run(seed())
     eng = Engine([topo], store, MemSink(), clock=clock)
-    turns = 0
-
-    async def heartbeat(stop: asyncio.Event) -> None:
-        nonlocal turns
-        while not stop.is_set():
-            turns += 1
-            await asyncio.sleep(0)
 
     async def run() -> int:
-        nonlocal turns
-        stop = asyncio.Event()
-        beat = asyncio.create_task(heartbeat(stop))
-        await asyncio.sleep(0)
-        turns = 0
-        await eng.assign([("in", 0)])
-        during = turns
-        stop.set()
-        await beat
-        return during
+        return await turns_during(eng.assign([("in", 0)]))
 
     during = asyncio.run(run())
     assert len(eng.parts[(topo.name, 0)].shards) == N_SHARDS  # restored, not fresh

@@ -64,6 +64,7 @@ from typing import Any
 
 import numpy as np
 
+from sketches.counters import lazy_kernel
 from sketches.counters.gauss_bm import (
     ContinualCounters,
     GaussianNoise,
@@ -83,6 +84,8 @@ class LazyNoiseCounters(ContinualCounters):
     through :meth:`query_at` (or :meth:`query`, which reads every counter);
     ``behind`` masks are not supported.
     """
+
+    _compiled = True  # reads through lazy_kernel (False: the numpy path; same draws and values)
 
     def __init__(
         self, n: int, horizon: int, sigma: float, integer_noise: bool, noise: GaussianNoise
@@ -170,6 +173,30 @@ class LazyNoiseCounters(ContinualCounters):
         self._read_mask = mask
         self._read_round = r
 
+    def _read_compiled(self, idx: np.ndarray) -> np.ndarray:
+        """:meth:`_materialize` then ``(prefix + noise)[idx]`` (:mod:`lazy_kernel
+        <sketches.counters.lazy_kernel>`): the same draws in the same order, the same
+        state and bit-identical values, with the work over the read counters only.
+
+        The cache is recomputed in the fixed order on every read counter (the numpy
+        path's extension by the fresh bits yields the same sums). Atomic: the values are
+        drawn before any state changes.
+        """
+        r, last = self.rounds, self._read_round
+        bits = set_bits(r)
+        n_old = sum(1 for b in bits if (r >> b) << b <= last or last < 0)
+        fresh = np.array(bits[:len(bits) - n_old], dtype=np.int64)
+        old = np.array(bits[len(bits) - n_old:], dtype=np.int64)
+        mask, every, need = lazy_kernel.plan(idx, self.n, self._read_mask, self._drawn, old)
+        m = need.size + every.size * fresh.size
+        values = self._draw_values(m) if m else np.zeros(0, dtype=self._node_noise.dtype)
+        out = lazy_kernel.apply(values, fresh, every, need, self._node_noise, self._drawn,
+                                np.array(bits[::-1], dtype=np.int64), self._prefix,
+                                self._noise_now, idx)
+        self._read_mask = mask
+        self._read_round = r
+        return out
+
     def query_at(self, cells: np.ndarray) -> np.ndarray:
         """Noisy prefix sums of the counters ``cells`` (any shape; repeats allowed).
 
@@ -179,6 +206,10 @@ class LazyNoiseCounters(ContinualCounters):
         idx = np.asarray(cells, dtype=np.int64)
         if self.rounds == 0:
             return self._prefix[idx].astype(self._node_noise.dtype)
+        flat = idx.reshape(-1)
+        if self._compiled and (not flat.size or (int(flat.min()) >= 0
+                                                 and int(flat.max()) < self.n)):
+            return self._read_compiled(flat).reshape(idx.shape)
         mask = np.zeros(self.n, dtype=bool)
         mask[idx] = True
         self._materialize(mask)

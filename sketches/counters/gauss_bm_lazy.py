@@ -173,14 +173,15 @@ class LazyNoiseCounters(ContinualCounters):
         self._read_mask = mask
         self._read_round = r
 
-    def _read_compiled(self, idx: np.ndarray) -> np.ndarray:
+    def _read_compiled(self, idx: np.ndarray, gather: np.ndarray) -> np.ndarray:
         """:meth:`_materialize` then ``(prefix + noise)[idx]`` (:mod:`lazy_kernel
         <sketches.counters.lazy_kernel>`): the same draws in the same order, the same
         state and bit-identical values, with the work over the read counters only.
 
         The cache is recomputed in the fixed order on every read counter (the numpy
         path's extension by the fresh bits yields the same sums). Atomic: the values are
-        drawn before any state changes.
+        drawn before any state changes. ``gather``: the cells whose values are returned
+        (``idx``, or none when the caller reads the cache itself).
         """
         r, last = self.rounds, self._read_round
         bits = set_bits(r)
@@ -190,9 +191,10 @@ class LazyNoiseCounters(ContinualCounters):
         mask, every, need = lazy_kernel.plan(idx, self.n, self._read_mask, self._drawn, old)
         m = need.size + every.size * fresh.size
         values = self._draw_values(m) if m else np.zeros(0, dtype=self._node_noise.dtype)
+        extend = last >= 0 and set(set_bits(last)) <= set(old.tolist())  # no node dropped
         out = lazy_kernel.apply(values, fresh, every, need, self._node_noise, self._drawn,
                                 np.array(bits[::-1], dtype=np.int64), self._prefix,
-                                self._noise_now, idx)
+                                self._noise_now, gather, extend, self._read_mask)
         self._read_mask = mask
         self._read_round = r
         return out
@@ -209,11 +211,23 @@ class LazyNoiseCounters(ContinualCounters):
         flat = idx.reshape(-1)
         if self._compiled and (not flat.size or (int(flat.min()) >= 0
                                                  and int(flat.max()) < self.n)):
-            return self._read_compiled(flat).reshape(idx.shape)
+            return self._read_compiled(flat, flat).reshape(idx.shape)
         mask = np.zeros(self.n, dtype=bool)
         mask[idx] = True
         self._materialize(mask)
         return (self._prefix + self._noise_now)[idx]
+
+    def query_min(self, cells: np.ndarray) -> np.ndarray:
+        """``query_at(cells).min(axis=0)`` for ``cells`` of shape ``(d, m)`` (Alg. 4, min):
+        the same draws, state and values, without the ``d x m`` intermediate."""
+        idx = np.asarray(cells, dtype=np.int64)
+        if idx.ndim != 2 or not idx.shape[0] or not self._compiled or self.rounds == 0:
+            return self.query_at(idx).min(axis=0)
+        flat = np.ascontiguousarray(idx).reshape(-1)
+        if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= self.n):
+            return self.query_at(idx).min(axis=0)
+        self._read_compiled(flat, flat[:0])
+        return lazy_kernel.min_rows(np.ascontiguousarray(idx), self._prefix, self._noise_now)
 
     def query(self, behind: np.ndarray | None = None) -> np.ndarray:
         """Noisy prefix sums of every counter (draws every undrawn current node)."""

@@ -27,7 +27,7 @@ from typing import Any, TypeVar, cast
 import numba
 import numpy as np
 
-__all__ = ["apply", "plan"]
+__all__ = ["apply", "min_rows", "plan"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -79,11 +79,17 @@ def plan(idx: np.ndarray, n: int, read_mask: np.ndarray, drawn: np.ndarray,
 @_njit
 def apply(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np.ndarray,
           node_noise: np.ndarray, drawn: np.ndarray, bits_desc: np.ndarray,
-          prefix: np.ndarray, acc: np.ndarray, idx: np.ndarray) -> np.ndarray:
+          prefix: np.ndarray, acc: np.ndarray, idx: np.ndarray, extend: bool,
+          last_read: np.ndarray) -> np.ndarray:
     """Store ``values`` (``len(fresh) * every.size`` fresh node values, level by level
     ascending, then one per ``need`` slot), mark them drawn, set ``acc`` (the noise
     sum of the current nodes, levels ``bits_desc``) on ``every`` and return
-    ``prefix[idx] + acc[idx]``."""
+    ``prefix[idx] + acc[idx]``.
+
+    ``extend``: every node of the last read is still current, so ``acc`` holds the
+    fixed-order sum of the old levels on ``last_read`` (the last read set); there
+    the fresh levels (the lowest) are added, descending, which is the fixed-order sum.
+    """
     start = 0
     for j in range(fresh.size):
         b = fresh[j]
@@ -97,16 +103,48 @@ def apply(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np.nda
         flat_noise[need[t]] = values[start + t]
         flat_drawn[need[t]] = True
     top = bits_desc[0]
-    for t in range(every.size):  # level by level: the same additions per counter, in order
-        c = every[t]
-        acc[c] = node_noise[top, c]
-    for j in range(1, bits_desc.size):
-        b = bits_desc[j]
+    nf = fresh.size
+    if extend:
         for t in range(every.size):
             c = every[t]
-            acc[c] += node_noise[b, c]
+            if last_read[c]:
+                s = acc[c]
+                for j in range(nf - 1, -1, -1):
+                    s += node_noise[fresh[j], c]
+            else:
+                s = node_noise[top, c]
+                for j in range(1, bits_desc.size):
+                    s += node_noise[bits_desc[j], c]
+            acc[c] = s
+    else:
+        for t in range(every.size):  # level by level: the same additions per counter, in order
+            c = every[t]
+            acc[c] = node_noise[top, c]
+        for j in range(1, bits_desc.size):
+            b = bits_desc[j]
+            for t in range(every.size):
+                c = every[t]
+                acc[c] += node_noise[b, c]
     out = np.empty(idx.size, dtype=acc.dtype)
     for t in range(idx.size):
         c = idx[t]
         out[t] = prefix[c] + acc[c]
+    return out
+
+
+@_njit
+def min_rows(cells: np.ndarray, prefix: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """``(prefix + acc)[cells].min(axis=0)`` for ``cells`` of shape ``(d, m)`` (``acc``
+    valid on every cell of ``cells``)."""
+    d, m = cells.shape
+    out = np.empty(m, dtype=acc.dtype)
+    for e in range(m):
+        c = cells[0, e]
+        v = prefix[c] + acc[c]
+        for i in range(1, d):
+            c = cells[i, e]
+            x = prefix[c] + acc[c]
+            if x < v:
+                v = x
+        out[e] = v
     return out

@@ -41,6 +41,12 @@ after a carry recomputes the sum at full width (one add per set bit). Memory:
 the algorithm's ``(levels + 1) * n`` 8-byte values, the ``levels * n`` byte
 mask and ``9 * n`` bytes (cache, last read set).
 
+Compiled reads: :meth:`LazyNoiseCounters.query_at` and :meth:`LazyNoiseCounters.query_min`
+(LazyHH's min over rows) do this bookkeeping in :mod:`sketches.counters.lazy_kernel`
+over the read counters only (the cache is extended by the fresh levels where no node
+was dropped, else recomputed in the fixed order): the same draws in the same order,
+the same state and bit-identical values as the numpy path (``_compiled = False``).
+
 Checkpoint: arrays ``prefix``, ``lazy_node_noise`` and ``drawn`` (the key
 differs from the eager ``node_noise`` so an eager reader refuses the state
 instead of reusing undrawn slots, which hold superseded values). An eager

@@ -61,8 +61,8 @@ import sketches.continual.lazy_hh.sketch as lazy_hh_module  # noqa: E402
 from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec  # noqa: E402
 from sketches.continual.lazy_hh.spec import HHParams  # noqa: E402
 from sketches.core.candidates import CandidateSet  # noqa: E402
-from sketches.counters.gauss_bm_lazy import LazyNoiseCounters  # noqa: E402
 from sketches.core.noise import FastNoise  # noqa: E402
+from sketches.counters.gauss_bm_lazy import LazyNoiseCounters  # noqa: E402
 from sketches.privacy import Calibration, Calibrator, Clock, Relation  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "caida2016_chicagoA_20160406-125912_dst16_counts.csv"

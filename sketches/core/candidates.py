@@ -271,7 +271,8 @@ class CandidateSet:
             return None
         est = np.asarray(estimates, dtype=np.float64)
         if (self._compiled and keep >= 1 and self._keys2 is None
-                and self._items.dtype.kind in "iu" and est.shape == self._keys.shape and not np.isnan(est).any()):
+                and self._items.dtype.kind in "iu" and est.shape == self._keys.shape
+                and not np.isnan(est).any()):
             self._keys, self._items, self._cells = candidates_kernel.trim(
                 self._keys, self._items, self._cells, est, int(keep))
             self._table = None

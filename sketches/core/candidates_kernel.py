@@ -1,10 +1,13 @@
-"""Compiled (numba) merge and trim of :class:`~sketches.core.candidates.CandidateSet` (integer items).
+"""Compiled (numba) merge and trim of :class:`~sketches.core.candidates.CandidateSet`.
+
+Integer items of a narrow set only (str/bytes items stay on the numpy path).
 
 :meth:`CandidateSet._merge <sketches.core.candidates.CandidateSet>` places new keys
 (ascending) among the members (ascending) with two ``searchsorted`` and scatters
 keys, items and cells: about twenty numpy calls on arrays of a few hundred entries
 at every LazyHH output. :func:`merge` does the same merge in one pass, :func:`trim`
-the top-``keep`` selection (same ties rule) and its gathers. Exact: the same arrays (tests/unit/sketches/core/test_candidates_kernel.py).
+the top-``keep`` selection (same ties rule) and its gathers. Exact: the same arrays
+(tests/unit/sketches/core/test_candidates_kernel.py).
 Compiled on first use and cached on disk like :mod:`sketches.continual.lazy_hh.kernel`.
 """
 

@@ -1,4 +1,6 @@
-"""Compiled (numba) bookkeeping of :class:`~sketches.counters.gauss_bm_lazy.LazyNoiseCounters` reads.
+"""Compiled (numba) read bookkeeping of lazy node-noise counters.
+
+For :class:`~sketches.counters.gauss_bm_lazy.LazyNoiseCounters`.
 
 :meth:`LazyNoiseCounters.query_at <sketches.counters.gauss_bm_lazy.LazyNoiseCounters.query_at>`
 does, per read, a dozen ``n``-wide numpy passes (read mask, counters outside the last

@@ -5,17 +5,21 @@ For :class:`~sketches.counters.gauss_bm_lazy.LazyNoiseCounters`.
 :meth:`LazyNoiseCounters.query_at <sketches.counters.gauss_bm_lazy.LazyNoiseCounters.query_at>`
 does, per read, a dozen ``n``-wide numpy passes (read mask, counters outside the last
 read set, undrawn old nodes, the noise-sum cache, ``prefix + noise``) for a read of a
-few thousand counters. These two kernels do the same work over the read counters
+few thousand counters. These kernels do the same work over the read counters
 only, in two calls around the noise draw (the draw itself stays a call of the noise
 source, in the documented order, so a seeded source gives bit-identical values):
 
 - :func:`plan`: the read mask, the read counters ascending (``every``) and the
   ``(level, counter)`` slots of the undrawn old nodes outside the last read set
-  (``need``, level-major), i.e. the draw order of the module docstring;
-- :func:`apply`: stores the drawn values, marks them drawn, recomputes the noise-sum
+  (``need``, level-major), i.e. the draw order of :mod:`sketches.counters.gauss_bm_lazy`;
+- :func:`apply`: stores the drawn values, marks them drawn, extends or recomputes the noise-sum
   cache on the read counters in the fixed order (top set bit first, then each lower
   set bit added: the same float operations as the numpy path, so bit-identical) and
-  returns ``prefix + noise`` at the read cells.
+  returns ``prefix + noise`` at the read cells;
+- :func:`min_rows`: LazyHH's estimate, the minimum over the sketch rows of
+  ``prefix + noise`` (:meth:`LazyNoiseCounters.query_min
+  <sketches.counters.gauss_bm_lazy.LazyNoiseCounters.query_min>`), without the
+  ``d x m`` intermediate.
 
 Nothing here draws noise; the values come from the caller. Compiled on first use and
 cached on disk like :mod:`sketches.continual.lazy_hh.kernel`.

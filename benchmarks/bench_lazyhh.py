@@ -29,6 +29,12 @@ Usage::
 
     .venv/bin/python benchmarks/bench_lazyhh.py --quick   # 5% thinned stream, ~1 min
     .venv/bin/python benchmarks/bench_lazyhh.py           # full stream, 1 trial per point
+    .venv/bin/python benchmarks/bench_lazyhh.py --speed 3 # headline point only: baseline
+                                                          # and compiled path alternated 3x
+
+The baseline (``paper, numpy path``) runs every numpy path the kernels replaced:
+``LazyHH._kernel``, ``LazyNoiseCounters._compiled`` and ``CandidateSet._compiled``
+off (identical releases).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import argparse
 import contextlib
 import dataclasses
 import math
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -53,7 +60,9 @@ if str(ROOT) not in sys.path:
 import sketches.continual.lazy_hh.sketch as lazy_hh_module  # noqa: E402
 from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec  # noqa: E402
 from sketches.continual.lazy_hh.spec import HHParams  # noqa: E402
+from sketches.core.candidates import CandidateSet  # noqa: E402
 from sketches.core.noise import FastNoise  # noqa: E402
+from sketches.counters.gauss_bm_lazy import LazyNoiseCounters  # noqa: E402
 from sketches.privacy import Calibration, Calibrator, Clock, Relation  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "caida2016_chicagoA_20160406-125912_dst16_counts.csv"
@@ -120,6 +129,26 @@ def run(stream: np.ndarray, panel: str, k_tilde: int, eps: float, seed: int,
             hh = LazyHH(spec, FastNoise(seed=seed))
     else:
         hh = LazyHH(spec, FastNoise(seed=seed))
+    with _numpy_path(variant == PAPER_NUMPY):
+        return _timed(hh, stream, panel, k_tilde, eps, variant, spec, batch)
+
+
+@contextlib.contextmanager
+def _numpy_path(on: bool) -> Iterator[None]:
+    """Benchmark only: every compiled path off (the same-run speed baseline)."""
+    if not on:
+        yield
+        return
+    LazyNoiseCounters._compiled = CandidateSet._compiled = False
+    try:
+        yield
+    finally:
+        LazyNoiseCounters._compiled = CandidateSet._compiled = True
+
+
+def _timed(hh: LazyHH, stream: np.ndarray, panel: str, k_tilde: int, eps: float, variant: str,
+           spec: LazyHHSpec, batch: int) -> Row:
+    n = stream.size
     if variant == PAPER_NUMPY:
         hh._kernel = False  # benchmark only: the numpy path, the same-run speed baseline
     ticks = np.arange(n, dtype=np.int64) // k_tilde if spec.clock.value == "tick" else None
@@ -231,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: results/, or a temp dir with --quick)")
     p.add_argument("--no-extra", action="store_true", help="skip the calibrator/clock rows")
+    p.add_argument("--speed", type=int, default=0, metavar="N",
+                   help="only the headline point (k~ = 4k, eps = 0.5): baseline and compiled"
+                        " path alternated N times, rates and load printed")
     args = p.parse_args(argv)
     if not args.data.exists():
         print(f"bench_lazyhh: data file {args.data} not found; skipping (see ../shared/data)")
@@ -240,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     stream = build_stream(keys, counts, args.seed, thin)
     print(f"stream: {stream.size:,} packets, {keys.size:,} prefixes, seed {args.seed}"
           f"{f' (thinned: p = {thin})' if thin else ''}", flush=True)
+    if args.speed:
+        return speed(stream, args.seed, args.speed)
     plan: list[tuple[str, int, float, str]] = [("memory", kt, 0.5, "paper") for kt in MEMORY_KT]
     plan += [(panel, kt, e, "paper") for panel, kt in (("eps", 4 * K), ("eps8k", 8 * K))
              for e in EPS if e != 0.5]
@@ -262,6 +296,18 @@ def main(argv: list[str] | None = None) -> int:
     (out / "fig4.md").write_text(report(rows, stream.size, keys.size, args))
     print(table(rows))
     print(f"wrote {out}/fig4.md, fig4_memory.png, fig4_eps.png")
+    return 0
+
+
+def speed(stream: np.ndarray, seed: int, times: int) -> int:
+    """``--speed``: the headline point, numpy path and compiled path alternated."""
+    run(stream[:1 << 16], "warm-up", 4 * K, 0.5, seed)
+    for i in range(times):
+        for variant in (PAPER_NUMPY, "paper"):
+            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            row = run(stream, "speed", 4 * K, 0.5, seed, variant)
+            print(f"run {i + 1} {variant:30s} {row.updates_per_s / 1e6:.3f}M updates/s"
+                  f" (load {load}; {row.reported} reported, ARE {row.are:.4f})", flush=True)
     return 0
 
 

@@ -9,7 +9,8 @@
   (``benchmarks/bench_lazyhh.py``).
 
 Each runs with the compiled path (``sketches/continual/lazy_hh/kernel.py``) and with
-the numpy path it replaced (``_kernel = False``; identical releases), after a warm-up,
+the numpy path it replaced (``_kernel = False`` and the counters' and candidate
+set's ``_compiled = False``; identical releases), after a warm-up,
 and writes the top functions by own time to ``results/lazyhh_profile.md``.
 
 Usage::
@@ -37,7 +38,9 @@ if str(ROOT) not in sys.path:
 
 from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec  # noqa: E402
 from sketches.core.base import lookup  # noqa: E402
+from sketches.core.candidates import CandidateSet  # noqa: E402
 from sketches.core.noise import FastNoise, SecureNoise  # noqa: E402
+from sketches.counters.gauss_bm_lazy import LazyNoiseCounters  # noqa: E402
 from sketches.privacy import Calibrator, Clock, Relation  # noqa: E402
 
 _NAME = "caida2016_chicagoA_20160406-125912_dst16_counts.csv"  # ../shared/data (its README)
@@ -83,6 +86,8 @@ def fig4_case(data: Path) -> Callable[[bool], int]:
 
 
 def profile(run: Callable[[bool], int], kernel: bool, top: int) -> tuple[float, str]:
+    # the numpy path: every compiled path off (LazyHH, lazy counters, candidate merge)
+    LazyNoiseCounters._compiled = CandidateSet._compiled = kernel
     run(kernel)  # warm-up: compiled kernels load from the on-disk cache
     t0 = time.perf_counter()
     n = run(kernel)

@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from sketches.core import candidates_kernel
+
 __all__ = [
     "CandidateSet",
     "decode_items",
@@ -102,6 +104,8 @@ class CandidateSet:
         are distinct candidates); sorted by the pair. False (default): the
         64-bit ``keys`` alone, :attr:`keys2` is None.
     """
+
+    _compiled = True  # integer merges through candidates_kernel (False: numpy; same arrays)
 
     def __init__(self, depth: int, integer_items: bool, wide: bool = False) -> None:
         self._depth = int(depth)
@@ -220,7 +224,20 @@ class CandidateSet:
         """Fast path of :meth:`add` for new keys given in ascending order whose first
         words are strictly increasing and differ from every member's: the pair order
         is then the first-word order, so a merge (no sort) gives :meth:`add`'s exact
-        arrays. Returns False (nothing changed) when the keys do not qualify."""
+        arrays. Returns False (nothing changed) when the keys do not qualify.
+        Integer items of a narrow set: one compiled pass (:mod:`candidates_kernel
+        <sketches.core.candidates_kernel>`, the same arrays)."""
+        if (self._compiled and self._keys2 is None and keys2 is None
+                and self._items.dtype.kind in "iu"):
+            new_items = np.asarray(items).astype(self._items.dtype, copy=False)
+            ok, out_keys, out_items, out_cells = candidates_kernel.merge(
+                self._keys, self._items, self._cells, keys, new_items,
+                np.asarray(cells, np.int64))
+            if not ok:
+                return False
+            self._keys, self._items, self._cells = out_keys, out_items, out_cells
+            self._table = None
+            return True
         if (keys.size > 1 and not bool(np.all(keys[1:] > keys[:-1]))) or (
                 self._keys2 is not None and keys2 is None):
             return False
@@ -253,6 +270,13 @@ class CandidateSet:
         if self._keys.size <= keep:
             return None
         est = np.asarray(estimates, dtype=np.float64)
+        if (self._compiled and keep >= 1 and self._keys2 is None
+                and self._items.dtype.kind in "iu" and est.shape == self._keys.shape
+                and not np.isnan(est).any()):
+            self._keys, self._items, self._cells = candidates_kernel.trim(
+                self._keys, self._items, self._cells, est, int(keep))
+            self._table = None
+            return None
         v = np.partition(est, est.size - keep)[est.size - keep]  # the keep-th largest
         chosen = est > v
         ties = np.flatnonzero(est == v)  # in key order: keys are sorted

@@ -41,6 +41,12 @@ after a carry recomputes the sum at full width (one add per set bit). Memory:
 the algorithm's ``(levels + 1) * n`` 8-byte values, the ``levels * n`` byte
 mask and ``9 * n`` bytes (cache, last read set).
 
+Compiled reads: :meth:`LazyNoiseCounters.query_at` and :meth:`LazyNoiseCounters.query_min`
+(LazyHH's min over rows) do this bookkeeping in :mod:`sketches.counters.lazy_kernel`
+over the read counters only (the cache is extended by the fresh levels where no node
+was dropped, else recomputed in the fixed order): the same draws in the same order,
+the same state and bit-identical values as the numpy path (``_compiled = False``).
+
 Checkpoint: arrays ``prefix``, ``lazy_node_noise`` and ``drawn`` (the key
 differs from the eager ``node_noise`` so an eager reader refuses the state
 instead of reusing undrawn slots, which hold superseded values). An eager
@@ -64,6 +70,7 @@ from typing import Any
 
 import numpy as np
 
+from sketches.counters import lazy_kernel
 from sketches.counters.gauss_bm import (
     ContinualCounters,
     GaussianNoise,
@@ -83,6 +90,8 @@ class LazyNoiseCounters(ContinualCounters):
     through :meth:`query_at` (or :meth:`query`, which reads every counter);
     ``behind`` masks are not supported.
     """
+
+    _compiled = True  # reads through lazy_kernel (False: the numpy path; same draws and values)
 
     def __init__(
         self, n: int, horizon: int, sigma: float, integer_noise: bool, noise: GaussianNoise
@@ -170,6 +179,32 @@ class LazyNoiseCounters(ContinualCounters):
         self._read_mask = mask
         self._read_round = r
 
+    def _read_compiled(self, idx: np.ndarray, gather: np.ndarray) -> np.ndarray:
+        """:meth:`_materialize` then ``(prefix + noise)[idx]`` (:mod:`lazy_kernel
+        <sketches.counters.lazy_kernel>`): the same draws in the same order, the same
+        state and bit-identical values, with the work over the read counters only.
+
+        The cache is recomputed in the fixed order on every read counter (the numpy
+        path's extension by the fresh bits yields the same sums). Atomic: the values are
+        drawn before any state changes. ``gather``: the cells whose values are returned
+        (``idx``, or none when the caller reads the cache itself).
+        """
+        r, last = self.rounds, self._read_round
+        bits = set_bits(r)
+        n_old = sum(1 for b in bits if (r >> b) << b <= last or last < 0)
+        fresh = np.array(bits[:len(bits) - n_old], dtype=np.int64)
+        old = np.array(bits[len(bits) - n_old:], dtype=np.int64)
+        mask, every, need = lazy_kernel.plan(idx, self.n, self._read_mask, self._drawn, old)
+        m = need.size + every.size * fresh.size
+        values = self._draw_values(m) if m else np.zeros(0, dtype=self._node_noise.dtype)
+        extend = last >= 0 and set(set_bits(last)) <= set(old.tolist())  # no node dropped
+        out = lazy_kernel.apply(values, fresh, every, need, self._node_noise, self._drawn,
+                                np.array(bits[::-1], dtype=np.int64), self._prefix,
+                                self._noise_now, gather, extend, self._read_mask)
+        self._read_mask = mask
+        self._read_round = r
+        return out
+
     def query_at(self, cells: np.ndarray) -> np.ndarray:
         """Noisy prefix sums of the counters ``cells`` (any shape; repeats allowed).
 
@@ -179,10 +214,26 @@ class LazyNoiseCounters(ContinualCounters):
         idx = np.asarray(cells, dtype=np.int64)
         if self.rounds == 0:
             return self._prefix[idx].astype(self._node_noise.dtype)
+        flat = idx.reshape(-1)
+        if self._compiled and (not flat.size or (int(flat.min()) >= 0
+                                                 and int(flat.max()) < self.n)):
+            return self._read_compiled(flat, flat).reshape(idx.shape)
         mask = np.zeros(self.n, dtype=bool)
         mask[idx] = True
         self._materialize(mask)
         return (self._prefix + self._noise_now)[idx]
+
+    def query_min(self, cells: np.ndarray) -> np.ndarray:
+        """``query_at(cells).min(axis=0)`` for ``cells`` of shape ``(d, m)`` (Alg. 4, min):
+        the same draws, state and values, without the ``d x m`` intermediate."""
+        idx = np.asarray(cells, dtype=np.int64)
+        if idx.ndim != 2 or not idx.shape[0] or not self._compiled or self.rounds == 0:
+            return self.query_at(idx).min(axis=0)
+        flat = np.ascontiguousarray(idx).reshape(-1)
+        if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= self.n):
+            return self.query_at(idx).min(axis=0)
+        self._read_compiled(flat, flat[:0])
+        return lazy_kernel.min_rows(np.ascontiguousarray(idx), self._prefix, self._noise_now)
 
     def query(self, behind: np.ndarray | None = None) -> np.ndarray:
         """Noisy prefix sums of every counter (draws every undrawn current node)."""

@@ -288,15 +288,14 @@ def used_cells(cells: np.ndarray, n: int) -> np.ndarray:
     order of first appearance (candidate-major: the candidate cells are column-major)."""
     seen = np.zeros(n, dtype=np.bool_)
     d, m = cells.shape
-    out = np.empty(min(n, d * m), dtype=np.int64)
+    out = np.empty(min(n, d * m) + 1, dtype=np.int64)  # +1: the branch-free tail write
     k = 0
     for e in range(m):
-        for i in range(d):
+        for i in range(d):  # branch-free (first sightings are random): write, then advance
             c = cells[i, e]
-            if not seen[c]:
-                seen[c] = True
-                out[k] = c
-                k += 1
+            out[k] = c
+            k += 1 - seen[c]
+            seen[c] = True
     return out[:k]
 
 

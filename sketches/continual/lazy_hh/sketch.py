@@ -489,9 +489,12 @@ class LazyHH:
         # failing draw never pairs new thresholds with the previous output's items
         est = None
         if c is not None and c.size > 0 and self._kernel:  # the same read set, each cell once
-            n = self._st.counters.n
-            used = kernel.used_cells(c.cells, n)
-            est = kernel.min_over_rows(c.cells, used, self._st.counters.query_at(used), n)
+            counters = self._st.counters
+            if isinstance(counters, LazyNoiseCounters):  # the read and the min in kernels
+                est = counters.query_min(c.cells)
+            else:
+                used = kernel.used_cells(c.cells, counters.n)
+                est = kernel.min_over_rows(c.cells, used, counters.query_at(used), counters.n)
         elif c is not None and c.size > 0:
             est = self._st.counters.query_at(c.cells).min(axis=0)  # Alg. 4 (min), all pushed
         self._st.last = {"t_hat": t_hat, "t_up": t_up, "threshold": tau,

@@ -1,0 +1,156 @@
+"""Compiled (numba) read bookkeeping of lazy node-noise counters.
+
+For :class:`~sketches.counters.gauss_bm_lazy.LazyNoiseCounters`.
+
+:meth:`LazyNoiseCounters.query_at <sketches.counters.gauss_bm_lazy.LazyNoiseCounters.query_at>`
+does, per read, a dozen ``n``-wide numpy passes (read mask, counters outside the last
+read set, undrawn old nodes, the noise-sum cache, ``prefix + noise``) for a read of a
+few thousand counters. These kernels do the same work over the read counters
+only, in two calls around the noise draw (the draw itself stays a call of the noise
+source, in the documented order, so a seeded source gives bit-identical values):
+
+- :func:`plan`: the read mask, the read counters ascending (``every``) and the
+  ``(level, counter)`` slots of the undrawn old nodes outside the last read set
+  (``need``, level-major), i.e. the draw order of :mod:`sketches.counters.gauss_bm_lazy`;
+- :func:`apply`: stores the drawn values, marks them drawn, extends or recomputes the noise-sum
+  cache on the read counters in the fixed order (top set bit first, then each lower
+  set bit added: the same float operations as the numpy path, so bit-identical) and
+  returns ``prefix + noise`` at the read cells;
+- :func:`min_rows`: LazyHH's estimate, the minimum over the sketch rows of
+  ``prefix + noise`` (:meth:`LazyNoiseCounters.query_min
+  <sketches.counters.gauss_bm_lazy.LazyNoiseCounters.query_min>`), without the
+  ``d x m`` intermediate.
+
+Nothing here draws noise; the values come from the caller. Compiled on first use and
+cached on disk like :mod:`sketches.continual.lazy_hh.kernel`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import numba
+import numpy as np
+
+__all__ = ["apply", "min_rows", "plan"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _njit(fn: _F) -> _F:
+    """``numba.njit(cache=True, nogil=True)``; compiled once per process when no cache
+    location is writable (numba refuses ``cache=True`` then)."""
+    try:
+        return cast(_F, numba.njit(cache=True, nogil=True)(fn))
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return cast(_F, numba.njit(nogil=True)(fn))
+
+
+@_njit
+def plan(idx: np.ndarray, n: int, read_mask: np.ndarray, drawn: np.ndarray,
+         old: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(mask, every, need)`` of a read of the counters ``idx`` (flat, repeats allowed).
+
+    ``mask``: bool[n], the read set; ``every``: its counters ascending; ``need``: flat
+    ``level * n + counter`` of the undrawn nodes at the levels ``old`` (ascending) of
+    the read counters outside ``read_mask``, level-major then counter ascending.
+    """
+    mask = np.zeros(n, dtype=np.bool_)
+    for t in range(idx.size):
+        mask[idx[t]] = True
+    every = np.empty(n, dtype=np.int64)
+    k = 0
+    for c in range(n):  # branch-free (a random mask mispredicts): write, then advance
+        every[k] = c
+        k += mask[c]
+    every = every[:k]
+    outside = np.empty(k + 1, dtype=np.int64)
+    q = 0
+    for t in range(k):
+        c = every[t]
+        outside[q] = c
+        q += 1 - read_mask[c]
+    need = np.empty(old.size * q + 1, dtype=np.int64)
+    p = 0
+    for j in range(old.size):
+        b = old[j]
+        for t in range(q):
+            c = outside[t]
+            need[p] = b * n + c
+            p += 1 - drawn[b, c]
+    return mask, every, need[:p]
+
+
+@_njit
+def apply(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np.ndarray,
+          node_noise: np.ndarray, drawn: np.ndarray, bits_desc: np.ndarray,
+          prefix: np.ndarray, acc: np.ndarray, idx: np.ndarray, extend: bool,
+          last_read: np.ndarray) -> np.ndarray:
+    """Store ``values`` (``len(fresh) * every.size`` fresh node values, level by level
+    ascending, then one per ``need`` slot), mark them drawn, set ``acc`` (the noise
+    sum of the current nodes, levels ``bits_desc``) on ``every`` and return
+    ``prefix[idx] + acc[idx]``.
+
+    ``extend``: every node of the last read is still current, so ``acc`` holds the
+    fixed-order sum of the old levels on ``last_read`` (the last read set); there
+    the fresh levels (the lowest) are added, descending, which is the fixed-order sum.
+    """
+    start = 0
+    for j in range(fresh.size):
+        b = fresh[j]
+        for t in range(every.size):
+            c = every[t]
+            node_noise[b, c] = values[start + t]
+            drawn[b, c] = True
+        start += every.size
+    flat_noise, flat_drawn = node_noise.reshape(-1), drawn.reshape(-1)  # C-contiguous views
+    for t in range(need.size):
+        flat_noise[need[t]] = values[start + t]
+        flat_drawn[need[t]] = True
+    top = bits_desc[0]
+    nf = fresh.size
+    if extend:
+        for t in range(every.size):
+            c = every[t]
+            if last_read[c]:
+                s = acc[c]
+                for j in range(nf - 1, -1, -1):
+                    s += node_noise[fresh[j], c]
+            else:
+                s = node_noise[top, c]
+                for j in range(1, bits_desc.size):
+                    s += node_noise[bits_desc[j], c]
+            acc[c] = s
+    else:
+        for t in range(every.size):  # level by level: the same additions per counter, in order
+            c = every[t]
+            acc[c] = node_noise[top, c]
+        for j in range(1, bits_desc.size):
+            b = bits_desc[j]
+            for t in range(every.size):
+                c = every[t]
+                acc[c] += node_noise[b, c]
+    out = np.empty(idx.size, dtype=acc.dtype)
+    for t in range(idx.size):
+        c = idx[t]
+        out[t] = prefix[c] + acc[c]
+    return out
+
+
+@_njit
+def min_rows(cells: np.ndarray, prefix: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """``(prefix + acc)[cells].min(axis=0)`` for ``cells`` of shape ``(d, m)`` (``acc``
+    valid on every cell of ``cells``)."""
+    d, m = cells.shape
+    out = np.empty(m, dtype=acc.dtype)
+    for e in range(m):
+        c = cells[0, e]
+        v = prefix[c] + acc[c]
+        for i in range(1, d):
+            c = cells[i, e]
+            x = prefix[c] + acc[c]
+            if x < v:
+                v = x
+        out[e] = v
+    return out

@@ -9,7 +9,9 @@ plus validated topologies in, a :class:`Worker` out. The worker
   event-time input topics are declared ``LogAppendTime`` and release topics
   ``CreateTime``, and the reported timestamp types are checked
   (:func:`worker.event_time.check_timestamp_types`);
-- consumes the input topics in batches (``getmany``) in a consumer group
+- consumes the input topics in batches (``getmany``, handing over
+  ``(offset, key, value, timestamp)`` tuples read straight from the record
+  batches: :mod:`worker.record_tuples`) in a consumer group
   (``assignment=group``; workers split the partitions, a rebalance
   checkpoints revoked partitions and restores assigned ones) or owning every
   partition (``assignment=static``);
@@ -32,7 +34,6 @@ import contextlib
 import functools
 import logging
 import math
-import operator
 import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
@@ -57,6 +58,7 @@ from worker.health import Probe, liveness, readiness
 from worker.mechanisms import load_mechanisms
 from worker.metrics import Metrics
 from worker.poison import BROKER_ERRORS, PoisonGuard, process_guarded, reset_failed
+from worker.record_tuples import TupleMode, install
 from worker.settings import Settings
 from worker.topology import Topology, load_topologies
 
@@ -65,7 +67,6 @@ log = logging.getLogger(__name__)
 GROUP_COMMIT_INTERVAL_S = 5.0
 """How often checkpoint-covered offsets are committed to the group (monitoring only)."""
 
-_RECORD_FIELDS = operator.attrgetter("offset", "key", "value", "timestamp")
 """A consumer record as the engine's ``(offset, key, value, timestamp_ms)`` tuple (one C call)."""
 
 
@@ -128,6 +129,8 @@ class Worker:
                             "(the `dpstream run` CLI starts an embedded broker instead)")
         self.settings, self.topologies = settings, list(topologies)
         self.timestamps = TimestampTypeGuard(self.topologies)  # event time: LogAppendTime
+        self.fetch_mode = TupleMode()
+        """The input consumer's ``value_deserializer``: record tuples, timestamp types."""
         self.metrics = metrics or Metrics()
         self.metrics_port: int | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -243,6 +246,7 @@ class Worker:
             self.metrics_port = self.metrics.serve(s.metrics_host, s.metrics_port,
                                                    live=self.liveness, ready=self.readiness)
         await self._declare_topics()
+        install()  # the input consumer's record tuples (worker/record_tuples.py)
         self.producer = AIOKafkaProducer(
             enable_idempotence=False, acks="all", linger_ms=2,
             max_request_size=s.producer_max_request_bytes, **self._common())
@@ -262,7 +266,8 @@ class Worker:
             group_id=s.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
             max_poll_interval_ms=300_000, rebalance_timeout_ms=60_000,
-            max_partition_fetch_bytes=8 * 1024 * 1024, **self._common())
+            max_partition_fetch_bytes=8 * 1024 * 1024, value_deserializer=self.fetch_mode,
+            **self._common())
         await self.consumer.start()
         await self._check_partitions()
         topics = sorted({t.input.topic for t in self.topologies})
@@ -341,11 +346,14 @@ class Worker:
                              sum(map(len, batches.values())),
                              sorted(f"{tp.topic}/{tp.partition}" for tp in batches))
                 continue
-            for tp, msgs in batches.items():
+            # Every batch read (not only the first record of each list): a CreateTime
+            # batch on a production event-time topic fails the worker before any of
+            # this round's records is applied.
+            for topic, timestamp_type in self.fetch_mode.take_timestamp_types():
+                self.timestamps.check(topic, timestamp_type)
+            for tp, records in batches.items():  # (offset, key, value, timestamp) tuples
                 if self.rebalancing:
                     break  # revoked meanwhile: the restore seeks every partition again
-                self.timestamps.check_batch(tp.topic, msgs)
-                records = list(map(_RECORD_FIELDS, msgs))  # (offset, key, value, timestamp)
                 try:
                     await process_guarded(self.guard, self.engine, tp.topic, tp.partition,
                                           records, functools.partial(self.restore_and_seek, [tp]))

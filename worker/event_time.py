@@ -323,9 +323,10 @@ class TimestampTypeGuard:
     A broker can accept and report ``LogAppendTime`` without applying it (the
     embedded Tansu broker does): the records then arrive with the producer's
     ``CreateTime`` (Kafka timestamp type 0, LogAppendTime is 1) and a producer
-    chooses its records' ticks. The worker checks the type of the first record
-    of every fetched batch: a production topology fails the worker (SpecError),
-    any other logs one warning per topic.
+    chooses its records' ticks. The worker checks the type of every record
+    batch it reads (:class:`worker.record_tuples.TupleMode` notes them) before
+    applying any record of that fetch: a production topology fails the worker
+    (SpecError), any other logs one warning per topic.
 
     >>> class T:
     ...     production, source = True, "t.yaml"
@@ -347,11 +348,6 @@ class TimestampTypeGuard:
                 prod, _ = self._topics.get(t.input.topic, (False, t.source))
                 self._topics[t.input.topic] = (prod or t.production, t.source)
         self._warned: set[str] = set()
-
-    def check_batch(self, topic: str, records: Sequence[Any]) -> None:
-        """:meth:`check` the first of a fetched batch's consumer records (if any)."""
-        if records and topic in self._topics:
-            self.check(topic, int(records[0].timestamp_type))
 
     def check(self, topic: str, timestamp_type: int) -> None:
         """Raise (production) or warn once if ``timestamp_type`` is not LogAppendTime (1)."""

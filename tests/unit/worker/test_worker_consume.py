@@ -81,8 +81,8 @@ class FakeConsumer:
 
 
 def _records(start: int, n: int) -> list[Any]:
-    return [SimpleNamespace(offset=o, key=b"k", value=b"v", timestamp=0)
-            for o in range(start, start + n)]
+    """What the input consumer hands over: ``(offset, key, value, timestamp)`` tuples."""
+    return [(o, b"k", b"v", 0) for o in range(start, start + n)]
 
 
 def _worker(engine: FakeEngine) -> Worker:
@@ -211,8 +211,8 @@ def test_create_time_records_on_a_production_event_time_topic_fail_the_worker() 
     w.rebalancing = False
 
     async def create_time() -> dict[TopicPartition, list[Any]]:
-        return {TP: [SimpleNamespace(offset=0, key=b"k", value=b"v", timestamp=0,
-                                     timestamp_type=0)]}
+        w.fetch_mode.note_timestamp_type("in", 0)  # what RecordTuples notes for the batch
+        return {TP: [(0, b"k", b"v", 0)]}
 
     async def main() -> None:
         w.consumer = FakeConsumer(w, [create_time])

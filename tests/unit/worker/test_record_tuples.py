@@ -1,0 +1,267 @@
+"""worker/record_tuples.py against aiokafka's own PartitionRecords, record for record (pure).
+
+Both read the same fetch-response bytes (built with aiokafka's batch builders);
+every test compares what the worker's tuple path hands over, and where the
+fetch position ends up, with aiokafka's ``ConsumerRecord`` path.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from typing import Any
+
+import aiokafka.consumer.fetcher as fetcher
+import pytest
+from aiokafka.errors import CorruptRecordException
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
+from aiokafka.record.memory_records import MemoryRecords
+from aiokafka.record.util import calc_crc32c
+from aiokafka.structs import TopicPartition
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worker.record_tuples import (
+    RecordTuples,
+    TupleMode,
+    _partition_records,
+    input_consumer_options,
+    install,
+)
+
+TP = TopicPartition("in", 3)
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+def _original() -> Any:
+    from worker import record_tuples
+    return record_tuples._ORIGINAL
+
+
+def batch(base: int, n: int, *, ts0: int = 1_700_000_000_000, producer_id: int = -1,
+          transactional: bool = False, compression: int = 0, log_append: bool = False,
+          control: bytes | None = None, value: bytes = b'{"x": 1}') -> bytes:
+    """One v2 record batch at ``base`` (attributes patched and the CRC recomputed)."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=compression,
+                                  is_transactional=int(transactional), producer_id=producer_id,
+                                  producer_epoch=0 if producer_id >= 0 else -1,
+                                  base_sequence=0 if producer_id >= 0 else -1,
+                                  batch_size=1 << 30)
+    for i in range(n):
+        if control is not None:
+            b.append(i, timestamp=ts0 + i, key=control, value=b"\x00\x00\x00\x00\x00\x00",
+                     headers=[])
+        else:
+            b.append(i, timestamp=ts0 + i, key=None if i % 3 else f"k{i}".encode(),
+                     value=value + str(base + i).encode(), headers=[("h", b"v")] if i % 5 == 0
+                     else [])
+    buf = bytearray(b.build())
+    struct.pack_into(">q", buf, 0, base)
+    attrs = struct.unpack_from(">h", buf, 21)[0]
+    attrs |= (0x08 if log_append else 0) | (0x20 if control is not None else 0)
+    struct.pack_into(">h", buf, 21, attrs)
+    struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+def legacy(base: int, n: int, magic: int = 1) -> bytes:
+    """A v0/v1 message set (CreateTime for v1)."""
+    out = b""
+    for i in range(n):
+        b = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=1 << 30)
+        b.append(0, timestamp=1_700_000_000_000 + i if magic else None, key=None,
+                 value=b"v%d" % (base + i))
+        buf = bytearray(b.build())
+        struct.pack_into(">q", buf, 0, base + i)
+        out += bytes(buf)
+    return out
+
+
+def both(data: bytes, fetch_offset: int = 0, aborted: Any = None,
+         isolation: int = READ_UNCOMMITTED, limit: int | None = None) -> tuple[Any, Any]:
+    """``(aiokafka records as tuples, next offset)`` and ``(tuples, next offset, mode)``."""
+    ref = _original()(TP, MemoryRecords(data), aborted, fetch_offset, None, None, True,
+                      isolation)
+    mode = TupleMode()
+    new = RecordTuples(TP, MemoryRecords(data), aborted, fetch_offset, mode, True, isolation)
+    got_ref = [(r.offset, r.key, r.value, r.timestamp) for r in itertools.islice(ref, limit)]
+    got_new = list(itertools.islice(iter(new), limit))
+    return (got_ref, ref.next_fetch_offset), (got_new, new.next_fetch_offset, mode)
+
+
+def test_plain_batches_match_aiokafka_record_for_record() -> None:
+    data = batch(0, 7) + batch(7, 500) + batch(507, 1)
+    (ref, ref_next), (new, new_next, mode) = both(data)
+    assert new == ref and len(new) == 508 and new_next == ref_next == 508
+    assert new[0] == (0, b"k0", b'{"x": 1}0', 1_700_000_000_000)
+    assert mode.take_timestamp_types() == [("in", 0)]  # CreateTime noted
+
+
+def test_fetch_offset_inside_a_batch_skips_the_records_before_it() -> None:
+    """The broker returns the whole batch holding the fetch offset."""
+    data = batch(100, 50) + batch(150, 10)
+    (ref, ref_next), (new, new_next, _) = both(data, fetch_offset=123)
+    assert new == ref and new[0][0] == 123 and new_next == ref_next == 160
+
+
+@pytest.mark.parametrize("limit", [1, 3, 7, 8, 499, 507])
+def test_stopping_inside_a_batch_leaves_the_position_after_the_last_record(limit: int) -> None:
+    """``getmany(max_records=...)`` stops mid-batch; the next fetch must start right after."""
+    data = batch(0, 7) + batch(7, 500)
+    (ref, ref_next), (new, new_next, _) = both(data, limit=limit)
+    assert new == ref and new_next == ref_next == limit
+
+
+def test_getall_with_max_records_through_aiokafka_fetch_result() -> None:
+    """aiokafka's FetchResult drives the object exactly as it drives its own."""
+
+    class State:
+        paused, position = False, 0
+
+        def consumed_to(self, offset: int) -> None:
+            self.position = offset
+
+    class Assignment:
+        active = True
+
+        def __init__(self) -> None:
+            self.state = State()
+
+        def state_value(self, tp: Any) -> State:
+            return self.state
+
+    data = batch(0, 10) + batch(10, 10)
+    a = Assignment()
+    recs = RecordTuples(TP, MemoryRecords(data), None, 0, TupleMode(), True, 0)
+    res = fetcher.FetchResult(TP, assignment=a, partition_records=recs, backoff=0)
+    first = res.getall(max_records=13)
+    assert [r[0] for r in first] == list(range(13)) and a.state.position == 13
+    rest = res.getall(max_records=100)
+    assert [r[0] for r in rest] == list(range(13, 20)) and a.state.position == 20
+    assert not res.has_more()
+
+
+def test_log_append_time_batches_are_not_noted_and_carry_the_broker_time() -> None:
+    data = batch(0, 5, log_append=True) + batch(5, 5, log_append=True)
+    (ref, _), (new, _, mode) = both(data)
+    assert new == ref and mode.take_timestamp_types() == []
+    # LogAppendTime: every record of a batch carries the batch's max timestamp
+    assert {r[3] for r in new[:5]} == {1_700_000_000_004}
+
+
+def test_a_create_time_batch_after_log_append_ones_is_noted() -> None:
+    """Every batch's type counts, not only the first record of a fetched list."""
+    data = batch(0, 5, log_append=True) + batch(5, 5)
+    (_, _), (new, _, mode) = both(data)
+    assert len(new) == 10 and mode.take_timestamp_types() == [("in", 0)]
+    assert mode.take_timestamp_types() == []  # taken
+
+
+def test_control_batches_are_skipped_and_move_the_position() -> None:
+    commit = struct.pack(">hh", 0, 1)
+    data = batch(0, 3, producer_id=9, transactional=True) + \
+        batch(3, 1, producer_id=9, transactional=True, control=commit) + batch(4, 2)
+    for iso in (READ_UNCOMMITTED, READ_COMMITTED):
+        (ref, ref_next), (new, new_next, _) = both(data, isolation=iso)
+        assert new == ref and [r[0] for r in new] == [0, 1, 2, 4, 5]
+        assert new_next == ref_next == 6
+    only_control = batch(0, 1, producer_id=9, transactional=True, control=commit)
+    (ref, ref_next), (new, new_next, _) = both(only_control)
+    assert new == ref == [] and new_next == ref_next == 1
+
+
+def test_read_committed_skips_aborted_transactions_like_aiokafka() -> None:
+    abort = struct.pack(">hh", 0, 0)
+    data = (batch(0, 2, producer_id=5, transactional=True)  # aborted below
+            + batch(2, 2, producer_id=6, transactional=True)  # committed
+            + batch(4, 1, producer_id=5, transactional=True, control=abort)
+            + batch(5, 2, producer_id=5, transactional=True))  # a new transaction
+    aborted = [(5, 0)]
+    (ref, ref_next), (new, new_next, _) = both(data, aborted=aborted, isolation=READ_COMMITTED)
+    assert new == ref and [r[0] for r in new] == [2, 3, 5, 6] and new_next == ref_next == 7
+    (ref, _), (new, _, _) = both(data, aborted=aborted, isolation=READ_UNCOMMITTED)
+    assert new == ref and [r[0] for r in new] == [0, 1, 2, 3, 5, 6]
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])  # gzip, snappy, lz4, zstd
+def test_compressed_batches_match(codec: int) -> None:
+    """Flow exporters compress; cramjam (aiokafka's extras) provides snappy, lz4, zstd."""
+    data = batch(0, 40, compression=codec) + batch(40, 3, compression=codec)
+    (ref, ref_next), (new, new_next, _) = both(data, fetch_offset=5)
+    assert new == ref and len(new) == 38 and new_next == ref_next == 43
+
+
+def test_corrupt_batch_raises_like_aiokafka() -> None:
+    good = batch(0, 5)
+    bad = bytearray(batch(5, 5))
+    bad[-3] ^= 0xFF  # a value byte: the CRC no longer matches
+    data = good + bytes(bad)
+    ref = _original()(TP, MemoryRecords(data), None, 0, None, None, True, 0)
+    new = RecordTuples(TP, MemoryRecords(data), None, 0, TupleMode(), True, 0)
+    with pytest.raises(CorruptRecordException):
+        list(ref)
+    with pytest.raises(CorruptRecordException):
+        list(iter(new))
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_legacy_message_sets_match_and_note_their_type(magic: int) -> None:
+    data = legacy(10, 4, magic=magic)
+    (ref, ref_next), (new, new_next, mode) = both(data, fetch_offset=11)
+    assert new == ref and [r[0] for r in new] == [11, 12, 13] and new_next == ref_next == 14
+    assert mode.take_timestamp_types() == [("in", 0 if magic else -1)]
+
+
+def test_next_works_like_getone() -> None:
+    new = RecordTuples(TP, MemoryRecords(batch(0, 2)), None, 0, TupleMode(), True, 0)
+    assert next(new)[0] == 0 and next(new)[0] == 1
+    with pytest.raises(StopIteration):
+        next(new)
+    with pytest.raises(StopIteration):
+        next(new)
+    assert list(iter(new)) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=6),
+       fetch=st.integers(0, 120), limit=st.one_of(st.none(), st.integers(1, 150)),
+       log_append=st.lists(st.booleans(), min_size=6, max_size=6))
+def test_random_fetches_match(sizes: list[int], fetch: int, limit: int | None,
+                              log_append: list[bool]) -> None:
+    data, base = b"", 0
+    for n, la in zip(sizes, log_append, strict=False):
+        data += batch(base, n, log_append=la)
+        base += n
+    fetch = min(fetch, base - 1)
+    (ref, ref_next), (new, new_next, mode) = both(data, fetch_offset=fetch, limit=limit)
+    assert new == ref and new_next == ref_next
+    if limit is None:  # every batch was read: noted iff one of them is CreateTime
+        create_time = not all(log_append[:len(sizes)])
+        assert mode.take_timestamp_types() == ([("in", 0)] if create_time else [])
+
+
+def test_install_routes_tuple_mode_consumers_only() -> None:
+    install()
+    install()  # idempotent
+    assert fetcher.PartitionRecords is _partition_records
+    data = batch(0, 3)
+    mode = input_consumer_options()["value_deserializer"]
+    assert isinstance(mode, TupleMode)
+    fast = fetcher.PartitionRecords(TP, MemoryRecords(data), None, 0, None, mode, True, 0)
+    plain = fetcher.PartitionRecords(TP, MemoryRecords(data), None, 0, None, None, True, 0)
+    assert isinstance(fast, RecordTuples) and next(iter(fast)) == (0, b"k0", b'{"x": 1}0',
+                                                                       1_700_000_000_000)
+    rec = next(plain)
+    assert type(plain) is _original() and rec.offset == 0 and rec.topic == "in"
+
+
+def test_install_refuses_an_unknown_fetcher() -> None:
+    """An aiokafka upgrade that changes the class must be re-checked, not patched blindly."""
+    saved = fetcher.PartitionRecords
+    try:
+        fetcher.PartitionRecords = lambda *a: None  # type: ignore[assignment]
+        with pytest.raises(RuntimeError, match="re-check"):
+            install()
+    finally:
+        fetcher.PartitionRecords = saved  # type: ignore[misc]

@@ -1,0 +1,225 @@
+"""Record tuples straight from aiokafka's record batches: the input consumer's fetch path.
+
+For every record it hands over, aiokafka's ``getmany`` builds a
+``ConsumerRecord``: an 11-field dataclass, two ``len`` calls, a deserializer
+test and a ``tuple`` of the headers, in Python, inside a generator. Measured
+here (``benchmarks/bench_fetch_records.py``, 200,000 JSON records of ~130
+bytes in 500-record batches): **2.8-3.3 us per record**, which is nearly the
+whole cost of a raw ``getmany`` loop. The worker needs four fields of each
+record, ``(offset, key, value, timestamp)`` (:data:`worker.decode_common.Record`);
+reading them from the C record objects of aiokafka's own batch parser costs
+**0.25 us**, plus 0.16 us of CRC check (kept).
+
+:func:`input_consumer_options` returns the keyword that makes one
+``AIOKafkaConsumer`` hand over such tuples: a :class:`TupleMode` passed as its
+``value_deserializer``. :func:`install` (idempotent, called on import)
+replaces the ``PartitionRecords`` name in ``aiokafka.consumer.fetcher`` by a
+factory that builds :class:`RecordTuples` for consumers in tuple mode and
+aiokafka's own ``PartitionRecords`` for every other consumer (readers, the
+checkpoint store, tests), which therefore behave exactly as before.
+
+:class:`RecordTuples` follows aiokafka 0.14's ``PartitionRecords._unpack_records``
+step for step: the CRC of every batch is checked (``CorruptRecordException``),
+control batches are skipped, ``read_committed`` skips aborted transactional
+batches, records before the fetch offset are skipped, and ``next_fetch_offset``
+moves exactly as aiokafka's does (a ``getmany`` that stops inside a batch at
+``max_records`` resumes after the last record it returned). The one addition:
+the timestamp type of every batch (not only the first record of a fetched
+list) is noted in :attr:`TupleMode.timestamp_types` when it is not
+``LogAppendTime``, for the worker's event-time check
+(:meth:`worker.event_time.TimestampTypeGuard.check`) before the records are
+applied.
+
+aiokafka is pinned (``pyproject.toml``); :func:`install` refuses to patch a
+fetcher module whose ``PartitionRecords`` is not the class this module was
+written against, and ``tests/unit/test_record_tuples.py`` compares both paths
+record for record, including control, aborted, corrupt and legacy batches.
+
+>>> mode = TupleMode()
+>>> mode(b"x")  # never called on the fast path; aiokafka's own path gets the value back
+b'x'
+>>> mode.take_timestamp_types()
+[]
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import aiokafka.consumer.fetcher as _fetcher
+import aiokafka.errors as _errors
+from aiokafka.record.control_record import ABORT_MARKER, ControlRecord
+
+from worker.decode_common import Record
+
+log = logging.getLogger(__name__)
+
+READ_COMMITTED = 1
+"""aiokafka's isolation level constant for ``read_committed``."""
+
+LOG_APPEND_TIME = 1
+"""Kafka's timestamp type of a record stamped by the broker."""
+
+
+class TupleMode:
+    """Marker (the consumer's ``value_deserializer``): hand over record tuples.
+
+    It also collects the non-``LogAppendTime`` timestamp types of the batches the
+    consumer read, per topic, until :meth:`take_timestamp_types` collects them.
+    Calling it returns the value unchanged (aiokafka's own path never calls it
+    for a tuple-mode consumer; the call exists so that nothing breaks if it did).
+    """
+
+    def __init__(self) -> None:
+        self.timestamp_types: dict[str, int] = {}
+
+    def __call__(self, value: bytes | None) -> bytes | None:
+        return value
+
+    def note_timestamp_type(self, topic: str, timestamp_type: int | None) -> None:
+        """Remember that ``topic`` had a batch with this (non-LogAppendTime) type."""
+        self.timestamp_types[topic] = -1 if timestamp_type is None else int(timestamp_type)
+
+    def take_timestamp_types(self) -> list[tuple[str, int]]:
+        """``(topic, timestamp_type)`` noted since the last call, and forget them."""
+        out = sorted(self.timestamp_types.items())
+        self.timestamp_types.clear()
+        return out
+
+
+class RecordTuples:
+    """One partition's fetched record batches as ``(offset, key, value, timestamp)``.
+
+    The interface aiokafka's ``FetchResult`` uses: iteration (``getall``),
+    ``next`` (``getone``) and ``next_fetch_offset``. Each batch becomes one list
+    of tuples (a comprehension over aiokafka's C records); iteration chains the
+    lists in C, so nothing runs in Python per record. ``next_fetch_offset`` is
+    computed on demand from the current list's iterator: after the last record
+    handed over, as aiokafka's generator sets it record by record.
+    """
+
+    def __init__(self, tp: Any, records: Any, aborted_transactions: Any, fetch_offset: int,
+                 mode: TupleMode, check_crcs: bool, isolation_level: int) -> None:
+        self._tp = tp
+        self._records = records
+        self._aborted = sorted(aborted_transactions or [], key=lambda x: x[1])
+        self._aborted_producers: set[int] = set()
+        self._mode = mode
+        self._check_crcs = check_crcs
+        self._isolation_level = isolation_level
+        self._next = fetch_offset  # the position before the current batch's first record
+        self._current: tuple[list[Record], Iterator[Record]] | None = None
+        self._it: Iterator[Record] = itertools.chain.from_iterable(self._batches())
+
+    @property
+    def next_fetch_offset(self) -> int:
+        """The offset after the last record handed over (or skipped batch)."""
+        current = self._current
+        if current is None:
+            return self._next
+        recs, it = current
+        done = len(recs) - it.__length_hint__()  # type: ignore[attr-defined]
+        return recs[done - 1][0] + 1 if done else self._next
+
+    def __iter__(self) -> Iterator[Record]:
+        return self._it  # the C chain itself: ``for msg in records`` never enters Python
+
+    def __next__(self) -> Record:
+        return next(self._it)
+
+    def _skip_aborted(self, batch: Any) -> bool:
+        """read_committed: True when ``batch`` belongs to an aborted transaction."""
+        while self._aborted and self._aborted[0][1] <= batch.base_offset:
+            self._aborted_producers.add(self._aborted.pop(0)[0])
+        if batch.is_control_batch:
+            try:
+                control = next(iter(batch))
+            except StopIteration:  # pragma: no cover - a broker bug
+                raise _errors.KafkaError("Control batch did not contain any records") from None
+            if ControlRecord.parse(control.key) == ABORT_MARKER:
+                self._aborted_producers.discard(batch.producer_id)
+        return bool(batch.is_transactional and batch.producer_id in self._aborted_producers)
+
+    def _batches(self) -> Iterator[Iterator[Record]]:
+        tp, records, mode = self._tp, self._records, self._mode
+        topic = tp.topic
+        while records.has_next():
+            batch = records.next_batch()
+            if self._check_crcs and not batch.validate_crc():
+                raise _errors.CorruptRecordException(f"Invalid CRC - {tp}")
+            if (self._isolation_level == READ_COMMITTED and batch.producer_id is not None
+                    and self._skip_aborted(batch)):
+                self._next = batch.next_offset
+                continue
+            if batch.is_control_batch:
+                self._next = batch.next_offset
+                continue
+            ttype = getattr(batch, "timestamp_type", None)  # legacy batches: per record
+            if ttype is None:
+                recs = []
+                for r in batch:
+                    if r.offset < self._next:
+                        continue  # probably a compressed legacy message set
+                    if r.timestamp_type != LOG_APPEND_TIME:
+                        mode.note_timestamp_type(topic, r.timestamp_type)
+                    recs.append((r.offset, r.key, r.value, r.timestamp))
+            else:
+                if ttype != LOG_APPEND_TIME:
+                    mode.note_timestamp_type(topic, ttype)
+                recs = [(r.offset, r.key, r.value, r.timestamp) for r in batch]
+                if recs and recs[0][0] < self._next:
+                    start = self._next
+                    recs = [r for r in recs if r[0] >= start]
+            if recs:
+                it = iter(recs)
+                self._current = (recs, it)
+                yield it
+                self._current = None
+            # v2 keeps a batch's last offset even when compaction removed its last
+            # record: the next fetch starts after the batch (as aiokafka does).
+            self._next = batch.next_offset
+
+
+_ORIGINAL = _fetcher.PartitionRecords
+_EXPECTED = "aiokafka.consumer.fetcher"
+
+
+def _partition_records(tp: Any, records: Any, aborted_transactions: Any, fetch_offset: int,
+                       key_deserializer: Any, value_deserializer: Any, check_crcs: bool,
+                       isolation_level: int) -> Any:
+    """aiokafka's ``PartitionRecords(...)`` call: tuples for a :class:`TupleMode` consumer."""
+    if isinstance(value_deserializer, TupleMode):
+        return RecordTuples(tp, records, aborted_transactions, fetch_offset,
+                            value_deserializer, check_crcs, isolation_level)
+    return _ORIGINAL(tp, records, aborted_transactions, fetch_offset, key_deserializer,
+                     value_deserializer, check_crcs, isolation_level)
+
+
+def install() -> None:
+    """Route aiokafka's fetcher through :func:`_partition_records` (idempotent).
+
+    Raises
+    ------
+    RuntimeError
+        aiokafka's fetcher no longer has the ``PartitionRecords`` class this module
+        follows (an aiokafka upgrade): re-check ``RecordTuples`` against it first.
+    """
+    current = _fetcher.PartitionRecords
+    if current is _partition_records:
+        return
+    if not (isinstance(current, type) and current.__module__ == _EXPECTED
+            and hasattr(current, "_unpack_records")):
+        raise RuntimeError(
+            "aiokafka.consumer.fetcher.PartitionRecords is not aiokafka 0.14's class; "
+            "worker/record_tuples.py follows its _unpack_records step for step: "
+            "re-check it against the installed aiokafka before upgrading")
+    _fetcher.PartitionRecords = _partition_records
+
+
+def input_consumer_options() -> dict[str, Any]:
+    """The ``AIOKafkaConsumer`` keyword for a consumer that hands over record tuples."""
+    install()
+    return {"value_deserializer": TupleMode()}

@@ -55,6 +55,7 @@ audit: install
 bench: install
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_noise.py
+	$(BIN)/python benchmarks/bench_fetch_records.py
 	$(BIN)/python benchmarks/bench_e2e.py
 	$(BIN)/python benchmarks/bench_json_decoders.py
 	$(BIN)/python benchmarks/bench_workers.py

@@ -7,6 +7,8 @@ One function, :func:`shard_bytes`, gives the bytes one shard's state holds; both
 - the spec's ``memory_bytes()`` when it has one: a model of the epoch's *peak*
   (LazyCMS/LazyCS, LazyHH, PunctualCMS/CS, CMS/CS, DP Count-Min/Sketch; each tested
   against the measured state in tests/unit/worker/test_memory_model.py);
+- the spec's ``memory_bytes_for(input.max_item_bytes)`` when its peak depends on the
+  longest item (PMG: at most ``k`` keys of exact item bytes), the worst case;
 - else a fresh mechanism built with zero noise, measured (``memory_bytes()`` at the
   epoch's start; the windowed heavy-hitter mechanisms grow with the distinct items of
   their window up to their ``k`` / candidate bounds: docs/OPERATIONS.md "Memory model").
@@ -39,6 +41,10 @@ def shard_bytes(topo: Topology, spec: Any = None, mechanism: Any = None) -> tupl
     entry = lookup(topo.mechanism)
     if spec is None:
         spec = entry.build_spec(topo.spec_params())
+    bounded = getattr(spec, "memory_bytes_for", None)  # peak depends on the item bound
+    if callable(bounded):
+        return (int(bounded(topo.input.max_item_bytes)),
+                "spec.memory_bytes_for(input.max_item_bytes) (worst case)")
     model = getattr(spec, "memory_bytes", None)
     if callable(model):
         return int(model()), "spec.memory_bytes() (model)"

@@ -150,6 +150,27 @@ class PMGSpec:
             raise SpecError(f"unit_cap: need an int >= 1, got {self.unit_cap!r}")
         ItemCodec(self.item_kind, self.hash_seed)  # validates item_kind
 
+    def memory_bytes_for(self, max_item_bytes: int) -> int:
+        """Worst-case bytes of one window's state when str items hold at most
+        ``max_item_bytes`` bytes (the model ``MisraGries.memory_bytes()`` measures).
+
+        ``16 k`` for the slots and counters, ``8 (4 k + 64)`` for the lazy heap of
+        zero counters (rebuilt when it grows past ``4 k + 64``), and for str items,
+        which are keyed by their exact bytes, ``k (max_item_bytes + 33)``. The
+        sketch never holds more than ``k`` keys, so this bounds a window whatever
+        it receives. ``dpstream plan`` and the start-up memory limit use it.
+
+        Examples
+        --------
+        >>> PMGSpec(k=256, eps=1.0, delta=1e-6).memory_bytes_for(1024)
+        12800
+        >>> PMGSpec(k=256, eps=1.0, delta=1e-6, item_kind="str").memory_bytes_for(1024)
+        283392
+        """
+        heap = 8 * (4 * self.k + 64)
+        keys = self.k * (int(max_item_bytes) + 33) if self.item_kind == "str" else 0
+        return 16 * self.k + heap + keys
+
     def sketch_error(self, events: float) -> float:
         """Misra-Gries undercount bound ``n/(k+1)`` after ``events`` events (paper 000 Fact 1).
 

@@ -110,3 +110,40 @@ def test_the_worker_refuses_to_start_over_the_limit(tmp_path) -> None:
     tight = Settings(broker="127.0.0.1:1", memory_limit_bytes=900_000)
     with pytest.raises(SpecError, match=r"big: 2 shards \(closed shard set\) x 491,520 bytes"):
         create_worker(tight, [str(path)])
+
+
+@pytest.mark.parametrize("item_kind", ["int", "str"])
+def test_pmg_worst_case_bounds_a_window_of_adversarial_items(item_kind: str) -> None:
+    """PMGSpec.memory_bytes_for(max_item_bytes) is never below the sketch's own measure,
+    however many distinct longest-possible items a window receives (k keys at most)."""
+    import numpy as np
+
+    load_mechanisms()
+    entry = lookup("pmg")
+    spec = entry.build_spec({"k": 64, "item_kind": item_kind, **PRIV})
+    sk = entry.build(spec, ZeroNoise())
+    rng = np.random.default_rng(7)
+    peak = 0
+    for _ in range(20):
+        if item_kind == "str":
+            items = np.array([bytes(rng.integers(97, 123, 1024, dtype=np.uint8)).decode()
+                              for _ in range(200)], dtype=object)
+        else:
+            items = rng.integers(0, 1 << 62, 200)
+        sk.update_batch(items)
+        peak = max(peak, sk.memory_bytes())
+    bound = spec.memory_bytes_for(1024)
+    assert peak <= bound <= 1.25 * peak + 8 * (4 * 64 + 64)
+
+
+def test_pmg_memory_limit_counts_the_worst_case() -> None:
+    """The start-up limit and `dpstream plan` use the worst case, not the window's start
+    (an empty sketch measures 16 k bytes; k str keys of 1 KiB need ~66x that)."""
+    load_mechanisms()
+    t = topo("pmg", "{k: 64, item_kind: str}", "shards: {allowed: [a, b]}")
+    per, source = shard_bytes(t)
+    assert "worst case" in source
+    assert per == 16 * 64 + 8 * (4 * 64 + 64) + 64 * (t.input.max_item_bytes + 33)
+    check_memory_limit([t], limit=2 * per, max_open_shards=0)
+    with pytest.raises(SpecError, match="worst-case"):
+        check_memory_limit([t], limit=2 * per - 1, max_open_shards=0)

@@ -12,7 +12,8 @@ of ``to_bytes()`` and of the release payload as canonical JSON
 - ``released``: the first release, the state just after it, then a second batch
   and a second release with the state after it.
 
-A refactor that keeps behaviour must leave every byte equal. Regenerate (only
+A refactor that keeps behaviour must leave every byte equal (float
+arrays: every bit but the last few, see ``FLOAT_RTOL``). Regenerate (only
 for a deliberate format or behaviour change, reviewed):
 ``DPSTREAM_REGEN_GOLDEN=1 .venv/bin/python -m pytest tests/unit/sketches/test_golden_bytes.py``.
 """
@@ -30,6 +31,7 @@ import numpy as np
 import pytest
 
 from sketches import FastNoise, lookup, registered
+from sketches.core.serialization import pack, unpack
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("DPSTREAM_REGEN_GOLDEN") == "1"
@@ -120,6 +122,55 @@ def test_every_registered_mechanism_has_a_golden_case() -> None:
     assert not missing, f"add a golden case for {missing}"
 
 
+FLOAT_RTOL = 1e-12
+"""Float arrays are compared to this relative tolerance, everything else exactly.
+
+numpy's SIMD transcendental functions (``sin``, ``cos``, ``log``, ``exp``) are not
+correctly rounded: their last bit differs between numpy builds and CPUs. Seen
+2026-11-25: numpy 2.4.6 gave the F_p sketch's projections (fp_projection.py) 1 ULP
+(< 4e-16 relative) away from the committed files, so their CRC and the header's
+length changed while every value agreed to 15 digits. Integer, byte and key arrays,
+the spec, the scalar state and every release stay byte-exact."""
+
+
+def _assert_same_state(got: bytes, want: bytes, what: str) -> None:
+    """Equal checkpoint bytes up to the last bit of float arrays (see FLOAT_RTOL)."""
+    if got == want:
+        return
+    (h_got, a_got), (h_want, a_want) = unpack(got), unpack(want)
+    h_got.pop("crc32", None)
+    h_want.pop("crc32", None)
+    assert h_got == h_want, f"{what} changed (header)"
+    assert sorted(a_got) == sorted(a_want), f"{what} changed (array names)"
+    for name, w in a_want.items():
+        g = a_got[name]
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), f"{what} changed ({name} layout)"
+        if w.dtype.kind in "fc":
+            np.testing.assert_allclose(g, w, rtol=FLOAT_RTOL, atol=0,
+                                       err_msg=f"{what} changed ({name})")
+        else:
+            assert np.array_equal(g, w), f"{what} changed ({name})"
+
+
+def test_state_comparison_is_exact_but_for_the_last_bits_of_floats() -> None:
+    """The tolerant comparison still fails on any real change (int, float, header)."""
+    state = {"released": False}
+    base = pack("m", {"k": 1}, state, {"a": np.array([1.0, 2.0]), "i": np.arange(3)})
+    ulp = pack("m", {"k": 1}, state,
+               {"a": np.array([1.0, np.nextafter(2.0, 3.0)]), "i": np.arange(3)})
+    _assert_same_state(ulp, base, "ulp")
+    for changed in (pack("m", {"k": 1}, state, {"a": np.array([1.0, 2.0001]),
+                                               "i": np.arange(3)}),
+                    pack("m", {"k": 1}, state, {"a": np.array([1.0, 2.0]),
+                                               "i": np.array([0, 1, 3])}),
+                    pack("m", {"k": 2}, state, {"a": np.array([1.0, 2.0]),
+                                               "i": np.arange(3)}),
+                    pack("m", {"k": 1}, {"released": True}, {"a": np.array([1.0, 2.0]),
+                                                             "i": np.arange(3)})):
+        with pytest.raises(AssertionError):
+            _assert_same_state(changed, base, "changed")
+
+
 @pytest.mark.parametrize(("case", "name", "params", "kind"), CASES, ids=[c[0] for c in CASES])
 def test_golden_bytes(case: str, name: str, params: dict[str, Any], kind: str) -> None:
     got = _run(name, params, kind)
@@ -130,6 +181,6 @@ def test_golden_bytes(case: str, name: str, params: dict[str, Any], kind: str) -
     assert set(got) == set(want)
     for key in sorted(want):
         if "state" in key:  # compare the bytes, not one zlib build's encoding of them
-            assert _unpack(got[key]) == _unpack(want[key]), f"{case}: {key} changed"
+            _assert_same_state(_unpack(got[key]), _unpack(want[key]), f"{case}: {key}")
         else:
             assert got[key] == want[key], f"{case}: {key} changed"

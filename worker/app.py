@@ -129,7 +129,7 @@ class Worker:
                             "(the `dpstream run` CLI starts an embedded broker instead)")
         self.settings, self.topologies = settings, list(topologies)
         self.timestamps = TimestampTypeGuard(self.topologies)  # event time: LogAppendTime
-        self.fetch_mode = TupleMode()
+        self.fetch_mode = TupleMode(settings.poison_attempts)
         """The input consumer's ``value_deserializer``: record tuples, timestamp types."""
         self.metrics = metrics or Metrics()
         self.metrics_port: int | None = None
@@ -340,6 +340,7 @@ class Worker:
                 # Drained before the restore's seeks (no await between the drain and
                 # this check): the seeks will move the positions back to the
                 # checkpointed offsets, these records are fetched again from there.
+                self.fetch_mode.take_skipped()  # met again from the restored offsets
                 if batches:
                     log.info("rebalance: %d prefetched records set aside; they are read "
                              "again from the checkpointed offsets (nothing is lost): %s",
@@ -363,6 +364,11 @@ class Worker:
                     self._broker_error(exc)
                     await self._reset_after_outage(tp)
                     break
+            # after the records (some may precede the range): a batch that failed on every
+            # fetch becomes a corrupt_batch dead letter and the offsets move past it
+            for sk in self.fetch_mode.take_skipped():
+                await self.engine.skip_batch(sk.topic, sk.partition, sk.first, sk.end,
+                                             sk.detail)
             await self._report_log_ends()
 
     async def _report_log_ends(self) -> None:

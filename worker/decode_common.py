@@ -40,7 +40,7 @@ REASONS = ("oversized", "empty", "not_utf8", "malformed_json", "too_deep", "not_
            "missing_field", "wrong_type", "bad_version", "length_mismatch",
            "unknown_shard", "wrong_partition", "nul_in_field", "out_of_domain",
            "oversized_item", "undecodable", "poison", "late", "future",
-           "malformed_arrow", "wrong_schema", "shard_limit")
+           "malformed_arrow", "wrong_schema", "shard_limit", "corrupt_batch")
 """Every dead-letter reason code (also the ``reason`` label of the metrics).
 
 ``late`` / ``future`` (event time, :mod:`worker.event_time`): the record's
@@ -55,6 +55,10 @@ record batches / columns other than the topology's.
 ``shard_limit``: a record of a new shard of an open shard set while the worker
 already holds ``DPSTREAM_MAX_OPEN_SHARDS`` shards of the topology
 (:class:`worker.routing.ShardBudget`).
+
+``corrupt_batch``: a whole Kafka record batch failed its CRC check or could not be
+parsed on every one of a bounded number of fetches and was skipped by offset range
+(:mod:`worker.record_tuples`); the dead letter names the range and the error.
 
 ``undecodable``: the decoder itself raised on this record (a bug or an
 unforeseen input; the detail names the exception). ``poison``: the record

@@ -655,6 +655,27 @@ class Engine:
                                                               detail))
                 ps.next_offset, ps.dirty = offset + 1, True
 
+    async def skip_batch(self, topic: str, partition: int, first: int, end: int,
+                         detail: str) -> None:
+        """Dead-letter the record batch at offsets ``[first, end)`` as ``corrupt_batch``
+        (it failed on every fetch: :mod:`worker.record_tuples`) and move past it.
+
+        Called after the fetch's records were applied (some may precede the range).
+        The records were never read, so the dead letter names the range, not their
+        bytes; after a restart from an earlier checkpoint the range is met, retried
+        and dead-lettered again (at least once). Held event-time records keep the
+        checkpoint offset where it is
+        (:meth:`worker.event_time.EventTimeQueue.resume_offset`)."""
+        async with self.lock:
+            for topo in self.by_topic.get(topic, []):
+                ps = self.parts.get((topo.name, partition))
+                if ps is None:
+                    continue
+                await self._dead_letters(ps, topic, [DeadLetter(
+                    first, None, None, -1, "corrupt_batch",
+                    f"record batch at offsets {first}..{end - 1} skipped: {detail}")])
+                ps.next_offset, ps.dirty = max(ps.next_offset, end), True
+
     async def on_timer(self) -> None:
         """Advance clocks, roll epochs, make due releases; checkpoint, then publish.
 

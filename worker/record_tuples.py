@@ -30,16 +30,28 @@ list) is noted in :attr:`TupleMode.timestamp_types` when it is not
 (:meth:`worker.event_time.TimestampTypeGuard.check`) before the records are
 applied.
 
+A batch that fails (its CRC, or aiokafka's parser raising anything on it) no
+longer stops the worker. aiokafka raises ``CorruptRecordException`` out of
+``getmany``, which failed the consume task, and a restarted worker met the
+same batch again: a crash loop on one bad batch. Here the fetch stops before
+the batch without moving the position, so the next fetch reads it again (a
+transient fault heals); after :attr:`TupleMode.attempts` failures of the
+same batch it is skipped: the position moves past it and a
+:class:`SkippedBatch` tells the worker, which dead-letters it as
+``corrupt_batch`` (:meth:`worker.engine.Engine.skip_batch`).
+
 aiokafka is pinned (``pyproject.toml``); :func:`install` refuses to patch a
 fetcher module whose ``PartitionRecords`` is not the class this module was
 written against, and ``tests/unit/test_record_tuples.py`` compares both paths
 record for record, including control, aborted, corrupt and legacy batches.
 
->>> mode = TupleMode()
+>>> mode = TupleMode(attempts=2)
 >>> mode(b"x")  # never called on the fast path; aiokafka's own path gets the value back
 b'x'
 >>> mode.take_timestamp_types()
 []
+>>> mode.batch_failed("in", 0, 100, "Invalid CRC"), mode.batch_failed("in", 0, 100, "Invalid CRC")
+(False, True)
 """
 
 from __future__ import annotations
@@ -47,6 +59,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import aiokafka.consumer.fetcher as _fetcher
@@ -63,6 +76,20 @@ READ_COMMITTED = 1
 LOG_APPEND_TIME = 1
 """Kafka's timestamp type of a record stamped by the broker."""
 
+MAX_SKIP = 1 << 20
+"""The most offsets one skipped batch may span (a corrupt header can claim anything)."""
+
+
+@dataclass(frozen=True)
+class SkippedBatch:
+    """A record batch skipped after repeated failures: offsets ``[first, end)``."""
+
+    topic: str
+    partition: int
+    first: int
+    end: int
+    detail: str
+
 
 class TupleMode:
     """Marker (the consumer's ``value_deserializer``): hand over record tuples.
@@ -73,8 +100,11 @@ class TupleMode:
     for a tuple-mode consumer; the call exists so that nothing breaks if it did).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, attempts: int = 3) -> None:
+        self.attempts = max(1, int(attempts))
         self.timestamp_types: dict[str, int] = {}
+        self.failures: dict[tuple[str, int, int], int] = {}
+        self.skipped: list[SkippedBatch] = []
 
     def __call__(self, value: bytes | None) -> bytes | None:
         return value
@@ -82,6 +112,23 @@ class TupleMode:
     def note_timestamp_type(self, topic: str, timestamp_type: int | None) -> None:
         """Remember that ``topic`` had a batch with this (non-LogAppendTime) type."""
         self.timestamp_types[topic] = -1 if timestamp_type is None else int(timestamp_type)
+
+    def batch_failed(self, topic: str, partition: int, first: int, detail: str) -> bool:
+        """Count a failure of the batch at ``first``; True once it is to be skipped."""
+        key = (topic, partition, first)
+        n = self.failures.get(key, 0) + 1
+        if n >= self.attempts:
+            self.failures.pop(key, None)
+            return True
+        self.failures[key] = n
+        log.warning("record batch %s/%d@%d failed (%s), attempt %d of %d: reading it again",
+                    topic, partition, first, detail, n, self.attempts)
+        return False
+
+    def take_skipped(self) -> list[SkippedBatch]:
+        """Batches skipped since the last call (for the dead-letter topic), and forget them."""
+        out, self.skipped = self.skipped, []
+        return out
 
     def take_timestamp_types(self) -> list[tuple[str, int]]:
         """``(topic, timestamp_type)`` noted since the last call, and forget them."""
@@ -143,36 +190,53 @@ class RecordTuples:
                 self._aborted_producers.discard(batch.producer_id)
         return bool(batch.is_transactional and batch.producer_id in self._aborted_producers)
 
+    def _records_of(self, batch: Any) -> list[Record] | None:
+        """The batch's records as tuples (None: an aborted or control batch); raises if
+        the batch fails its CRC or cannot be parsed."""
+        if self._check_crcs and not batch.validate_crc():
+            raise _errors.CorruptRecordException(f"Invalid CRC - {self._tp}")
+        if (self._isolation_level == READ_COMMITTED and batch.producer_id is not None
+                and self._skip_aborted(batch)):
+            return None
+        if batch.is_control_batch:
+            return None
+        ttype = getattr(batch, "timestamp_type", None)  # legacy batches: per record
+        if ttype is not None:
+            if ttype != LOG_APPEND_TIME:
+                self._mode.note_timestamp_type(self._tp.topic, ttype)
+            return [(r.offset, r.key, r.value, r.timestamp) for r in batch]
+        recs = []
+        for r in batch:
+            if r.timestamp_type != LOG_APPEND_TIME:
+                self._mode.note_timestamp_type(self._tp.topic, r.timestamp_type)
+            recs.append((r.offset, r.key, r.value, r.timestamp))
+        return recs
+
     def _batches(self) -> Iterator[Iterator[Record]]:
         tp, records, mode = self._tp, self._records, self._mode
         topic = tp.topic
         while records.has_next():
             batch = records.next_batch()
-            if self._check_crcs and not batch.validate_crc():
-                raise _errors.CorruptRecordException(f"Invalid CRC - {tp}")
-            if (self._isolation_level == READ_COMMITTED and batch.producer_id is not None
-                    and self._skip_aborted(batch)):
+            try:
+                recs = self._records_of(batch)
+            except Exception as exc:  # whatever aiokafka's parser raises on this batch
+                detail = f"{type(exc).__name__}: {exc}"[:500]
+                if not mode.batch_failed(topic, tp.partition, self._next, detail):
+                    return  # stop before it: the next fetch reads it again
+                nxt = getattr(batch, "next_offset", 0)
+                end = nxt if self._next < nxt <= self._next + MAX_SKIP else self._next + 1
+                log.error("record batch %s/%d offsets %d..%d failed %d times (%s): skipped, "
+                          "dead-lettered as corrupt_batch", topic, tp.partition, self._next,
+                          end - 1, mode.attempts, detail)
+                mode.skipped.append(SkippedBatch(topic, tp.partition, self._next, end, detail))
+                self._next = end
+                continue
+            if recs is None:  # aborted or control batch
                 self._next = batch.next_offset
                 continue
-            if batch.is_control_batch:
-                self._next = batch.next_offset
-                continue
-            ttype = getattr(batch, "timestamp_type", None)  # legacy batches: per record
-            if ttype is None:
-                recs = []
-                for r in batch:
-                    if r.offset < self._next:
-                        continue  # probably a compressed legacy message set
-                    if r.timestamp_type != LOG_APPEND_TIME:
-                        mode.note_timestamp_type(topic, r.timestamp_type)
-                    recs.append((r.offset, r.key, r.value, r.timestamp))
-            else:
-                if ttype != LOG_APPEND_TIME:
-                    mode.note_timestamp_type(topic, ttype)
-                recs = [(r.offset, r.key, r.value, r.timestamp) for r in batch]
-                if recs and recs[0][0] < self._next:
-                    start = self._next
-                    recs = [r for r in recs if r[0] >= start]
+            if recs and recs[0][0] < self._next:
+                start = self._next
+                recs = [r for r in recs if r[0] >= start]
             if recs:
                 it = iter(recs)
                 self._current = (recs, it)
@@ -219,7 +283,7 @@ def install() -> None:
     _fetcher.PartitionRecords = _partition_records
 
 
-def input_consumer_options() -> dict[str, Any]:
+def input_consumer_options(attempts: int = 3) -> dict[str, Any]:
     """The ``AIOKafkaConsumer`` keyword for a consumer that hands over record tuples."""
     install()
-    return {"value_deserializer": TupleMode()}
+    return {"value_deserializer": TupleMode(attempts)}

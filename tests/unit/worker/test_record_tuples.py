@@ -192,17 +192,68 @@ def test_compressed_batches_match(codec: int) -> None:
     assert new == ref and len(new) == 38 and new_next == ref_next == 43
 
 
-def test_corrupt_batch_raises_like_aiokafka() -> None:
-    good = batch(0, 5)
-    bad = bytearray(batch(5, 5))
+def _corrupt(data: bytes) -> bytes:
+    bad = bytearray(data)
     bad[-3] ^= 0xFF  # a value byte: the CRC no longer matches
-    data = good + bytes(bad)
+    return bytes(bad)
+
+
+def _unparsable(base: int, n: int) -> bytes:
+    """A batch whose CRC is right but whose first record's length varint is garbage."""
+    buf = bytearray(batch(base, n))
+    buf[61] = 0x7F  # record length (zig-zag varint) far beyond the batch
+    struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+def test_aiokafka_raises_out_of_getmany_on_a_corrupt_batch() -> None:
+    """What the worker used to get: an exception that failed its consume task."""
+    data = batch(0, 5) + _corrupt(batch(5, 5))
     ref = _original()(TP, MemoryRecords(data), None, 0, None, None, True, 0)
-    new = RecordTuples(TP, MemoryRecords(data), None, 0, TupleMode(), True, 0)
     with pytest.raises(CorruptRecordException):
         list(ref)
-    with pytest.raises(CorruptRecordException):
-        list(iter(new))
+
+
+@pytest.mark.parametrize("bad", [_corrupt(batch(5, 5)), _unparsable(5, 5)],
+                         ids=["crc", "unparsable"])
+def test_a_failing_batch_is_read_again_then_skipped(bad: bytes) -> None:
+    """No exception out of the fetch: the records before it are handed over, the fetch
+    stops before it (position unchanged, so the next fetch reads it again), and after
+    ``attempts`` failures it is skipped and reported once."""
+    mode = TupleMode(attempts=3)
+    first = RecordTuples(TP, MemoryRecords(batch(0, 5) + bad + batch(10, 5)), None, 0,
+                         mode, True, 0)
+    assert [r[0] for r in first] == [0, 1, 2, 3, 4] and first.next_fetch_offset == 5
+    again = RecordTuples(TP, MemoryRecords(bad + batch(10, 5)), None, 5, mode, True, 0)
+    assert list(again) == [] and again.next_fetch_offset == 5
+    assert mode.take_skipped() == []
+    third = RecordTuples(TP, MemoryRecords(bad + batch(10, 5)), None, 5, mode, True, 0)
+    assert [r[0] for r in third] == [10, 11, 12, 13, 14] and third.next_fetch_offset == 15
+    (skipped,) = mode.take_skipped()
+    assert (skipped.topic, skipped.partition, skipped.first, skipped.end) == ("in", 3, 5, 10)
+    assert "Error" in skipped.detail or "Invalid" in skipped.detail
+    assert mode.take_skipped() == [] and mode.failures == {}
+
+
+def test_a_transient_failure_heals_without_a_skip() -> None:
+    mode = TupleMode(attempts=3)
+    broken = RecordTuples(TP, MemoryRecords(_corrupt(batch(0, 5))), None, 0, mode, True, 0)
+    assert list(broken) == [] and broken.next_fetch_offset == 0
+    fine = RecordTuples(TP, MemoryRecords(batch(0, 5)), None, 0, mode, True, 0)
+    assert [r[0] for r in fine] == [0, 1, 2, 3, 4]
+    assert mode.take_skipped() == []
+
+
+def test_a_skip_never_spans_more_than_max_skip_offsets() -> None:
+    """A corrupt header can claim any last offset: the skip is capped."""
+    from worker.record_tuples import MAX_SKIP
+
+    buf = bytearray(batch(5, 5))
+    struct.pack_into(">i", buf, 23, MAX_SKIP + 100)  # lastOffsetDelta (inside the CRC)
+    mode = TupleMode(attempts=1)
+    rt = RecordTuples(TP, MemoryRecords(bytes(buf)), None, 5, mode, True, 0)
+    assert list(rt) == [] and rt.next_fetch_offset == 6
+    assert [(b.first, b.end) for b in mode.take_skipped()] == [(5, 6)]
 
 
 @pytest.mark.parametrize("magic", [0, 1])

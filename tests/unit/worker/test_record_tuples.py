@@ -131,15 +131,28 @@ def test_getall_with_max_records_through_aiokafka_fetch_result() -> None:
         def state_value(self, tp: Any) -> State:
             return self.state
 
-    data = batch(0, 10) + batch(10, 10)
-    a = Assignment()
-    recs = RecordTuples(TP, MemoryRecords(data), None, 0, TupleMode(), True, 0)
-    res = fetcher.FetchResult(TP, assignment=a, partition_records=recs, backoff=0)
-    first = res.getall(max_records=13)
-    assert [r[0] for r in first] == list(range(13)) and a.state.position == 13
-    rest = res.getall(max_records=100)
-    assert [r[0] for r in rest] == list(range(13, 20)) and a.state.position == 20
-    assert not res.has_more()
+    install()  # FetchResult.getall takes RecordTuples in one slice
+
+    def off(r: Any) -> int:
+        return r[0] if isinstance(r, tuple) else r.offset
+
+    for maker in (lambda d: RecordTuples(TP, MemoryRecords(d), None, 0, TupleMode(), True, 0),
+                  lambda d: _original()(TP, MemoryRecords(d), None, 0, None, None, True, 0)):
+        data = batch(0, 10) + batch(10, 10)
+        a = Assignment()
+        res = fetcher.FetchResult(TP, assignment=a, partition_records=maker(data), backoff=0)
+        first = res.getall(max_records=13)
+        assert [off(r) for r in first] == list(range(13)) and a.state.position == 13
+        rest = res.getall(max_records=7)  # exactly what is left: still "has more"
+        assert [off(r) for r in rest] == list(range(13, 20)) and a.state.position == 20
+        assert res.has_more() and res.getall(max_records=7) == [] and not res.has_more()
+        res = fetcher.FetchResult(TP, assignment=Assignment(), partition_records=maker(data),
+                                  backoff=0)
+        assert len(res.getall()) == 20 and not res.has_more()
+        a = Assignment()
+        a.state.position = 3  # a seek moved the position: the buffered fetch is dropped
+        res = fetcher.FetchResult(TP, assignment=a, partition_records=maker(data), backoff=0)
+        assert res.getall(max_records=5) == [] and not res.has_more()
 
 
 def test_log_append_time_batches_are_not_noted_and_carry_the_broker_time() -> None:

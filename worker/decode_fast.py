@@ -129,7 +129,7 @@ def _shallow(joined: bytes, values: list[bytes]) -> bool:
     return max(v.count(b"{") + v.count(b"[") for v in values) <= MAX_DEPTH
 
 
-def _long_int(values: list[bytes]) -> bool:
+def _long_int(values: list[bytes], longest: int) -> bool:
     """True if a message may hold an integer longer than Python's ``int_max_str_digits``.
 
     ``json.loads`` refuses such an integer (anywhere, a skipped field included) and
@@ -138,7 +138,7 @@ def _long_int(values: list[bytes]) -> bool:
     longer than the limit are scanned; digits inside strings also decline (safe).
     """
     digits = sys.get_int_max_str_digits()
-    if digits <= 0:  # no limit: json.loads accepts any length, like msgspec
+    if digits <= 0 or longest <= digits:  # no limit, or no message long enough
         return False
     run = re.compile(rb"[0-9]{%d}" % (digits + 1))
     return any(len(v) > digits and run.search(v) is not None for v in values)
@@ -151,12 +151,15 @@ def fast_json(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded
         return None
     decoder, get = plan
     values = [r[2] for r in records]
-    if not all(values) or max(map(len, values)) > spec.max_message_bytes:  # type: ignore[arg-type]
+    if not all(values):
+        return None
+    longest = max(map(len, values))  # type: ignore[arg-type]
+    if longest > spec.max_message_bytes:
         return None
     joined = b",".join(values)  # type: ignore[arg-type]
     if not _plain_text(joined) or not _shallow(joined, values):  # type: ignore[arg-type]
         return None
-    if _long_int(values):  # type: ignore[arg-type]
+    if _long_int(values, longest):  # type: ignore[arg-type]
         return None
     try:
         docs = decoder.decode(b"[" + joined + b"]")

@@ -42,10 +42,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import IllegalStateError, TopicAlreadyExistsError
 
 from sketches.errors import SpecError
 from worker.checkpoint import CheckpointStore
+from worker.decode_common import Record
 from worker.engine import Engine
 from worker.event_time import (
     TimestampTypeGuard,
@@ -58,7 +59,7 @@ from worker.health import Probe, liveness, readiness
 from worker.mechanisms import load_mechanisms
 from worker.metrics import Metrics
 from worker.poison import BROKER_ERRORS, PoisonGuard, process_guarded, reset_failed
-from worker.record_tuples import TupleMode, install
+from worker.record_tuples import SkippedBatch, TupleMode, install
 from worker.settings import Settings
 from worker.topology import Topology, load_topologies
 
@@ -145,6 +146,8 @@ class Worker:
         """:meth:`start` completed (clients connected, topics declared, subscribed)."""
         self.rebalancing = settings.assignment != "static"
         self._committed: dict[TopicPartition, int] = {}
+        self._repositioned: dict[TopicPartition, int] = {}
+        """Restores per partition: a fetch taken before one is stale for that partition."""
         """True from a revocation until the assigned partitions are restored and seeked.
 
         Records that ``getmany`` hands over while it is true come from positions
@@ -323,6 +326,8 @@ class Worker:
     async def restore_and_seek(self, tps: Sequence[TopicPartition]) -> None:
         """Restore assigned partitions from checkpoints and seek to the covered offsets."""
         self.rebalancing = True
+        for tp in tps:  # records fetched before now are stale for these partitions
+            self._repositioned[tp] = self._repositioned.get(tp, 0) + 1
         offsets = await self.engine.assign([(tp.topic, tp.partition) for tp in tps])
         for (topic, p), off in offsets.items():
             tp = TopicPartition(topic, p)
@@ -336,40 +341,87 @@ class Worker:
         s = self.settings
         while not self._stopping.is_set():
             batches = await self.consumer.getmany(timeout_ms=100, max_records=s.max_batch)
+            skips = self.fetch_mode.take_skipped()
             if self.rebalancing:
-                # Drained before the restore's seeks (no await between the drain and
-                # this check): the seeks will move the positions back to the
-                # checkpointed offsets, these records are fetched again from there.
-                self.fetch_mode.take_skipped()  # met again from the restored offsets
-                if batches:
-                    log.info("rebalance: %d prefetched records set aside; they are read "
-                             "again from the checkpointed offsets (nothing is lost): %s",
-                             sum(map(len, batches.values())),
-                             sorted(f"{tp.topic}/{tp.partition}" for tp in batches))
+                # Drained before a restore's seeks (no await between the drain and this
+                # check): these records are read again, from the restored offsets for
+                # the partitions being restored (their seeks come after this one) and
+                # from where they were for the others (a timer's restore of one
+                # partition must not cost the others their records).
+                self._set_aside(batches, "a restore is running")
                 continue
+            stamp = dict(self._repositioned)
             # Every batch read (not only the first record of each list): a CreateTime
             # batch on a production event-time topic fails the worker before any of
             # this round's records is applied.
             for topic, timestamp_type in self.fetch_mode.take_timestamp_types():
                 self.timestamps.check(topic, timestamp_type)
-            for tp, records in batches.items():  # (offset, key, value, timestamp) tuples
+            skipped: dict[TopicPartition, list[SkippedBatch]] = {}
+            for sk in skips:
+                skipped.setdefault(TopicPartition(sk.topic, sk.partition), []).append(sk)
+            pending = dict(batches)  # (offset, key, value, timestamp) tuples
+            for tp in skipped:
+                pending.setdefault(tp, [])
+            while pending:
+                tp = next(iter(pending))
+                records = pending.pop(tp)
                 if self.rebalancing:
-                    break  # revoked meanwhile: the restore seeks every partition again
+                    pending[tp] = records
+                    self._set_aside(pending, "a restore started meanwhile")
+                    break
                 try:
-                    await process_guarded(self.guard, self.engine, tp.topic, tp.partition,
-                                          records, functools.partial(self.restore_and_seek, [tp]))
+                    await self._apply(tp, records, skipped.get(tp, []), stamp)
                 except BROKER_ERRORS as exc:
                     # The batch may be half-applied: reset to the checkpoint once the
-                    # broker answers again (the checkpoint is on the broker).
+                    # broker answers again (the checkpoint is on the broker); the other
+                    # partitions' records of this fetch are read again.
                     self._broker_error(exc)
+                    self._set_aside(pending, "the broker failed")
                     await self._reset_after_outage(tp)
                     break
-            # after the records (some may precede the range): a batch that failed on every
-            # fetch becomes a corrupt_batch dead letter and the offsets move past it
-            for sk in self.fetch_mode.take_skipped():
-                await self.engine.skip_batch(sk.topic, sk.partition, sk.first, sk.end,
-                                             sk.detail)
             await self._report_log_ends()
+
+    def _stale(self, tp: TopicPartition, stamp: dict[TopicPartition, int]) -> bool:
+        """True if ``tp`` was restored (and seeked) since the fetch ``stamp`` was taken."""
+        return self._repositioned.get(tp, 0) != stamp.get(tp, 0)
+
+    async def _apply(self, tp: TopicPartition, records: list[Record],
+                     skips: list[SkippedBatch], stamp: dict[TopicPartition, int]) -> None:
+        """One partition's records of a fetch, and the record batches skipped in it
+        (:mod:`worker.record_tuples`: dead-lettered ``corrupt_batch`` in offset order
+        between the records around them). Stops at a reset of the partition: the rest
+        is read again from the restored offset."""
+        restore = functools.partial(self.restore_and_seek, [tp])
+        rest = records
+        for sk in sorted(skips, key=lambda k: k.first):
+            before = [r for r in rest if r[0] < sk.first]
+            rest = [r for r in rest if r[0] >= sk.end]
+            if self._stale(tp, stamp) or (before and not await process_guarded(
+                    self.guard, self.engine, tp.topic, tp.partition, before, restore)):
+                return
+            if self._stale(tp, stamp):
+                return
+            await self.engine.skip_batch(sk.topic, sk.partition, sk.first, sk.end, sk.detail)
+        if rest and not self._stale(tp, stamp):
+            await process_guarded(self.guard, self.engine, tp.topic, tp.partition, rest,
+                                  restore)
+
+    def _set_aside(self, pending: dict[TopicPartition, list[Record]], why: str) -> None:
+        """Seek each partition back to its first record in ``pending`` (read again later).
+
+        aiokafka has already moved the positions past them; without the seek they
+        would be lost. A partition no longer assigned is skipped (its new owner reads
+        it from the checkpoint); a restore that seeks it later wins."""
+        seeks = []
+        for tp, records in pending.items():
+            if not records or tp not in self.consumer.assignment():
+                continue
+            with contextlib.suppress(IllegalStateError, AssertionError):
+                self.consumer.seek(tp, records[0][0])
+                seeks.append(f"{tp.topic}/{tp.partition}@{records[0][0]}")
+        if seeks:
+            log.info("%s: %d fetched records set aside, read again (nothing is lost): %s",
+                     why, sum(map(len, pending.values())), sorted(seeks))
 
     async def _report_log_ends(self) -> None:
         """Event time, condition (b) of worker/event_time.py: after this round's batches

@@ -14,6 +14,8 @@ import asyncio
 import json
 from typing import Any
 
+from aiokafka import TopicPartition
+
 from tests.unit.worker.test_open_shard_limit import TEXT, _keys
 from tests.unit.worker.test_worker_consume import TP, FakeConsumer, FakeEngine, _worker
 from worker.mechanisms import load_mechanisms
@@ -65,9 +67,10 @@ class SkipEngine(FakeEngine):
         self.calls.append(("skip", topic, partition, first, end, detail))
 
 
-def test_consume_loop_skips_after_the_records_and_keeps_running() -> None:
+def test_consume_loop_skips_between_the_records_and_keeps_running() -> None:
     """Records before the range (same fetch, attempts = 1) are applied first, then the
-    skip is reported; the loop goes on to the next fetch (no failed worker)."""
+    skip is reported, then the records after it; the loop goes on to the next fetch
+    (no failed worker)."""
     engine = SkipEngine()
     w = _worker(engine)
     w.rebalancing = False
@@ -81,8 +84,8 @@ def test_consume_loop_skips_after_the_records_and_keeps_running() -> None:
 
     w.consumer = FakeConsumer(w, [fetch_with_skip, next_fetch])
     asyncio.run(w._consume())
-    assert engine.calls == [("batch", [3, 4, 10, 11]), ("skip", "in", 0, 5, 10, "Invalid CRC"),
-                            ("batch", [12])]
+    assert engine.calls == [("batch", [3, 4]), ("skip", "in", 0, 5, 10, "Invalid CRC"),
+                            ("batch", [10, 11]), ("batch", [12])]
     assert w.failed is None
 
 
@@ -104,3 +107,132 @@ def test_skips_drained_during_a_rebalance_are_dropped() -> None:
     w.consumer = FakeConsumer(w, [during_rebalance, after])
     asyncio.run(w._consume())
     assert engine.calls == []
+
+
+class TwoPartitions(FakeConsumer):
+    """Two assigned partitions of ``in``."""
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TP, TP1}
+
+
+TP1 = TopicPartition("in", 1)
+
+
+class FailingEngine(SkipEngine):
+    """``process_batch`` raises once for offset ``fail_at`` of partition 0; ``skip_batch``
+    raises ``broker`` if set; ``assign`` restores at 0."""
+
+    def __init__(self, fail_at: int | None = None, broker: BaseException | None = None
+                 ) -> None:
+        super().__init__()
+        self.restored_at, self.fail_at, self.broker = 0, fail_at, broker
+
+    async def process_batch(self, topic: str, partition: int, records: Any) -> int:
+        if partition == 0 and any(r[0] == self.fail_at for r in records):
+            self.fail_at = None
+            self.calls.append(("raised", [r[0] for r in records]))
+            raise ValueError("a mechanism bug")
+        return await super().process_batch(topic, partition, records)
+
+    async def skip_batch(self, topic: str, partition: int, first: int, end: int,
+                         detail: str) -> None:
+        if self.broker is not None:
+            raise self.broker
+        await super().skip_batch(topic, partition, first, end, detail)
+
+    async def discard(self, tps: Any) -> None:
+        self.calls.append(("discard", list(tps)))
+
+
+def test_no_skip_after_the_partition_was_reset_in_the_same_round() -> None:
+    """Review finding: a record before the range raised, the partition was restored and
+    seeked to 0; applying the skip then moved the restored offset to 10 and the re-read
+    records 0..4 were dropped for good. Now the rest of that partition's fetch is
+    dropped (read again from 0, where the batch is met and skipped again)."""
+    from tests.unit.worker.test_worker_consume import _records
+
+    engine = FailingEngine(fail_at=2)
+    w = _worker(engine)
+    w.rebalancing = False
+
+    async def fetch() -> dict[Any, list[Any]]:
+        w.fetch_mode.skipped.append(SkippedBatch("in", 0, 5, 10, "Invalid CRC"))
+        return {TP: _records(0, 5) + _records(10, 2)}
+
+    w.consumer = FakeConsumer(w, [fetch])
+    asyncio.run(w._consume())
+    assert ("raised", [0, 1, 2, 3, 4]) in engine.calls
+    assert not any(c[0] == "skip" for c in engine.calls)
+    assert (TP, 0) in w.consumer.seeks  # the restore's seek
+    assert w.failed is None
+
+
+def test_a_broker_error_while_dead_lettering_a_skip_is_a_broker_fault() -> None:
+    """Review finding: the dead letter's publish failing (broker outage) failed the worker;
+    it is handled like a broker error while applying records: reset once it answers."""
+    from aiokafka.errors import KafkaTimeoutError
+
+    engine = FailingEngine(broker=KafkaTimeoutError())
+    w = _worker(engine)
+    w.rebalancing = False
+    reset: list[TopicPartition] = []
+
+    async def fake_reset(tp: TopicPartition) -> None:
+        reset.append(tp)
+
+    w._reset_after_outage = fake_reset  # type: ignore[method-assign]
+
+    async def fetch() -> dict[Any, list[Any]]:
+        w.fetch_mode.skipped.append(SkippedBatch("in", 0, 5, 10, "Invalid CRC"))
+        return {}
+
+    w.consumer = FakeConsumer(w, [fetch])
+    asyncio.run(w._consume())
+    assert reset == [TP] and w.failed is None
+
+
+def test_a_broker_error_on_one_partition_sets_the_others_aside() -> None:
+    """Review finding (older than the skip): the loop broke out after a broker error on
+    one partition and the other partitions' records of the same fetch, already past
+    their positions, were never applied nor read again. Now they are seeked back."""
+    from aiokafka.errors import KafkaTimeoutError
+
+    from tests.unit.worker.test_worker_consume import _records
+
+    class Outage(SkipEngine):
+        async def process_batch(self, topic: str, partition: int, records: Any) -> int:
+            raise KafkaTimeoutError()
+
+    w = _worker(Outage())
+    w.rebalancing = False
+
+    async def fake_reset(tp: TopicPartition) -> None:
+        return None
+
+    w._reset_after_outage = fake_reset  # type: ignore[method-assign]
+
+    async def fetch() -> dict[Any, list[Any]]:
+        return {TP: _records(0, 3), TP1: _records(7, 3)}
+
+    w.consumer = TwoPartitions(w, [fetch])
+    asyncio.run(w._consume())
+    assert w.consumer.seeks == [(TP1, 7)]
+
+
+def test_records_drained_during_one_partitions_restore_are_read_again() -> None:
+    """Review finding (older than the skip): the timer's reset of one partition sets
+    ``rebalancing`` across an await; a fetch returned meanwhile was dropped for every
+    partition, although only the restored one is seeked again. Now every partition of
+    that fetch is seeked back to its first record (the restore's seek comes later)."""
+    from tests.unit.worker.test_worker_consume import _records
+
+    w = _worker(SkipEngine())
+    w.rebalancing = True  # a restore of one partition is awaiting its checkpoint
+
+    async def fetch() -> dict[Any, list[Any]]:
+        return {TP: _records(4, 2), TP1: _records(7, 3)}
+
+    w.consumer = TwoPartitions(w, [fetch])
+    asyncio.run(w._consume())
+    assert sorted(w.consumer.seeks) == [(TP, 4), (TP1, 7)]

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,12 @@ LOG_APPEND_TIME = 1
 
 MAX_SKIP = 1 << 20
 """The most offsets one skipped batch may span (a corrupt header can claim anything)."""
+
+CHUNK = 65_536
+"""Records of a batch turned into tuples at a time: bounds the memory one batch can
+take (a zstd batch of millions of empty records), as aiokafka's generator does."""
+
+_OFFSET = operator.itemgetter(0)
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,12 @@ class TupleMode:
         log.warning("record batch %s/%d@%d failed (%s), attempt %d of %d: reading it again",
                     topic, partition, first, detail, n, self.attempts)
         return False
+
+    def forget_failures(self, topic: str, partition: int, first: int, end: int) -> None:
+        """Drop the failure counts of positions in ``[first, end)`` (read fine since)."""
+        for k in [k for k in self.failures if k[:2] == (topic, partition)
+                  and first <= k[2] < end]:
+            del self.failures[k]
 
     def take_skipped(self) -> list[SkippedBatch]:
         """Batches skipped since the last call (for the dead-letter topic), and forget them."""
@@ -198,9 +211,9 @@ class RecordTuples:
                 self._aborted_producers.discard(batch.producer_id)
         return bool(batch.is_transactional and batch.producer_id in self._aborted_producers)
 
-    def _records_of(self, batch: Any) -> list[Record] | None:
-        """The batch's records as tuples (None: an aborted or control batch); raises if
-        the batch fails its CRC or cannot be parsed."""
+    def _open(self, batch: Any) -> Iterator[Any] | None:
+        """The batch's record iterator (None: an aborted or control batch); raises if the
+        batch fails its CRC check."""
         if self._check_crcs and not batch.validate_crc():
             raise _errors.CorruptRecordException(f"Invalid CRC - {self._tp}")
         if (self._isolation_level == READ_COMMITTED and batch.producer_id is not None
@@ -209,50 +222,121 @@ class RecordTuples:
         if batch.is_control_batch:
             return None
         ttype = getattr(batch, "timestamp_type", None)  # legacy batches: per record
-        if ttype is not None:
-            if ttype != LOG_APPEND_TIME:
-                self._mode.note_timestamp_type(self._tp.topic, ttype)
-            return [(r.offset, r.key, r.value, r.timestamp) for r in batch]
-        recs = []
-        for r in batch:
-            if r.timestamp_type != LOG_APPEND_TIME:
-                self._mode.note_timestamp_type(self._tp.topic, r.timestamp_type)
-            recs.append((r.offset, r.key, r.value, r.timestamp))
-        return recs
+        if ttype is not None and ttype != LOG_APPEND_TIME:
+            self._mode.note_timestamp_type(self._tp.topic, ttype)
+        # one iterator for all chunks (aiokafka's batch asserts when iter() is called on
+        # it again, as islice would); chain iterates it in C
+        return itertools.chain(batch)
+
+    def _take(self, it: Iterator[Any], legacy: bool) -> tuple[list[Record], bool]:
+        """Up to :data:`CHUNK` more records of a batch as tuples, past the position, in
+        aiokafka's order rules; and whether the batch may have more. Raises whatever
+        aiokafka's parser raises on the batch."""
+        if legacy:
+            raw = []
+            for r in itertools.islice(it, CHUNK):
+                if r.timestamp_type != LOG_APPEND_TIME:
+                    self._mode.note_timestamp_type(self._tp.topic, r.timestamp_type)
+                raw.append((r.offset, r.key, r.value, r.timestamp))
+        else:
+            raw = [(r.offset, r.key, r.value, r.timestamp) for r in itertools.islice(it, CHUNK)]
+        more = len(raw) == CHUNK
+        if not raw:
+            return raw, more
+        start = self._next
+        if raw[0][0] >= start and all(map(operator.lt, map(_OFFSET, raw),
+                                          map(_OFFSET, itertools.islice(raw, 1, None)))):
+            return raw, more  # increasing from the position: the common case, no filter
+        out = []  # aiokafka's rule record by record: skip what is below the position
+        for rec in raw:
+            if rec[0] >= start:
+                out.append(rec)
+                start = rec[0] + 1
+        return out, more
+
+    def _fail(self, detail: str, claimed: int) -> tuple[int, int, str] | None:
+        """A batch at the position failed: None to stop this fetch before it (it is read
+        again), else the skip ``(first, claimed end, detail)`` to finish."""
+        mode, tp = self._mode, self._tp
+        if not mode.batch_failed(tp.topic, tp.partition, self._next, detail):
+            return None
+        end = claimed if self._next < claimed <= self._next + MAX_SKIP else self._next + 1
+        return self._next, end, detail
+
+    def _skip(self, first: int, end: int, detail: str) -> None:
+        tp = self._tp
+        log.error("record batch %s/%d offsets %d..%d failed %d times (%s): skipped, "
+                  "dead-lettered as corrupt_batch", tp.topic, tp.partition, first, end - 1,
+                  self._mode.attempts, detail)
+        self._mode.skipped.append(SkippedBatch(tp.topic, tp.partition, first, end, detail))
+        self._next = max(self._next, end)
 
     def _batches(self) -> Iterator[Iterator[Record]]:
-        tp, records, mode = self._tp, self._records, self._mode
-        topic = tp.topic
-        while records.has_next():
-            batch = records.next_batch()
+        records, mode = self._records, self._mode
+        key = (self._tp.topic, self._tp.partition)
+        pending: tuple[int, int, str] | None = None  # a skip waiting for the next batch
+        while True:
+            framing = None
             try:
-                recs = self._records_of(batch)
+                batch = records.next_batch() if records.has_next() else None
+            except Exception as exc:  # the rest of the response cannot be framed
+                batch, framing = None, f"{type(exc).__name__}: {exc}"[:500]
+            if pending is not None:
+                # the claimed end of a corrupt batch is not trusted past the next
+                # batch's first offset
+                first, end, why = pending
+                base = getattr(batch, "base_offset", None)
+                if isinstance(base, int) and first < base:
+                    end = min(end, base) if end > first + 1 else min(base, first + MAX_SKIP)
+                self._skip(first, end, why)
+                pending = None
+            if batch is None:
+                if framing is not None:
+                    pending = self._fail(framing, self._next + 1)
+                    if pending is not None:
+                        self._skip(*pending)
+                return
+            detail: str | None = None
+            try:
+                it = self._open(batch)
+                if it is None:  # aborted or control batch
+                    self._next = max(self._next, batch.next_offset)
+                    continue
+                legacy = getattr(batch, "timestamp_type", None) is None
+                recs, more = self._take(it, legacy)
+                source: Iterator[Any] = it
             except Exception as exc:  # whatever aiokafka's parser raises on this batch
                 detail = f"{type(exc).__name__}: {exc}"[:500]
-                if not mode.batch_failed(topic, tp.partition, self._next, detail):
+            if detail is not None:
+                pending = self._fail(detail, getattr(batch, "next_offset", 0))
+                if pending is None:
                     return  # stop before it: the next fetch reads it again
-                nxt = getattr(batch, "next_offset", 0)
-                end = nxt if self._next < nxt <= self._next + MAX_SKIP else self._next + 1
-                log.error("record batch %s/%d offsets %d..%d failed %d times (%s): skipped, "
-                          "dead-lettered as corrupt_batch", topic, tp.partition, self._next,
-                          end - 1, mode.attempts, detail)
-                mode.skipped.append(SkippedBatch(topic, tp.partition, self._next, end, detail))
-                self._next = end
                 continue
-            if recs is None:  # aborted or control batch
-                self._next = batch.next_offset
+            opened_at = self._next
+            while True:
+                if recs:
+                    chunk = iter(recs)
+                    self._current = (recs, chunk)
+                    yield chunk
+                    self._current = None
+                    self._next = recs[-1][0] + 1
+                if not more:
+                    break
+                try:
+                    recs, more = self._take(source, legacy)
+                except Exception as exc:  # fails inside the batch, after records handed over
+                    detail = f"{type(exc).__name__}: {exc}"[:500]
+                    break
+            if detail is not None:
+                pending = self._fail(detail, getattr(batch, "next_offset", 0))
+                if pending is None:
+                    return
                 continue
-            if recs and recs[0][0] < self._next:
-                start = self._next
-                recs = [r for r in recs if r[0] >= start]
-            if recs:
-                it = iter(recs)
-                self._current = (recs, it)
-                yield it
-                self._current = None
             # v2 keeps a batch's last offset even when compaction removed its last
             # record: the next fetch starts after the batch (as aiokafka does).
-            self._next = batch.next_offset
+            self._next = max(self._next, batch.next_offset)
+            if mode.failures:  # it read fine to its end: forget its earlier failures
+                mode.forget_failures(*key, opened_at, self._next)
 
 
 _ORIGINAL = _fetcher.PartitionRecords

@@ -293,16 +293,52 @@ def test_next_works_like_getone() -> None:
        log_append=st.lists(st.booleans(), min_size=6, max_size=6))
 def test_random_fetches_match(sizes: list[int], fetch: int, limit: int | None,
                               log_append: list[bool]) -> None:
-    data, base = b"", 0
+    fetch = min(fetch, sum(sizes) - 1)
+    data, base, kinds = b"", 0, []
     for n, la in zip(sizes, log_append, strict=False):
-        data += batch(base, n, log_append=la)
+        if base + n > fetch:  # a broker answers from the batch holding the fetch offset
+            data += batch(base, n, log_append=la)
+            kinds.append(la)
         base += n
-    fetch = min(fetch, base - 1)
     (ref, ref_next), (new, new_next, mode) = both(data, fetch_offset=fetch, limit=limit)
     assert new == ref and new_next == ref_next
     if limit is None:  # every batch was read: noted iff one of them is CreateTime
-        create_time = not all(log_append[:len(sizes)])
-        assert mode.take_timestamp_types() == ([("in", 0)] if create_time else [])
+        assert mode.take_timestamp_types() == ([] if all(kinds) else [("in", 0)])
+
+
+def test_the_position_never_goes_back_before_the_fetch_offset() -> None:
+    """A response holding a batch wholly before the fetch offset (no broker sends one):
+    aiokafka moves its position back to that batch's end and hands over records before
+    the fetch offset; the tuple path never does."""
+    data = batch(0, 1) + batch(1, 2)
+    (ref, _), (new, new_next, _) = both(data, fetch_offset=2)
+    assert [r[0] for r in ref] == [1, 2]
+    assert [r[0] for r in new] == [2] and new_next == 3
+
+
+def test_offsets_that_go_backwards_inside_a_batch_follow_aiokafka() -> None:
+    """Review finding: a batch whose record offsets are not increasing (a broker that
+    stores what a producer sends) must be filtered record by record against the running
+    position, as aiokafka does, or an event can be handed over twice."""
+    buf = bytearray(batch(3, 4))
+    # rewrite the records' offset deltas 0,1,2,3 -> 0,5,1,2 (one-byte zig-zag varints)
+    pos, deltas = 61, [0, 5, 1, 2]
+    for d in deltas:
+        length = buf[pos] >> 1  # zig-zag, one byte here
+        # record: length, attributes(1), timestamp delta (varint), offset delta (varint)
+        ts_pos = pos + 2
+        while buf[ts_pos] & 0x80:
+            ts_pos += 1
+        buf[ts_pos + 1] = d << 1
+        pos += 1 + length
+    struct.pack_into(">i", buf, 23, 5)  # lastOffsetDelta
+    struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
+    data = bytes(buf)
+    for limit in (None, 1, 2, 3):
+        (ref, ref_next), (new, new_next, _) = both(data, fetch_offset=3, limit=limit)
+        assert new == ref and new_next == ref_next, limit
+    (ref, _), _ = both(data, fetch_offset=3)
+    assert [r[0] for r in ref] == [3, 8]
 
 
 def test_install_routes_tuple_mode_consumers_only() -> None:
@@ -329,3 +365,79 @@ def test_install_refuses_an_unknown_fetcher() -> None:
             install()
     finally:
         fetcher.PartitionRecords = saved  # type: ignore[misc]
+
+
+def test_a_skip_ends_at_the_next_batch_not_at_a_corrupt_claim() -> None:
+    """Review finding: bit rot in a batch's lastOffsetDelta (inside the CRC, so the CRC
+    fails) claimed offsets up to 1005; the good batches after it were dropped. The next
+    batch's first offset bounds the skip, and the position never goes back."""
+    bad = bytearray(batch(5, 5))
+    struct.pack_into(">i", bad, 23, 1000)  # claims offsets 5..1005; CRC now wrong
+    data = batch(0, 5) + bytes(bad) + batch(10, 5) + batch(15, 5)
+    mode = TupleMode(attempts=1)
+    rt = RecordTuples(TP, MemoryRecords(data), None, 0, mode, True, 0)
+    assert [r[0] for r in iter(rt)] == list(range(5)) + list(range(10, 20))
+    assert rt.next_fetch_offset == 20
+    assert [(b.first, b.end) for b in mode.take_skipped()] == [(5, 10)]
+
+
+def test_a_response_that_cannot_be_framed_is_retried_then_skipped_offset_by_offset() -> None:
+    """Review finding: aiokafka's MemoryRecords raises on a batch whose length is below
+    the minimum record overhead, outside the per-batch checks: it escaped getmany on
+    every attempt. Now it counts as a failure at the position (the rest of the response
+    cannot be framed, so one offset is skipped per round of attempts)."""
+    short = bytearray(batch(5, 1))
+    struct.pack_into(">i", short, 8, 10)  # batch length 10 < 14
+    data = batch(0, 5) + bytes(short)
+    mode = TupleMode(attempts=2)
+    first = RecordTuples(TP, MemoryRecords(data), None, 0, mode, True, 0)
+    assert [r[0] for r in first] == [0, 1, 2, 3, 4] and first.next_fetch_offset == 5
+    assert mode.take_skipped() == []
+    again = RecordTuples(TP, MemoryRecords(bytes(short)), None, 5, mode, True, 0)
+    assert list(again) == [] and again.next_fetch_offset == 6
+    assert [(b.first, b.end) for b in mode.take_skipped()] == [(5, 6)]
+
+
+def test_large_batches_are_taken_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review remark: a batch became one list at once (a zstd batch of millions of empty
+    records took 500 MB). It is taken CHUNK records at a time; positions stay exact."""
+    from worker import record_tuples
+
+    monkeypatch.setattr(record_tuples, "CHUNK", 4)
+    data = batch(0, 10) + batch(10, 3)
+    for limit in (None, 3, 4, 5, 8, 11):
+        (ref, ref_next), (new, new_next, _) = both(data, fetch_offset=2, limit=limit)
+        assert new == ref and new_next == ref_next, limit
+
+
+def test_a_failure_inside_a_batch_keeps_the_records_before_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch that fails after some chunks were handed over: those records count, the
+    position is after them, and the failure is keyed there (the same on every re-read)."""
+    from worker import record_tuples
+
+    monkeypatch.setattr(record_tuples, "CHUNK", 2)
+    buf = bytearray(batch(0, 6))
+    pos = 61
+    for _ in range(4):  # to the 5th record's length varint
+        pos += 1 + (buf[pos] >> 1)
+    buf[pos] = 0x7F  # garbage length; CRC recomputed: only the parser sees it
+    struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
+    mode = TupleMode(attempts=2)
+    rt = RecordTuples(TP, MemoryRecords(bytes(buf)), None, 0, mode, True, 0)
+    assert [r[0] for r in rt] == [0, 1, 2, 3] and rt.next_fetch_offset == 4
+    again = RecordTuples(TP, MemoryRecords(bytes(buf)), None, 4, mode, True, 0)
+    assert list(again) == [] and again.next_fetch_offset == 6
+    assert [(b.first, b.end) for b in mode.take_skipped()] == [(4, 6)]
+
+
+def test_a_batch_that_reads_fine_again_forgets_its_failures() -> None:
+    """Review remark: counts were never cleared, so separate transient faults at one
+    position added up to a skip."""
+    mode = TupleMode(attempts=2)
+    for _ in range(3):
+        broken = RecordTuples(TP, MemoryRecords(_corrupt(batch(0, 5))), None, 0, mode, True, 0)
+        assert list(broken) == []
+        fine = RecordTuples(TP, MemoryRecords(batch(0, 5)), None, 0, mode, True, 0)
+        assert len(list(fine)) == 5
+    assert mode.take_skipped() == [] and mode.failures == {}

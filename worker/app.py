@@ -148,6 +148,8 @@ class Worker:
         self._committed: dict[TopicPartition, int] = {}
         self._repositioned: dict[TopicPartition, int] = {}
         """Restores per partition: a fetch taken before one is stale for that partition."""
+        self._stamp: dict[TopicPartition, int] = {}
+        """``_repositioned`` when the fetch being applied was taken."""
         """True from a revocation until the assigned partitions are restored and seeked.
 
         Records that ``getmany`` hands over while it is true come from positions
@@ -265,6 +267,7 @@ class Worker:
                              crash_points=s.crash_probabilities(),
                              dead_letter_max_bytes=s.producer_max_request_bytes - 4096,
                              reraise=BROKER_ERRORS, max_open_shards=s.max_open_shards)
+        self.engine.batch_is_current = self.batch_is_current
         self.consumer = AIOKafkaConsumer(
             group_id=s.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
@@ -350,7 +353,7 @@ class Worker:
                 # partition must not cost the others their records).
                 self._set_aside(batches, "a restore is running")
                 continue
-            stamp = dict(self._repositioned)
+            stamp = self._stamp = dict(self._repositioned)
             # Every batch read (not only the first record of each list): a CreateTime
             # batch on a production event-time topic fails the worker before any of
             # this round's records is applied.
@@ -384,6 +387,11 @@ class Worker:
     def _stale(self, tp: TopicPartition, stamp: dict[TopicPartition, int]) -> bool:
         """True if ``tp`` was restored (and seeked) since the fetch ``stamp`` was taken."""
         return self._repositioned.get(tp, 0) != stamp.get(tp, 0)
+
+    def batch_is_current(self, topic: str, partition: int) -> bool:
+        """:attr:`worker.engine.Engine.batch_is_current`: the partition was not restored
+        since the fetch being applied was taken (checked under the engine lock)."""
+        return not self._stale(TopicPartition(topic, partition), self._stamp)
 
     async def _apply(self, tp: TopicPartition, records: list[Record],
                      skips: list[SkippedBatch], stamp: dict[TopicPartition, int]) -> None:

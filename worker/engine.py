@@ -119,6 +119,12 @@ class Engine:
         self._noise_for = NoiseFactory()
         self.dead_letter_max_bytes = dead_letter_max_bytes
         self.reraise = reraise
+        self.batch_is_current: Callable[[str, int], bool] | None = None
+        """Set by the driver: False when a fetched batch of ``(topic, partition)`` became
+        stale (the partition was restored and seeked since the fetch); checked under the
+        engine lock, so a restore that ran while :meth:`process_batch` waited for the lock
+        is seen (the stale records would otherwise move the restored offset past
+        records that are read again)."""
         self.budgets = {t.name: ShardBudget(max_open_shards) for t in topologies
                         if t.allowed_shards is None}
         """Open shard sets: the shards this worker holds, at most ``max_open_shards`` new
@@ -464,6 +470,9 @@ class Engine:
         t0 = time.perf_counter()
         applied = 0
         async with self.lock:
+            if self.batch_is_current is not None and not self.batch_is_current(topic,
+                                                                              partition):
+                return 0  # restored since the fetch: read again from the restored offset
             for topo in self.by_topic.get(topic, []):
                 ps = self.parts.get((topo.name, partition))
                 if ps is not None and ps.failed is not None:  # a drain raised: reset first

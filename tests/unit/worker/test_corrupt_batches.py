@@ -236,3 +236,38 @@ def test_records_drained_during_one_partitions_restore_are_read_again() -> None:
     w.consumer = TwoPartitions(w, [fetch])
     asyncio.run(w._consume())
     assert sorted(w.consumer.seeks) == [(TP, 4), (TP1, 7)]
+
+
+def test_engine_refuses_a_batch_fetched_before_a_restore_of_its_partition() -> None:
+    """The check runs under the engine lock: a restore (timer reset, rebalance) that ran
+    while process_batch waited for the lock makes the fetched records stale; applying
+    them would move the restored offset past records that are read again."""
+    from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
+    from worker.engine import Engine
+
+    load_mechanisms()
+    eng = Engine([parse_topology(TEXT, "o.yaml")], MemStore(), MemSink(),
+                 clock=Clock(1_000_000.0))
+    key = _keys(0, 1)[0]
+    recs = [(o, key.encode(), json.dumps({"r": key, "i": o}).encode(), 0) for o in range(3)]
+    current = {"ok": False}
+    eng.batch_is_current = lambda topic, p: current["ok"]
+
+    async def go() -> list[int]:
+        await eng.assign([("in", 0)])
+        out = [await eng.process_batch("in", 0, recs)]
+        current["ok"] = True
+        out.append(await eng.process_batch("in", 0, recs))
+        return out
+
+    assert asyncio.run(go()) == [0, 3]
+
+
+def test_worker_marks_a_fetch_stale_once_its_partition_is_restored() -> None:
+    engine = FakeEngine(restored_at=5)
+    w = _worker(engine)
+    w._stamp = dict(w._repositioned)
+    assert w.batch_is_current("in", 0)
+    w.consumer = FakeConsumer(w, [])
+    asyncio.run(w.restore_and_seek([TP]))
+    assert not w.batch_is_current("in", 0) and w.batch_is_current("in", 1)

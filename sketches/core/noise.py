@@ -64,6 +64,8 @@ from sketches.errors import PrivacyError, SpecError
 
 log = logging.getLogger(__name__)
 
+_NORMAL_KERNEL_SIZE = 2048  # FastNoise.gaussian: compiled from here (below, numpy's call is cheaper)
+
 Size = int | tuple[int, ...]
 
 __all__ = [
@@ -229,7 +231,15 @@ class FastNoise(_BitNoise):
         return self._rng.bit_generator.random_raw(n).astype(np.uint64, copy=False)
 
     def gaussian(self, sigma: float, size: Size) -> np.ndarray:
-        return self._rng.normal(0.0, _check_scale("sigma", sigma), _shape(size))
+        """``Generator.normal(0, sigma, size)``; large draws in compiled code, with the
+        same values and the same generator state after (:mod:`sketches.core.noise_kernel`)."""
+        shape, s = _shape(size), _check_scale("sigma", sigma)
+        n = math.prod(shape)
+        if n >= _NORMAL_KERNEL_SIZE:
+            from sketches.core import noise_kernel  # numba: imported on the first large draw
+
+            return noise_kernel.normal(self._rng, s, n).reshape(shape)
+        return self._rng.normal(0.0, s, shape)
 
     def laplace(self, scale: float, size: Size) -> np.ndarray:
         return self._rng.laplace(0.0, _check_scale("scale", scale), _shape(size))

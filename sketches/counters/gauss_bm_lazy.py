@@ -100,6 +100,7 @@ class LazyNoiseCounters(ContinualCounters):
         self._drawn = np.zeros((self.levels, self.n), dtype=bool)
         self._read_mask = np.zeros(self.n, dtype=bool)  # counters read by the last query
         self._read_round = -1  # its round (-1: none, e.g. after a restore)
+        self._scratch: np.ndarray | None = None  # query_min's work array (prefix + noise)
 
     def _commit(self, total: np.ndarray | None, k: int) -> None:
         """Open ``k`` rounds: completed levels become undrawn; no noise is drawn here."""
@@ -179,15 +180,15 @@ class LazyNoiseCounters(ContinualCounters):
         self._read_mask = mask
         self._read_round = r
 
-    def _read_compiled(self, idx: np.ndarray, gather: np.ndarray) -> np.ndarray:
+    def _read_compiled(self, idx: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """:meth:`_materialize` then ``(prefix + noise)[idx]`` (:mod:`lazy_kernel
         <sketches.counters.lazy_kernel>`): the same draws in the same order, the same
         state and bit-identical values, with the work over the read counters only.
 
         The cache is recomputed in the fixed order on every read counter (the numpy
         path's extension by the fresh bits yields the same sums). Atomic: the values are
-        drawn before any state changes. ``gather``: the cells whose values are returned
-        (``idx``, or none when the caller reads the cache itself).
+        drawn before any state changes. ``rows``: ``idx`` shaped ``(d, m)``; then the
+        minimum over its rows is returned instead (:meth:`query_min`).
         """
         r, last = self.rounds, self._read_round
         bits = set_bits(r)
@@ -198,9 +199,17 @@ class LazyNoiseCounters(ContinualCounters):
         m = need.size + every.size * fresh.size
         values = self._draw_values(m) if m else np.zeros(0, dtype=self._node_noise.dtype)
         extend = last >= 0 and set(set_bits(last)) <= set(old.tolist())  # no node dropped
-        out = lazy_kernel.apply(values, fresh, every, need, self._node_noise, self._drawn,
-                                np.array(bits[::-1], dtype=np.int64), self._prefix,
-                                self._noise_now, gather, extend, self._read_mask)
+        bits_desc = np.array(bits[::-1], dtype=np.int64)
+        if rows is None:
+            out = lazy_kernel.apply(values, fresh, every, need, self._node_noise, self._drawn,
+                                    bits_desc, self._prefix, self._noise_now, idx, extend,
+                                    self._read_mask)
+        else:
+            if self._scratch is None:
+                self._scratch = np.empty(self.n, dtype=self._noise_now.dtype)
+            out = lazy_kernel.apply_min(values, fresh, every, need, self._node_noise,
+                                        self._drawn, bits_desc, self._prefix, self._noise_now,
+                                        extend, self._read_mask, rows, self._scratch)
         self._read_mask = mask
         self._read_round = r
         return out
@@ -217,7 +226,7 @@ class LazyNoiseCounters(ContinualCounters):
         flat = idx.reshape(-1)
         if self._compiled and (not flat.size or (int(flat.min()) >= 0
                                                  and int(flat.max()) < self.n)):
-            return self._read_compiled(flat, flat).reshape(idx.shape)
+            return self._read_compiled(flat).reshape(idx.shape)
         mask = np.zeros(self.n, dtype=bool)
         mask[idx] = True
         self._materialize(mask)
@@ -232,8 +241,7 @@ class LazyNoiseCounters(ContinualCounters):
         flat = np.ascontiguousarray(idx).reshape(-1)
         if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= self.n):
             return self.query_at(idx).min(axis=0)
-        self._read_compiled(flat, flat[:0])
-        return lazy_kernel.min_rows(np.ascontiguousarray(idx), self._prefix, self._noise_now)
+        return self._read_compiled(flat, flat.reshape(idx.shape))
 
     def query(self, behind: np.ndarray | None = None) -> np.ndarray:
         """Noisy prefix sums of every counter (draws every undrawn current node)."""

@@ -32,14 +32,15 @@ def _same_state(a: LazyNoiseCounters, b: LazyNoiseCounters) -> None:
 
 @pytest.mark.parametrize("integer", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_compiled_reads_equal_the_numpy_path(integer: bool, seed: int) -> None:
+@pytest.mark.parametrize("max_push", [1, 3])  # 1: LazyHH's arrival clock (one round per output)
+def test_compiled_reads_equal_the_numpy_path(integer: bool, seed: int, max_push: int) -> None:
     rng = np.random.default_rng(seed)
     n, horizon = 97, 300
     fast, slow = _twins(integer, n, horizon)
     assert fast._compiled and not slow._compiled
     reads = 0
     while fast.rounds < horizon - 8:
-        k = int(rng.integers(1, 4))
+        k = int(rng.integers(1, max_push + 1))
         total = rng.integers(0, 5, size=n).astype(np.int64)
         fast.push(total, k)
         slow.push(total, k)

@@ -64,7 +64,7 @@ from sketches.errors import PrivacyError, SpecError
 
 log = logging.getLogger(__name__)
 
-_NORMAL_KERNEL_SIZE = 2048  # FastNoise.gaussian: compiled from here (below, numpy's call is cheaper)
+_NORMAL_KERNEL_SIZE = 2048  # FastNoise.gaussian: compiled from here (below, numpy is cheaper)
 
 Size = int | tuple[int, ...]
 

@@ -55,6 +55,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -125,6 +126,19 @@ def _check_scale(name: str, value: float) -> float:
     if not (math.isfinite(v) and v > 0):
         raise SpecError(f"{name}: must be a finite number > 0, got {value!r}")
     return v
+
+
+def _normal_kernel() -> Callable[[np.random.Generator, float, int], np.ndarray]:
+    """:func:`sketches.core.noise_kernel.normal`, imported on the first large draw (numba)."""
+    global _NORMAL
+    if _NORMAL is None:
+        from sketches.core.noise_kernel import normal
+
+        _NORMAL = normal
+    return _NORMAL
+
+
+_NORMAL: Callable[[np.random.Generator, float, int], np.ndarray] | None = None
 
 
 class _BitNoise:
@@ -236,9 +250,7 @@ class FastNoise(_BitNoise):
         shape, s = _shape(size), _check_scale("sigma", sigma)
         n = math.prod(shape)
         if n >= _NORMAL_KERNEL_SIZE:
-            from sketches.core import noise_kernel  # numba: imported on the first large draw
-
-            return noise_kernel.normal(self._rng, s, n).reshape(shape)
+            return _normal_kernel()(self._rng, s, n).reshape(shape)
         return self._rng.normal(0.0, s, shape)
 
     def laplace(self, scale: float, size: Size) -> np.ndarray:

@@ -180,7 +180,8 @@ class LazyNoiseCounters(ContinualCounters):
         self._read_mask = mask
         self._read_round = r
 
-    def _read_compiled(self, idx: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    def _read_compiled(self, idx: np.ndarray, rows: np.ndarray | None = None
+                       ) -> np.ndarray | None:
         """:meth:`_materialize` then ``(prefix + noise)[idx]`` (:mod:`lazy_kernel
         <sketches.counters.lazy_kernel>`): the same draws in the same order, the same
         state and bit-identical values, with the work over the read counters only.
@@ -188,14 +189,17 @@ class LazyNoiseCounters(ContinualCounters):
         The cache is recomputed in the fixed order on every read counter (the numpy
         path's extension by the fresh bits yields the same sums). Atomic: the values are
         drawn before any state changes. ``rows``: ``idx`` shaped ``(d, m)``; then the
-        minimum over its rows is returned instead (:meth:`query_min`).
+        minimum over its rows is returned instead (:meth:`query_min`). None (and nothing
+        done) when an index is outside ``[0, n)``: the caller takes the numpy path.
         """
         r, last = self.rounds, self._read_round
         bits = set_bits(r)
         n_old = sum(1 for b in bits if (r >> b) << b <= last or last < 0)
         fresh = np.array(bits[:len(bits) - n_old], dtype=np.int64)
         old = np.array(bits[len(bits) - n_old:], dtype=np.int64)
-        mask, every, need = lazy_kernel.plan(idx, self.n, self._read_mask, self._drawn, old)
+        ok, mask, every, need = lazy_kernel.plan(idx, self.n, self._read_mask, self._drawn, old)
+        if not ok:
+            return None
         m = need.size + every.size * fresh.size
         values = self._draw_values(m) if m else np.zeros(0, dtype=self._node_noise.dtype)
         extend = last >= 0 and set(set_bits(last)) <= set(old.tolist())  # no node dropped
@@ -223,10 +227,9 @@ class LazyNoiseCounters(ContinualCounters):
         idx = np.asarray(cells, dtype=np.int64)
         if self.rounds == 0:
             return self._prefix[idx].astype(self._node_noise.dtype)
-        flat = idx.reshape(-1)
-        if self._compiled and (not flat.size or (int(flat.min()) >= 0
-                                                 and int(flat.max()) < self.n)):
-            return self._read_compiled(flat).reshape(idx.shape)
+        out = self._read_compiled(idx.reshape(-1)) if self._compiled else None
+        if out is not None:
+            return out.reshape(idx.shape)
         mask = np.zeros(self.n, dtype=bool)
         mask[idx] = True
         self._materialize(mask)
@@ -238,10 +241,9 @@ class LazyNoiseCounters(ContinualCounters):
         idx = np.asarray(cells, dtype=np.int64)
         if idx.ndim != 2 or not idx.shape[0] or not self._compiled or self.rounds == 0:
             return self.query_at(idx).min(axis=0)
-        flat = np.ascontiguousarray(idx).reshape(-1)
-        if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= self.n):
-            return self.query_at(idx).min(axis=0)
-        return self._read_compiled(flat, flat.reshape(idx.shape))
+        rows = np.ascontiguousarray(idx)
+        out = self._read_compiled(rows.reshape(-1), rows)
+        return self.query_at(idx).min(axis=0) if out is None else out
 
     def query(self, behind: np.ndarray | None = None) -> np.ndarray:
         """Noisy prefix sums of every counter (draws every undrawn current node)."""

@@ -49,16 +49,21 @@ def _njit(fn: _F) -> _F:
 
 @_njit
 def plan(idx: np.ndarray, n: int, read_mask: np.ndarray, drawn: np.ndarray,
-         old: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(mask, every, need)`` of a read of the counters ``idx`` (flat, repeats allowed).
+         old: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
+    """``(ok, mask, every, need)`` of a read of the counters ``idx`` (flat, repeats allowed).
 
+    ``ok``: every index lies in ``[0, n)`` (else nothing else is computed: the caller
+    takes the numpy path, which wraps negative indices and raises ``IndexError``).
     ``mask``: bool[n], the read set; ``every``: its counters ascending; ``need``: flat
     ``level * n + counter`` of the undrawn nodes at the levels ``old`` (ascending) of
     the read counters outside ``read_mask``, level-major then counter ascending.
     """
     mask = np.zeros(n, dtype=np.bool_)
     for t in range(idx.size):
-        mask[idx[t]] = True
+        c = idx[t]
+        if c < 0 or c >= n:
+            return False, mask, idx[:0], idx[:0]
+        mask[c] = True
     every = np.empty(n, dtype=np.int64)
     k = 0
     for c in range(n):  # branch-free (a random mask mispredicts): write, then advance
@@ -79,7 +84,7 @@ def plan(idx: np.ndarray, n: int, read_mask: np.ndarray, drawn: np.ndarray,
             c = outside[t]
             need[p] = b * n + c
             p += 1 - drawn[b, c]
-    return mask, every, need[:p]
+    return True, mask, every, need[:p]
 
 
 @_njit

@@ -309,10 +309,9 @@ def min_over_rows(cells: np.ndarray, used: np.ndarray, read: np.ndarray, n: int)
     d, m = cells.shape
     out = np.empty(m, dtype=read.dtype)
     for e in range(m):
-        v = values[cells[0, e]]
-        for i in range(1, d):
-            x = values[cells[i, e]]
-            if x < v:
-                v = x
-        out[e] = v
+        out[e] = values[cells[0, e]]
+    for i in range(1, d):  # row by row with a select (a branch on noisy values mispredicts)
+        for e in range(m):
+            x, v = values[cells[i, e]], out[e]
+            out[e] = x if x < v else v
     return out

@@ -202,3 +202,14 @@ def test_tick_kernel_bounds_its_work_array(monkeypatch: pytest.MonkeyPatch) -> N
         assert fast.release() == slow.release()
         assert fast.to_bytes() == slow.to_bytes()
     assert max(calls) == 3  # rows of the work array: at most 3 ticks per call, used
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_min_over_rows_equals_numpy_min(dtype: type) -> None:
+    rng = np.random.default_rng(4)
+    n, d, m = 300, 7, 120
+    cells = rng.integers(0, n, size=(d, m))
+    values = (rng.normal(0, 50, n) if dtype is np.float64 else rng.integers(-9, 9, n)).astype(dtype)
+    used = kernel.used_cells(cells, n)
+    got = kernel.min_over_rows(cells, used, values[used], n)
+    assert got.dtype == dtype and np.array_equal(got, values[cells].min(axis=0))

@@ -150,13 +150,16 @@ class CandidateSet:
     def missing(self, keys: np.ndarray, keys2: np.ndarray | None = None) -> np.ndarray:
         """Boolean mask of ``keys`` (wide sets: pairs ``(keys, keys2)``) not candidates yet.
 
-        A direct-mapped table (slot = low key bits) confirms most members in
+        Narrow sets: a binary search of the sorted members (compiled). Otherwise a
+        direct-mapped table (slot = low key bits) confirms most members in
         O(1) each; the rest (new keys, and members that lost their slot to
         another) are checked exactly by binary search.
         """
         keys = np.asarray(keys, dtype=np.uint64)
         if self._keys.size == 0:
             return np.ones(keys.shape, dtype=bool)
+        if self._compiled and self._keys2 is None and keys.ndim == 1:  # no table to rebuild
+            return candidates_kernel.missing(self._keys, keys)
         if self._table is None:
             size = 1 << max(8, (4 * self._keys.size - 1).bit_length())
             # empty slot s holds s ^ 1: never a key of slot s (its low bits differ)

@@ -2,6 +2,9 @@
 
 Integer items of a narrow set only (str/bytes items stay on the numpy path).
 
+:meth:`CandidateSet.missing <sketches.core.candidates.CandidateSet.missing>` rebuilds a
+direct-mapped table after every change of the set (every LazyHH output) to find the keys
+not in it; :func:`missing` binary-searches the sorted members instead (no table).
 :meth:`CandidateSet._merge <sketches.core.candidates.CandidateSet>` places new keys
 (ascending) among the members (ascending) with two ``searchsorted`` and scatters
 keys, items and cells: about twenty numpy calls on arrays of a few hundred entries
@@ -19,7 +22,7 @@ from typing import Any, TypeVar, cast
 import numba
 import numpy as np
 
-__all__ = ["merge", "trim"]
+__all__ = ["merge", "missing", "trim"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -98,3 +101,22 @@ def trim(keys: np.ndarray, items: np.ndarray, cells: np.ndarray, est: np.ndarray
         for j in range(keep):
             out_cells[r, j] = cells[r, top[j]]
     return keys[top], items[top], out_cells
+
+
+@_njit
+def missing(members: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Boolean mask of ``keys`` not in ``members`` (ascending, unique; uint64), by binary
+    search: :meth:`CandidateSet.missing <sketches.core.candidates.CandidateSet.missing>`."""
+    n = members.size
+    out = np.empty(keys.size, dtype=np.bool_)
+    for t in range(keys.size):
+        x = keys[t]
+        lo, hi = 0, n
+        while lo < hi:  # first member >= x
+            mid = (lo + hi) >> 1
+            if members[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[t] = lo == n or members[lo] != x
+    return out

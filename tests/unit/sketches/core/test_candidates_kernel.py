@@ -1,4 +1,4 @@
-"""CandidateSet's compiled merge and trim (``sketches/core/candidates_kernel.py``) == numpy's.
+"""CandidateSet's compiled missing, merge and trim (``sketches/core/candidates_kernel.py``) == numpy's.
 
 Twin sets (one with ``_compiled = False``) take the same random adds (new keys in
 ascending order, unsorted, repeated first words refused by the fast path), trims and
@@ -28,6 +28,9 @@ def test_compiled_merge_and_trim_equal_numpy(seed: int) -> None:
             keys = keys[::-1].copy()  # not ascending: the fast path declines, add() sorts
         items = keys.astype(np.int64) * 7
         cells = rng.integers(0, 50, size=(depth, keys.size))
+        probe = rng.integers(0, 420, size=int(rng.integers(0, 60))).astype(np.uint64)
+        assert np.array_equal(fast.missing(probe), slow.missing(probe))  # binary search
+        assert np.array_equal(fast.missing(probe), ~np.isin(probe, slow.keys))
         before = fast.keys.copy()
         if np.intersect1d(keys, before).size:  # add() requires missing keys
             keys = keys[fast.missing(keys)]

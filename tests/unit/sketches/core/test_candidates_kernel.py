@@ -1,4 +1,4 @@
-"""CandidateSet's compiled missing, merge and trim (``sketches/core/candidates_kernel.py``) == numpy's.
+"""CandidateSet's compiled missing, merge and trim (``candidates_kernel.py``) == numpy's.
 
 Twin sets (one with ``_compiled = False``) take the same random adds (new keys in
 ascending order, unsorted, repeated first words refused by the fast path), trims and

@@ -100,7 +100,6 @@ class LazyNoiseCounters(ContinualCounters):
         self._drawn = np.zeros((self.levels, self.n), dtype=bool)
         self._read_mask = np.zeros(self.n, dtype=bool)  # counters read by the last query
         self._read_round = -1  # its round (-1: none, e.g. after a restore)
-        self._scratch: np.ndarray | None = None  # query_min's work array (prefix + noise)
 
     def _commit(self, total: np.ndarray | None, k: int) -> None:
         """Open ``k`` rounds: completed levels become undrawn; no noise is drawn here."""
@@ -209,11 +208,9 @@ class LazyNoiseCounters(ContinualCounters):
                                     bits_desc, self._prefix, self._noise_now, idx, extend,
                                     self._read_mask)
         else:
-            if self._scratch is None:
-                self._scratch = np.empty(self.n, dtype=self._noise_now.dtype)
             out = lazy_kernel.apply_min(values, fresh, every, need, self._node_noise,
                                         self._drawn, bits_desc, self._prefix, self._noise_now,
-                                        extend, self._read_mask, rows, self._scratch)
+                                        extend, self._read_mask, rows)
         self._read_mask = mask
         self._read_round = r
         return out

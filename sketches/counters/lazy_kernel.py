@@ -147,15 +147,16 @@ def apply(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np.nda
 def apply_min(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np.ndarray,
               node_noise: np.ndarray, drawn: np.ndarray, bits_desc: np.ndarray,
               prefix: np.ndarray, acc: np.ndarray, extend: bool, last_read: np.ndarray,
-              cells: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+              cells: np.ndarray) -> np.ndarray:
     """:func:`apply` without a gather, then LazyHH's estimate: the minimum over the rows
     of ``cells`` (``(d, m)``) of ``prefix + acc`` (``query_at(cells).min(axis=0)``).
 
     The same stores, cache values and minima as :func:`apply` followed by the numpy
     ``min``, with the cache formed counter by counter in one pass (each sum is the same
-    sequence of additions, so bit-identical) and ``scratch`` (``[n]``, the cache's
-    dtype) set to ``prefix + acc`` on the read counters. The minimum runs row by row
-    with a select, not a branch (a branch on noisy values mispredicts: 6x slower).
+    sequence of additions, so bit-identical) and a transient work array (``[n]``) set to
+    ``prefix + acc`` on the read counters, so the minimum gathers one array, not two.
+    The minimum runs row by row with a select, not a branch (a branch on noisy values
+    mispredicts: 6x slower).
     """
     nf, ne = fresh.size, every.size
     start = 0
@@ -171,6 +172,7 @@ def apply_min(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np
         flat_noise[need[t]] = values[start + t]
         flat_drawn[need[t]] = True
     top = bits_desc[0]
+    scratch = np.empty(prefix.size, dtype=acc.dtype)
     if extend and nf == 1:  # LazyHH's common round: add the one fresh level
         low = node_noise[fresh[0]]
         for t in range(ne):

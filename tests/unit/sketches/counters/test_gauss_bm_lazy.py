@@ -124,6 +124,8 @@ def test_memory_is_the_algorithms_state_plus_mask_and_one_vector(n: int, horizon
     c = LazyNoiseCounters(n, horizon, 1.0, False, FastNoise(0))
     c.push(np.ones(n, dtype=np.int64), 5)
     c.query_at(np.arange(0, n, 2))
+    c.push(np.ones(n, dtype=np.int64), 1)
+    c.query_min(np.arange(0, n, 1).reshape(1, -1))  # the compiled min keeps no work array
     base, mask = (c.levels + 1) * n * 8, c.levels * n
     arrays = sum(v.nbytes for v in vars(c).values() if isinstance(v, np.ndarray))
     assert c.memory_bytes() == arrays == base + mask + 9 * n  # no other per-counter state

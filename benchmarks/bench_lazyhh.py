@@ -293,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or (Path("/tmp/dpstream_fig4_quick") if args.quick else ROOT / "results")
     out.mkdir(parents=True, exist_ok=True)
     plot(rows, out)
-    (out / "fig4.md").write_text(report(rows, stream.size, keys.size, args))
+    (out / "fig4.md").write_text(report(rows, stream.size, keys.size, args)
+                                 + kept_history(out / "fig4.md"))
     print(table(rows))
     print(f"wrote {out}/fig4.md, fig4_memory.png, fig4_eps.png")
     return 0
@@ -394,6 +395,17 @@ NOTES = """## Why the numbers differ
   `tick, add/remove` row privatizes the stream length (10% of eps and delta) and reports
   the composed delta~ (derivation in sketches/continual/lazy_hh/spec.py).
 """
+
+
+HISTORY = "## Throughput history"
+
+
+def kept_history(path: Path) -> str:
+    """The hand-written ``## Throughput history`` section of an existing results file
+    (speed runs, dated; kept when the table above it is regenerated), or ``""``."""
+    text = path.read_text() if path.exists() else ""
+    at = text.find(HISTORY)
+    return "\n" + text[at:] if at >= 0 else ""
 
 
 def replace_panel(row: Row, panel: str) -> Row:

@@ -10,7 +10,8 @@ Mechanisms never create randomness; they receive a :class:`NoiseSource`.
   within total-variation distance ``2**-100`` of the exact distribution, so it
   is immune to floating-point attacks (Mironov 2012).
 - :class:`FastNoise` (``kind="fast"``): numpy PCG64 seeded; same samplers, fed
-  by the PRNG. For benchmarks and reproducible tests only.
+  by the PRNG (large Gaussian draws run compiled, with numpy's values:
+  :mod:`sketches.core.noise_kernel`). For benchmarks and reproducible tests only.
 - :class:`ZeroNoise` (``kind="zero"``): zeros; exactness tests only.
 
 :func:`make_noise` refuses ``fast`` and ``zero`` unless ``allow_insecure=True``,

@@ -251,7 +251,8 @@ class FastNoise(_BitNoise):
         shape, s = _shape(size), _check_scale("sigma", sigma)
         n = math.prod(shape)
         if n >= _NORMAL_KERNEL_SIZE:
-            return _normal_kernel()(self._rng, s, n).reshape(shape)
+            with self._rng.bit_generator.lock:  # as numpy's own methods (compiled code: no GIL)
+                return _normal_kernel()(self._rng, s, n).reshape(shape)
         return self._rng.normal(0.0, s, shape)
 
     def laplace(self, scale: float, size: Size) -> np.ndarray:

@@ -61,6 +61,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_workers.py
 	$(BIN)/python benchmarks/bench_shards.py
 	$(BIN)/python benchmarks/bench_lazyhh.py --quick
+	$(BIN)/python benchmarks/bench_lazyhh.py --speed 2
 	$(BIN)/python benchmarks/bench_fig3.py --quick
 	$(BIN)/python benchmarks/bench_hh_compare.py --quick
 

@@ -31,6 +31,7 @@ Usage::
     .venv/bin/python benchmarks/bench_lazyhh.py           # full stream, 1 trial per point
     .venv/bin/python benchmarks/bench_lazyhh.py --speed 3 # headline point only: baseline
                                                           # and compiled path alternated 3x
+                                                          # (results/fig4_speed.md)
 
 The baseline (``paper, numpy path``) runs every numpy path the kernels replaced:
 ``LazyHH._kernel``, ``LazyNoiseCounters._compiled`` and ``CandidateSet._compiled``
@@ -273,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"stream: {stream.size:,} packets, {keys.size:,} prefixes, seed {args.seed}"
           f"{f' (thinned: p = {thin})' if thin else ''}", flush=True)
     if args.speed:
-        return speed(stream, args.seed, args.speed)
+        return speed(stream, args.seed, args.speed,
+                     None if thin else args.out or ROOT / "results")
     plan: list[tuple[str, int, float, str]] = [("memory", kt, 0.5, "paper") for kt in MEMORY_KT]
     plan += [(panel, kt, e, "paper") for panel, kt in (("eps", 4 * K), ("eps8k", 8 * K))
              for e in EPS if e != 0.5]
@@ -300,15 +302,36 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def speed(stream: np.ndarray, seed: int, times: int) -> int:
-    """``--speed``: the headline point, numpy path and compiled path alternated."""
+def speed(stream: np.ndarray, seed: int, times: int, out: Path | None) -> int:
+    """``--speed``: the headline point, numpy path and compiled path alternated; the
+    table goes to ``out`` (``results/fig4_speed.md``) unless None."""
     run(stream[:1 << 16], "warm-up", 4 * K, 0.5, seed)
+    lines = ["| run | numpy path (baseline) | compiled path | ratio | load (1 min) |",
+             "|---|---|---|---|---|"]
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for i in range(times):
+        rates, loads = [], []
         for variant in (PAPER_NUMPY, "paper"):
             load = " ".join(f"{x:.2f}" for x in os.getloadavg())
             row = run(stream, "speed", 4 * K, 0.5, seed, variant)
+            rates.append(row.updates_per_s)
+            loads.append(load.split()[0])
             print(f"run {i + 1} {variant:30s} {row.updates_per_s / 1e6:.3f}M updates/s"
                   f" (load {load}; {row.reported} reported, ARE {row.are:.4f})", flush=True)
+        lines.append(f"| {i + 1} | {rates[0] / 1e6:.3f}M/s | {rates[1] / 1e6:.3f}M/s"
+                     f" | {rates[1] / rates[0]:.2f}x | {loads[0]} / {loads[1]} |")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "fig4_speed.md").write_text("\n".join([
+            "# Fig. 4 headline point: update rate (`bench_lazyhh.py --speed N`)", "",
+            f"{started}, {stream.size:,} events (CAIDA minute), k = 128, k~ = 4k = 512,"
+            " eps = 0.5, d = 38, paper sigma, seeded fast noise, batches of 2^20 events."
+            " In one process, alternated: the numpy path (every compiled path off:"
+            " `LazyHH._kernel`, `LazyNoiseCounters._compiled`, `CandidateSet._compiled`;"
+            " identical releases) and the compiled path. Target (issue 12): >= 1.5M"
+            " updates/s. Load average (1 min) at the start of each run, 2 shared cores.",
+            "", *lines, ""]))
+        print(f"wrote {out}/fig4_speed.md")
     return 0
 
 

@@ -310,12 +310,13 @@ def speed(stream: np.ndarray, seed: int, times: int, out: Path | None) -> int:
              "|---|---|---|---|---|"]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for i in range(times):
-        rates, loads = [], []
+        rates, loads, depth = [], [], 0
         for variant in (PAPER_NUMPY, "paper"):
             load = " ".join(f"{x:.2f}" for x in os.getloadavg())
             row = run(stream, "speed", 4 * K, 0.5, seed, variant)
             rates.append(row.updates_per_s)
             loads.append(load.split()[0])
+            depth = row.depth
             print(f"run {i + 1} {variant:30s} {row.updates_per_s / 1e6:.3f}M updates/s"
                   f" (load {load}; {row.reported} reported, ARE {row.are:.4f})", flush=True)
         lines.append(f"| {i + 1} | {rates[0] / 1e6:.3f}M/s | {rates[1] / 1e6:.3f}M/s"
@@ -325,7 +326,7 @@ def speed(stream: np.ndarray, seed: int, times: int, out: Path | None) -> int:
         (out / "fig4_speed.md").write_text("\n".join([
             "# Fig. 4 headline point: update rate (`bench_lazyhh.py --speed N`)", "",
             f"{started}, {stream.size:,} events (CAIDA minute), k = 128, k~ = 4k = 512,"
-            " eps = 0.5, d = 38, paper sigma, seeded fast noise, batches of 2^20 events."
+            f" eps = 0.5, d = {depth}, paper sigma, seeded fast noise, batches of 2^20 events."
             " In one process, alternated: the numpy path (every compiled path off:"
             " `LazyHH._kernel`, `LazyNoiseCounters._compiled`, `CandidateSet._compiled`;"
             " identical releases) and the compiled path. Target (issue 12): >= 1.5M"

@@ -64,18 +64,16 @@ def plan(idx: np.ndarray, n: int, read_mask: np.ndarray, drawn: np.ndarray,
         if c < 0 or c >= n:
             return False, mask, idx[:0], idx[:0]
         mask[c] = True
-    every = np.empty(n, dtype=np.int64)
-    k = 0
+    every = np.empty(n + 1, dtype=np.int64)
+    outside = np.empty(n + 1, dtype=np.int64)  # read now, not by the last read
+    k = q = 0
     for c in range(n):  # branch-free (a random mask mispredicts): write, then advance
+        m = mask[c]
         every[k] = c
-        k += mask[c]
-    every = every[:k]
-    outside = np.empty(k + 1, dtype=np.int64)
-    q = 0
-    for t in range(k):
-        c = every[t]
         outside[q] = c
-        q += 1 - read_mask[c]
+        k += m
+        q += m & (1 - read_mask[c])
+    every = every[:k]
     need = np.empty(old.size * q + 1, dtype=np.int64)
     p = 0
     for j in range(old.size):

@@ -228,10 +228,13 @@ class RecordTuples:
         # it again, as islice would); chain iterates it in C
         return itertools.chain(batch)
 
-    def _take(self, it: Iterator[Any], legacy: bool) -> tuple[list[Record], bool]:
+    def _take(self, it: Iterator[Any], legacy: bool, lo: int,
+              hi: int) -> tuple[list[Record], bool]:
         """Up to :data:`CHUNK` more records of a batch as tuples, past the position, in
         aiokafka's order rules; and whether the batch may have more. Raises whatever
-        aiokafka's parser raises on the batch."""
+        aiokafka's parser raises on the batch, and ``CorruptRecordException`` for a record
+        outside the batch's offsets ``[lo, hi)``: handed over, its offset would move the
+        position past the records after the batch, which would never be read."""
         if legacy:
             raw = []
             for r in itertools.islice(it, CHUNK):
@@ -244,9 +247,17 @@ class RecordTuples:
         if not raw:
             return raw, more
         start = self._next
-        if raw[0][0] >= start and all(map(operator.lt, map(_OFFSET, raw),
-                                          map(_OFFSET, itertools.islice(raw, 1, None)))):
-            return raw, more  # increasing from the position: the common case, no filter
+        increasing = all(map(operator.lt, map(_OFFSET, raw),
+                             map(_OFFSET, itertools.islice(raw, 1, None))))
+        if increasing:  # the common case
+            first, last = raw[0][0], raw[-1][0]
+        else:
+            first, last = min(map(_OFFSET, raw)), max(map(_OFFSET, raw))
+        if first < lo or last >= hi:
+            raise _errors.CorruptRecordException(
+                f"record offsets {first}..{last} outside the batch's {lo}..{hi - 1}")
+        if increasing and first >= start:
+            return raw, more  # increasing from the position: no filter
         out = []  # aiokafka's rule record by record: skip what is below the position
         for rec in raw:
             if rec[0] >= start:
@@ -303,7 +314,9 @@ class RecordTuples:
                     self._next = max(self._next, batch.next_offset)
                     continue
                 legacy = getattr(batch, "timestamp_type", None) is None
-                recs, more = self._take(it, legacy)
+                # v2: [base, base + lastOffsetDelta]; v0/v1: up to the wrapper's offset
+                lo, hi = (-1 << 63) if legacy else batch.base_offset, batch.next_offset
+                recs, more = self._take(it, legacy, lo, hi)
                 source: Iterator[Any] = it
             except Exception as exc:  # whatever aiokafka's parser raises on this batch
                 detail = f"{type(exc).__name__}: {exc}"[:500]
@@ -323,7 +336,7 @@ class RecordTuples:
                 if not more:
                     break
                 try:
-                    recs, more = self._take(source, legacy)
+                    recs, more = self._take(source, legacy, lo, hi)
                 except Exception as exc:  # fails inside the batch, after records handed over
                     detail = f"{type(exc).__name__}: {exc}"[:500]
                     break

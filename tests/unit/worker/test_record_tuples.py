@@ -441,3 +441,54 @@ def test_a_batch_that_reads_fine_again_forgets_its_failures() -> None:
         fine = RecordTuples(TP, MemoryRecords(batch(0, 5)), None, 0, mode, True, 0)
         assert len(list(fine)) == 5
     assert mode.take_skipped() == [] and mode.failures == {}
+
+
+def _offset_deltas(base: int, n: int, deltas: list[int]) -> bytes:
+    """batch(base, n) with its records' offset deltas rewritten (one-byte zig-zag varints,
+    lastOffsetDelta and the CRC kept consistent with n)."""
+    buf = bytearray(batch(base, n))
+    pos = 61
+    for d in deltas:
+        length = buf[pos] >> 1
+        ts_pos = pos + 2
+        while buf[ts_pos] & 0x80:
+            ts_pos += 1
+        buf[ts_pos + 1] = (d << 1) if d >= 0 else ((-d << 1) - 1)
+        pos += 1 + length
+    struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("deltas", [[0, 60, 2], [0, 1, 3], [-1, 1, 2]],
+                         ids=["far-ahead", "past-last-offset", "before-base"])
+def test_a_record_outside_its_batch_offset_range_fails_the_batch(deltas: list[int]) -> None:
+    """Review finding: a crafted batch (offsets 5..7) whose record claims offset 65 (a
+    broker that stores what a producer sends). The tuple path handed it over and kept its
+    position at 66 (aiokafka goes back to the batch's end, 8): the good records 8..12
+    after it were never read, silently. Such a batch is corrupt: read again, then
+    skipped and dead-lettered; the records after it are read."""
+    bad = _offset_deltas(5, 3, deltas)
+    data = bad + batch(8, 5)
+    mode = TupleMode(attempts=2)
+    first = RecordTuples(TP, MemoryRecords(batch(0, 5) + data), None, 0, mode, True, 0)
+    assert [r[0] for r in first] == [0, 1, 2, 3, 4] and first.next_fetch_offset == 5
+    assert mode.take_skipped() == []
+    again = RecordTuples(TP, MemoryRecords(data), None, 5, mode, True, 0)
+    assert [r[0] for r in again] == [8, 9, 10, 11, 12] and again.next_fetch_offset == 13
+    (skipped,) = mode.take_skipped()
+    assert (skipped.first, skipped.end) == (5, 8) and "offset" in skipped.detail
+
+
+def test_a_legacy_inner_record_past_its_wrapper_offset_fails_the_batch() -> None:
+    """The same for a compressed v1 message set: inner offsets are relative to the
+    wrapper's (the last inner record's) offset; one beyond it is corrupt."""
+    b = LegacyRecordBatchBuilder(magic=1, compression_type=1, batch_size=1 << 30)
+    for rel in (0, 50, 2):
+        b.append(rel, timestamp=1_700_000_000_000, key=None, value=b"v%d" % rel)
+    buf = bytearray(b.build())
+    struct.pack_into(">q", buf, 0, 7)  # wrapper offset 7: inner offsets 5, 55, 7
+    data = bytes(buf) + legacy(8, 3)
+    mode = TupleMode(attempts=1)
+    rt = RecordTuples(TP, MemoryRecords(data), None, 5, mode, True, 0)
+    assert [r[0] for r in rt] == [8, 9, 10] and rt.next_fetch_offset == 11
+    assert [(s.first, s.end) for s in mode.take_skipped()] == [(5, 8)]

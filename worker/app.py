@@ -345,13 +345,19 @@ class Worker:
         while not self._stopping.is_set():
             batches = await self.consumer.getmany(timeout_ms=100, max_records=s.max_batch)
             skips = self.fetch_mode.take_skipped()
+            skipped: dict[TopicPartition, list[SkippedBatch]] = {}
+            for sk in skips:
+                skipped.setdefault(TopicPartition(sk.topic, sk.partition), []).append(sk)
+            pending = dict(batches)  # (offset, key, value, timestamp) tuples
+            for tp in skipped:
+                pending.setdefault(tp, [])
             if self.rebalancing:
                 # Drained before a restore's seeks (no await between the drain and this
                 # check): these records are read again, from the restored offsets for
                 # the partitions being restored (their seeks come after this one) and
                 # from where they were for the others (a timer's restore of one
                 # partition must not cost the others their records).
-                self._set_aside(batches, "a restore is running")
+                self._set_aside(pending, "a restore is running", skips)
                 continue
             stamp = self._stamp = dict(self._repositioned)
             # Every batch read (not only the first record of each list): a CreateTime
@@ -359,18 +365,12 @@ class Worker:
             # this round's records is applied.
             for topic, timestamp_type in self.fetch_mode.take_timestamp_types():
                 self.timestamps.check(topic, timestamp_type)
-            skipped: dict[TopicPartition, list[SkippedBatch]] = {}
-            for sk in skips:
-                skipped.setdefault(TopicPartition(sk.topic, sk.partition), []).append(sk)
-            pending = dict(batches)  # (offset, key, value, timestamp) tuples
-            for tp in skipped:
-                pending.setdefault(tp, [])
             while pending:
                 tp = next(iter(pending))
                 records = pending.pop(tp)
                 if self.rebalancing:
                     pending[tp] = records
-                    self._set_aside(pending, "a restore started meanwhile")
+                    self._set_aside(pending, "a restore started meanwhile", skips)
                     break
                 try:
                     await self._apply(tp, records, skipped.get(tp, []), stamp)
@@ -379,7 +379,7 @@ class Worker:
                     # broker answers again (the checkpoint is on the broker); the other
                     # partitions' records of this fetch are read again.
                     self._broker_error(exc)
-                    self._set_aside(pending, "the broker failed")
+                    self._set_aside(pending, "the broker failed", skips)
                     await self._reset_after_outage(tp)
                     break
             await self._report_log_ends()
@@ -414,19 +414,30 @@ class Worker:
             await process_guarded(self.guard, self.engine, tp.topic, tp.partition, rest,
                                   restore)
 
-    def _set_aside(self, pending: dict[TopicPartition, list[Record]], why: str) -> None:
-        """Seek each partition back to its first record in ``pending`` (read again later).
+    def _set_aside(self, pending: dict[TopicPartition, list[Record]], why: str,
+                   skips: Sequence[SkippedBatch] = ()) -> None:
+        """Seek each partition of ``pending`` back to its first record, or to the first
+        batch skipped in it (``skips``: those of the same fetch), to be read again.
 
         aiokafka has already moved the positions past them; without the seek they
-        would be lost. A partition no longer assigned is skipped (its new owner reads
-        it from the checkpoint); a restore that seeks it later wins."""
-        seeks = []
+        would be lost (a skipped batch: its range passed without its dead letter). A
+        partition no longer assigned is left (its new owner reads it from the
+        checkpoint); a restore that seeks it later wins."""
+        first: dict[TopicPartition, int] = {}
         for tp, records in pending.items():
-            if not records or tp not in self.consumer.assignment():
+            if records:
+                first[tp] = records[0][0]
+        for sk in skips:
+            tp = TopicPartition(sk.topic, sk.partition)
+            if tp in pending:  # not applied yet
+                first[tp] = min(first.get(tp, sk.first), sk.first)
+        seeks = []
+        for tp, offset in first.items():
+            if tp not in self.consumer.assignment():
                 continue
             with contextlib.suppress(IllegalStateError, AssertionError):
-                self.consumer.seek(tp, records[0][0])
-                seeks.append(f"{tp.topic}/{tp.partition}@{records[0][0]}")
+                self.consumer.seek(tp, offset)
+                seeks.append(f"{tp.topic}/{tp.partition}@{offset}")
         if seeks:
             log.info("%s: %d fetched records set aside, read again (nothing is lost): %s",
                      why, sum(map(len, pending.values())), sorted(seeks))

@@ -89,9 +89,9 @@ def test_consume_loop_skips_between_the_records_and_keeps_running() -> None:
     assert w.failed is None
 
 
-def test_skips_drained_during_a_rebalance_are_dropped() -> None:
-    """Met again (and skipped again) from the restored offsets; never reported for a
-    partition the restore has not set up."""
+def test_skips_drained_during_a_rebalance_are_read_again() -> None:
+    """Met again (and skipped again) from the restored offsets, or from the skip's
+    first offset; never reported for a partition the restore has not set up."""
     engine = SkipEngine()
     w = _worker(engine)
     w.rebalancing = True
@@ -107,6 +107,7 @@ def test_skips_drained_during_a_rebalance_are_dropped() -> None:
     w.consumer = FakeConsumer(w, [during_rebalance, after])
     asyncio.run(w._consume())
     assert engine.calls == []
+    assert w.consumer.seeks == [(TP, 5)]  # read again (a restore's own seek comes later)
 
 
 class TwoPartitions(FakeConsumer):
@@ -271,3 +272,47 @@ def test_worker_marks_a_fetch_stale_once_its_partition_is_restored() -> None:
     w.consumer = FakeConsumer(w, [])
     asyncio.run(w.restore_and_seek([TP]))
     assert not w.batch_is_current("in", 0) and w.batch_is_current("in", 1)
+
+
+def test_a_skip_drained_during_another_partitions_restore_is_read_again() -> None:
+    """Review finding (2026-11-27): a fetch set aside while the timer restored one
+    partition lost the skips of the others: a partition whose only content was a
+    skipped batch got no seek back, so its unreadable range passed without the
+    ``corrupt_batch`` dead letter. Now the skip's first offset is sought too."""
+    w = _worker(SkipEngine())
+    w.rebalancing = True  # a restore of TP is awaiting its checkpoint
+
+    async def fetch() -> dict[Any, list[Any]]:
+        w.fetch_mode.skipped.append(SkippedBatch("in", 1, 5, 10, "Invalid CRC"))
+        return {}
+
+    w.consumer = TwoPartitions(w, [fetch])
+    asyncio.run(w._consume())
+    assert w.consumer.seeks == [(TP1, 5)]
+
+
+def test_a_broker_error_sets_aside_the_other_partitions_skips() -> None:
+    """Same finding, broker-error path: TP1 held only a skipped batch in the fetch."""
+    from aiokafka.errors import KafkaTimeoutError
+
+    from tests.unit.worker.test_worker_consume import _records
+
+    class Outage(SkipEngine):
+        async def process_batch(self, topic: str, partition: int, records: Any) -> int:
+            raise KafkaTimeoutError()
+
+    w = _worker(Outage())
+    w.rebalancing = False
+
+    async def fake_reset(tp: TopicPartition) -> None:
+        return None
+
+    w._reset_after_outage = fake_reset  # type: ignore[method-assign]
+
+    async def fetch() -> dict[Any, list[Any]]:
+        w.fetch_mode.skipped.append(SkippedBatch("in", 1, 7, 9, "Invalid CRC"))
+        return {TP: _records(0, 3)}
+
+    w.consumer = TwoPartitions(w, [fetch])
+    asyncio.run(w._consume())
+    assert w.consumer.seeks == [(TP1, 7)]

@@ -39,13 +39,18 @@ round whose bits extend the last query's takes one vector add per new bit;
 integer noise also subtracts the levels that completed (exact); float noise
 after a carry recomputes the sum at full width (one add per set bit). Memory:
 the algorithm's ``(levels + 1) * n`` 8-byte values, the ``levels * n`` byte
-mask and ``9 * n`` bytes (cache, last read set).
+mask and ``17 * n`` bytes (cache, last read set, high-level sums below).
 
 Compiled reads: :meth:`LazyNoiseCounters.query_at` and :meth:`LazyNoiseCounters.query_min`
 (LazyHH's min over rows) do this bookkeeping in :mod:`sketches.counters.lazy_kernel`
 over the read counters only (the cache is extended by the fresh levels where no node
 was dropped, else recomputed in the fixed order): the same draws in the same order,
 the same state and bit-identical values as the numpy path (``_compiled = False``).
+:meth:`~LazyNoiseCounters.query_min` also keeps, per read counter, the fixed-order sum
+of its nodes at levels ``>= 4`` (a prefix of the fixed order; those nodes change only
+when ``rounds >> 4`` does), so after a carry a sum costs that value plus the few low
+levels instead of every level (1.14-1.16x on the Fig. 4 stream); derived, not
+checkpointed, and invalidated by any other read and by a restore.
 
 Checkpoint: arrays ``prefix``, ``lazy_node_noise`` and ``drawn`` (the key
 differs from the eager ``node_noise`` so an eager reader refuses the state
@@ -82,6 +87,8 @@ from sketches.errors import SerializationError, SpecError
 
 __all__ = ["LazyNoiseCounters"]
 
+_HIGH = 4  # query_min keeps the noise sum of the levels >= _HIGH (it changes every 16 rounds)
+
 
 class LazyNoiseCounters(ContinualCounters):
     """``n`` GaussBM counters whose node noise is drawn at first read (module docstring).
@@ -92,6 +99,7 @@ class LazyNoiseCounters(ContinualCounters):
     """
 
     _compiled = True  # reads through lazy_kernel (False: the numpy path; same draws and values)
+    _high_cache = True  # query_min keeps the high levels' sum (False: benchmark baseline)
 
     def __init__(
         self, n: int, horizon: int, sigma: float, integer_noise: bool, noise: GaussianNoise
@@ -100,6 +108,8 @@ class LazyNoiseCounters(ContinualCounters):
         self._drawn = np.zeros((self.levels, self.n), dtype=bool)
         self._read_mask = np.zeros(self.n, dtype=bool)  # counters read by the last query
         self._read_round = -1  # its round (-1: none, e.g. after a restore)
+        self._high = np.empty(self.n, dtype=self._noise_now.dtype)  # query_min: high levels
+        self._high_round = -1  # the read at which _high was valid on the read set (-1: none)
 
     def _commit(self, total: np.ndarray | None, k: int) -> None:
         """Open ``k`` rounds: completed levels become undrawn; no noise is drawn here."""
@@ -178,6 +188,7 @@ class LazyNoiseCounters(ContinualCounters):
             acc[outside] = part
         self._read_mask = mask
         self._read_round = r
+        self._high_round = -1
 
     def _read_compiled(self, idx: np.ndarray, rows: np.ndarray | None = None
                        ) -> np.ndarray | None:
@@ -208,9 +219,20 @@ class LazyNoiseCounters(ContinualCounters):
                                     bits_desc, self._prefix, self._noise_now, idx, extend,
                                     self._read_mask)
         else:
+            # the levels from _HIGH up change only when r >> _HIGH does: their sum is kept
+            n_high = sum(1 for b in bits if b >= _HIGH) if self._high_cache else 0
+            high_ok = n_high > 0 and self._high_round >= 0 and \
+                self._high_round >> _HIGH == r >> _HIGH
             out = lazy_kernel.apply_min(values, fresh, every, need, self._node_noise,
-                                        self._drawn, bits_desc, self._prefix, self._noise_now,
-                                        extend, self._read_mask, rows)
+                                        self._drawn, bits_desc, n_high, self._prefix,
+                                        self._noise_now, extend, self._read_mask, self._high,
+                                        high_ok, rows)
+            # valid on this read set unless an extension kept sums of older high levels
+            self._high_round = r if n_high and (high_ok or not extend) else -1
+            self._read_mask = mask
+            self._read_round = r
+            return out
+        self._high_round = -1
         self._read_mask = mask
         self._read_round = r
         return out
@@ -266,10 +288,11 @@ class LazyNoiseCounters(ContinualCounters):
         """Bytes of numpy state (prefix, node noise, drawn mask, last read set, noise-sum cache).
 
         ``(levels + 1) * n * 8`` for the algorithm's state, plus ``levels * n`` (mask)
-        and ``9 * n`` (read set, cache): within 1.2x for ``levels >= 5``.
+        and ``17 * n`` (read set, noise-sum cache, :meth:`query_min`'s high-level sums):
+        within 1.2x for ``levels >= 9``.
         """
         return int(super().memory_bytes() + self._drawn.nbytes + self._read_mask.nbytes
-                   + self._noise_now.nbytes)
+                   + self._noise_now.nbytes + self._high.nbytes)
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         """Arrays for serialization (private: exact counts and node noise)."""
@@ -295,4 +318,5 @@ class LazyNoiseCounters(ContinualCounters):
         self._noise_now = np.zeros(self.n, dtype=self._node_noise.dtype)
         self._read_mask = np.zeros(self.n, dtype=bool)
         self._read_round = -1
+        self._high_round = -1
 

@@ -141,22 +141,47 @@ def apply(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np.nda
     return out
 
 
+@numba.njit(inline="always")
+def _full_sum(node_noise: np.ndarray, bits_desc: np.ndarray, n_high: int, c: int,
+              high: np.ndarray) -> Any:
+    """The fixed-order noise sum of counter ``c``; with ``n_high > 0`` its prefix over
+    the high levels (the first ``n_high`` of ``bits_desc``) is stored in ``high[c]``."""
+    s = node_noise[bits_desc[0], c]
+    for j in range(1, bits_desc.size):
+        if j == n_high:
+            high[c] = s
+        s += node_noise[bits_desc[j], c]
+    if n_high == bits_desc.size:
+        high[c] = s
+    return s
+
+
 @_njit
 def apply_min(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np.ndarray,
-              node_noise: np.ndarray, drawn: np.ndarray, bits_desc: np.ndarray,
+              node_noise: np.ndarray, drawn: np.ndarray, bits_desc: np.ndarray, n_high: int,
               prefix: np.ndarray, acc: np.ndarray, extend: bool, last_read: np.ndarray,
-              cells: np.ndarray) -> np.ndarray:
+              high: np.ndarray, high_ok: bool, cells: np.ndarray) -> np.ndarray:
     """:func:`apply` without a gather, then LazyHH's estimate: the minimum over the rows
     of ``cells`` (``(d, m)``) of ``prefix + acc`` (``query_at(cells).min(axis=0)``).
 
     The same stores, cache values and minima as :func:`apply` followed by the numpy
-    ``min``, with the cache formed counter by counter in one pass (each sum is the same
-    sequence of additions, so bit-identical) and a transient work array (``[n]``) set to
-    ``prefix + acc`` on the read counters, so the minimum gathers one array, not two.
-    The minimum runs row by row with a select, not a branch (a branch on noisy values
-    mispredicts: 6x slower).
+    ``min``: each sum is the same sequence of additions in the fixed order (top level
+    first), so bit-identical. Counter by counter, in one pass:
+
+    - ``extend`` and read last time: the fresh levels are added to ``acc``;
+    - otherwise, with ``n_high > 0`` high levels (the first ``n_high`` of
+      ``bits_desc``), ``high[c]``, the fixed-order sum of the high levels' nodes (a
+      prefix of the fixed order), is reused when ``high_ok`` (the caller's promise:
+      ``high`` is valid on the last read set at these high levels) and the counter was
+      read last time; else it is formed and stored. The low levels are added to it: a
+      carry costs one load plus the low levels instead of every level;
+    - otherwise every level is added.
+
+    A transient work array (``[n]``) holds ``prefix + acc`` on the read counters, so
+    the minimum gathers one array, not two; it runs row by row with a select, not a
+    branch (a branch on noisy values mispredicts: 6x slower).
     """
-    nf, ne = fresh.size, every.size
+    nf, ne, nb = fresh.size, every.size, bits_desc.size
     start = 0
     for j in range(nf):  # fresh levels ascending, each over the read counters ascending
         b = fresh[j]
@@ -169,7 +194,6 @@ def apply_min(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np
     for t in range(need.size):
         flat_noise[need[t]] = values[start + t]
         flat_drawn[need[t]] = True
-    top = bits_desc[0]
     scratch = np.empty(prefix.size, dtype=acc.dtype)
     if extend and nf == 1:  # LazyHH's common round: add the one fresh level
         low = node_noise[fresh[0]]
@@ -178,9 +202,7 @@ def apply_min(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np
             if last_read[c]:
                 s = acc[c] + low[c]
             else:
-                s = node_noise[top, c]
-                for j in range(1, bits_desc.size):
-                    s += node_noise[bits_desc[j], c]
+                s = _full_sum(node_noise, bits_desc, n_high, c, high)
             acc[c] = s
             scratch[c] = prefix[c] + s
     else:
@@ -190,10 +212,12 @@ def apply_min(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np
                 s = acc[c]
                 for j in range(nf - 1, -1, -1):
                     s += node_noise[fresh[j], c]
-            else:
-                s = node_noise[top, c]
-                for j in range(1, bits_desc.size):
+            elif high_ok and last_read[c]:
+                s = high[c]
+                for j in range(n_high, nb):
                     s += node_noise[bits_desc[j], c]
+            else:
+                s = _full_sum(node_noise, bits_desc, n_high, c, high)
             acc[c] = s
             scratch[c] = prefix[c] + s
     d, m = cells.shape

@@ -244,7 +244,7 @@ class LazyHHSpec:
 
     def memory_bytes(self) -> int:
         """Bytes of the sketch counters and the carry (candidates: ``O(k~)`` more): tree
-        (lazy draws) ``(levels + 1) * 8 + levels + 17`` per cell, ``blt`` ``7 * 8``,
+        (lazy draws) ``(levels + 1) * 8 + levels + 25`` per cell, ``blt`` ``7 * 8``,
         ``sqrt`` ``(rounds + 3) * 8``; carry ``16`` per cell."""
         from sketches.counters.family import counter_memory_bytes
 
@@ -252,7 +252,7 @@ class LazyHHSpec:
         rounds = self.sketch_rounds()
         if self.counter is CounterKind.TREE:
             levels = int(rounds).bit_length()
-            per = (levels + 1) * 8 + levels + 17
+            per = (levels + 1) * 8 + levels + 25
             return cells * (per + 16)
         return counter_memory_bytes(self.counter, cells, rounds) + 16 * cells
 

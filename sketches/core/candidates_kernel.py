@@ -16,27 +16,14 @@ Compiled on first use and cached on disk like :mod:`sketches.continual.lazy_hh.k
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
-
-import numba
 import numpy as np
+
+from sketches.core.jit import njit
 
 __all__ = ["merge", "missing", "trim"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 
-
-def _njit(fn: _F) -> _F:
-    """``numba.njit(cache=True, nogil=True)``; compiled once per process when no cache
-    location is writable (numba refuses ``cache=True`` then)."""
-    try:
-        return cast(_F, numba.njit(cache=True, nogil=True)(fn))
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        return cast(_F, numba.njit(nogil=True)(fn))
-
-
-@_njit
+@njit
 def merge(old_keys: np.ndarray, old_items: np.ndarray, old_cells: np.ndarray,
           keys: np.ndarray, items: np.ndarray, cells: np.ndarray
           ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
@@ -73,7 +60,7 @@ def merge(old_keys: np.ndarray, old_items: np.ndarray, old_cells: np.ndarray,
     return True, out_keys, out_items, out_cells
 
 
-@_njit
+@njit
 def trim(keys: np.ndarray, items: np.ndarray, cells: np.ndarray, est: np.ndarray,
          keep: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``keep`` members with the largest ``est`` (ties: smaller key, i.e. earlier:
@@ -103,7 +90,7 @@ def trim(keys: np.ndarray, items: np.ndarray, cells: np.ndarray, est: np.ndarray
     return keys[top], items[top], out_cells
 
 
-@_njit
+@njit
 def missing(members: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Boolean mask of ``keys`` not in ``members`` (ascending, unique; uint64), by binary
     search: :meth:`CandidateSet.missing <sketches.core.candidates.CandidateSet.missing>`."""

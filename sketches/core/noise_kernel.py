@@ -17,27 +17,14 @@ disk like :mod:`sketches.continual.lazy_hh.kernel`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
-
-import numba
 import numpy as np
+
+from sketches.core.jit import njit
 
 __all__ = ["normal"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 
-
-def _njit(fn: _F) -> _F:
-    """``numba.njit(cache=True, nogil=True)``; compiled once per process when no cache
-    location is writable (numba refuses ``cache=True`` then)."""
-    try:
-        return cast(_F, numba.njit(cache=True, nogil=True)(fn))
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        return cast(_F, numba.njit(nogil=True)(fn))
-
-
-@_njit
+@njit
 def normal(rng: np.random.Generator, sigma: float, n: int) -> np.ndarray:
     """``rng.normal(0.0, sigma, n)``: the same values, drawn in compiled code.
 

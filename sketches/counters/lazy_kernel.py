@@ -27,27 +27,17 @@ cached on disk like :mod:`sketches.continual.lazy_hh.kernel`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import numba
 import numpy as np
 
+from sketches.core.jit import njit
+
 __all__ = ["apply", "apply_min", "plan"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 
-
-def _njit(fn: _F) -> _F:
-    """``numba.njit(cache=True, nogil=True)``; compiled once per process when no cache
-    location is writable (numba refuses ``cache=True`` then)."""
-    try:
-        return cast(_F, numba.njit(cache=True, nogil=True)(fn))
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        return cast(_F, numba.njit(nogil=True)(fn))
-
-
-@_njit
+@njit
 def plan(idx: np.ndarray, n: int, read_mask: np.ndarray, drawn: np.ndarray,
          old: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
     """``(ok, mask, every, need)`` of a read of the counters ``idx`` (flat, repeats allowed).
@@ -85,7 +75,7 @@ def plan(idx: np.ndarray, n: int, read_mask: np.ndarray, drawn: np.ndarray,
     return True, mask, every, need[:p]
 
 
-@_njit
+@njit
 def apply(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np.ndarray,
           node_noise: np.ndarray, drawn: np.ndarray, bits_desc: np.ndarray,
           prefix: np.ndarray, acc: np.ndarray, idx: np.ndarray, extend: bool,
@@ -156,7 +146,7 @@ def _full_sum(node_noise: np.ndarray, bits_desc: np.ndarray, n_high: int, c: int
     return s
 
 
-@_njit
+@njit
 def apply_min(values: np.ndarray, fresh: np.ndarray, every: np.ndarray, need: np.ndarray,
               node_noise: np.ndarray, drawn: np.ndarray, bits_desc: np.ndarray, n_high: int,
               prefix: np.ndarray, acc: np.ndarray, extend: bool, last_read: np.ndarray,

@@ -26,27 +26,16 @@ Nothing here draws noise or touches private state besides the arrays passed in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
-
 import numba
 import numpy as np
+
+from sketches.core.jit import njit
 
 __all__ = ["ascii_blob", "cell_counts", "cells", "first_of_keys", "first_of_pairs", "round_sums",
            "siphash_pair"]
 
 _U = np.uint64
-_F = TypeVar("_F", bound=Callable[..., Any])
 
-
-def _njit(fn: _F) -> _F:
-    """``numba.njit(cache=True, nogil=True)``; without an on-disk cache when no cache
-    location is writable (numba refuses ``cache=True`` then; e.g. a read-only root
-    filesystem without ``NUMBA_CACHE_DIR``): compiled once per process instead."""
-    try:
-        return cast(_F, numba.njit(cache=True, nogil=True)(fn))
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        return cast(_F, numba.njit(nogil=True)(fn))
 _C0, _C1 = _U(0x736F6D6570736575), _U(0x646F72616E646F6D)
 _C2, _C3 = _U(0x6C7967656E657261), _U(0x7465646279746573)
 
@@ -131,7 +120,7 @@ def _sip(blob: np.ndarray, a: int, b: int, k0: np.uint64, k1: np.uint64) -> np.u
     return v0 ^ v1 ^ v2 ^ v3
 
 
-@_njit
+@njit
 def siphash_pair(blob: np.ndarray, starts: np.ndarray, ends: np.ndarray, keys: np.ndarray,
                  out: np.ndarray) -> None:
     """``out[0, i], out[1, i]``: SipHash-2-4 of item ``i`` (``blob[starts[i]:ends[i]]``)
@@ -152,7 +141,7 @@ def _bucket(key: np.uint64, params: np.ndarray, i: int, width: int) -> np.int64:
     return np.int64(((y >> _U(32)) * _U(width)) >> _U(32))
 
 
-@_njit
+@njit
 def cells(keys: np.ndarray, params: np.ndarray, depth: int, width: int) -> np.ndarray:
     """``int64[depth, n]`` flat cells ``row * width + bucket``
     (:meth:`sketches.core.hashing.HashSpec.cells`)."""
@@ -163,7 +152,7 @@ def cells(keys: np.ndarray, params: np.ndarray, depth: int, width: int) -> np.nd
     return out
 
 
-@_njit
+@njit
 def cell_counts(keys: np.ndarray, slot: np.ndarray, params: np.ndarray, depth: int,
                 width: int, slots: int) -> np.ndarray:
     """``int64[slots, depth * width]``: events per (slot, cell ``row * width + bucket``).
@@ -206,7 +195,7 @@ def _table_size(n: int) -> int:
     return size
 
 
-@_njit
+@njit
 def first_of_pairs(k1: np.ndarray, k2: np.ndarray) -> np.ndarray:
     """Indices of the first occurrence of every distinct ``(k1, k2)`` pair, ascending."""
     n = k1.size
@@ -230,7 +219,7 @@ def first_of_pairs(k1: np.ndarray, k2: np.ndarray) -> np.ndarray:
     return out[:m]
 
 
-@_njit
+@njit
 def first_of_keys(k1: np.ndarray) -> np.ndarray:
     """Indices of the first occurrence of every distinct key, ascending."""
     n = k1.size
@@ -254,7 +243,7 @@ def first_of_keys(k1: np.ndarray) -> np.ndarray:
     return out[:m]
 
 
-@_njit
+@njit
 def round_sums(keys: np.ndarray, s0: int, params: np.ndarray, depth: int, width: int,
                slots: int) -> np.ndarray:
     """``int64[slots, depth * width]``: the arrival clock's increments per (local round, cell).
@@ -298,7 +287,7 @@ def round_sums(keys: np.ndarray, s0: int, params: np.ndarray, depth: int, width:
     return acc.reshape(slots, dw)
 
 
-@_njit
+@njit
 def used_cells(cells: np.ndarray, n: int) -> np.ndarray:
     """The distinct values of ``cells`` (``(d, m)`` flat cell indices in ``[0, n)``), in
     order of first appearance (candidate-major: the candidate cells are column-major)."""
@@ -315,7 +304,7 @@ def used_cells(cells: np.ndarray, n: int) -> np.ndarray:
     return out[:k]
 
 
-@_njit
+@njit
 def min_over_rows(cells: np.ndarray, used: np.ndarray, read: np.ndarray, n: int) -> np.ndarray:
     """``values[cells].min(axis=0)`` (Alg. 4, min) for ``cells`` of shape ``(d, m)``, where
     ``values[used] = read`` (``used`` holds every cell of ``cells``)."""

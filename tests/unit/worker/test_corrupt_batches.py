@@ -193,13 +193,9 @@ def test_a_broker_error_while_dead_lettering_a_skip_is_a_broker_fault() -> None:
     assert reset == [TP] and w.failed is None
 
 
-def test_a_broker_error_on_one_partition_sets_the_others_aside() -> None:
-    """Review finding (older than the skip): the loop broke out after a broker error on
-    one partition and the other partitions' records of the same fetch, already past
-    their positions, were never applied nor read again. Now they are seeked back."""
+def _outage_worker() -> Any:
+    """A worker whose engine raises a broker error on every batch (reset: a no-op)."""
     from aiokafka.errors import KafkaTimeoutError
-
-    from tests.unit.worker.test_worker_consume import _records
 
     class Outage(SkipEngine):
         async def process_batch(self, topic: str, partition: int, records: Any) -> int:
@@ -211,7 +207,17 @@ def test_a_broker_error_on_one_partition_sets_the_others_aside() -> None:
     async def fake_reset(tp: TopicPartition) -> None:
         return None
 
-    w._reset_after_outage = fake_reset  # type: ignore[method-assign]
+    w._reset_after_outage = fake_reset
+    return w
+
+
+def test_a_broker_error_on_one_partition_sets_the_others_aside() -> None:
+    """Review finding (older than the skip): the loop broke out after a broker error on
+    one partition and the other partitions' records of the same fetch, already past
+    their positions, were never applied nor read again. Now they are seeked back."""
+    from tests.unit.worker.test_worker_consume import _records
+
+    w = _outage_worker()
 
     async def fetch() -> dict[Any, list[Any]]:
         return {TP: _records(0, 3), TP1: _records(7, 3)}
@@ -293,21 +299,9 @@ def test_a_skip_drained_during_another_partitions_restore_is_read_again() -> Non
 
 def test_a_broker_error_sets_aside_the_other_partitions_skips() -> None:
     """Same finding, broker-error path: TP1 held only a skipped batch in the fetch."""
-    from aiokafka.errors import KafkaTimeoutError
-
     from tests.unit.worker.test_worker_consume import _records
 
-    class Outage(SkipEngine):
-        async def process_batch(self, topic: str, partition: int, records: Any) -> int:
-            raise KafkaTimeoutError()
-
-    w = _worker(Outage())
-    w.rebalancing = False
-
-    async def fake_reset(tp: TopicPartition) -> None:
-        return None
-
-    w._reset_after_outage = fake_reset  # type: ignore[method-assign]
+    w = _outage_worker()
 
     async def fetch() -> dict[Any, list[Any]]:
         w.fetch_mode.skipped.append(SkippedBatch("in", 1, 7, 9, "Invalid CRC"))

@@ -10,8 +10,10 @@ One function, :func:`shard_bytes`, gives the bytes one shard's state holds; both
 - the spec's ``memory_bytes_for(input.max_item_bytes)`` when its peak depends on the
   longest item (PMG: at most ``k`` keys of exact item bytes), the worst case;
 - else a fresh mechanism built with zero noise, measured (``memory_bytes()`` at the
-  epoch's start; the windowed heavy-hitter mechanisms grow with the distinct items of
-  their window up to their ``k`` / candidate bounds: docs/OPERATIONS.md "Memory model").
+  epoch's start: fixed-size mechanisms allocate up front). PAMG and TrieHH grow
+  within a window with no fixed bound (their spec's ``state_growth``): with a limit
+  set they are refused, since there is no worst case to check (docs/OPERATIONS.md
+  "Memory model").
 
 Worst case per worker (:func:`worst_case_bytes`): a worker may own every partition, so
 a closed shard set (``shards.allowed``) counts all its shards, and an open set counts
@@ -50,7 +52,21 @@ def shard_bytes(topo: Topology, spec: Any = None, mechanism: Any = None) -> tupl
         return int(model()), "spec.memory_bytes() (model)"
     if mechanism is None:
         mechanism = entry.build(spec, ZeroNoise())
-    return int(mechanism.memory_bytes()), "mechanism at epoch start (measured)"
+    growth = getattr(spec, "state_growth", None)
+    source = "mechanism at epoch start (measured)"
+    if growth:
+        source += f"; grows within a window with {growth}: no worst case"
+    return int(mechanism.memory_bytes()), source
+
+
+def unbounded_growth(topo: Topology) -> str | None:
+    """What ``topo``'s state grows with inside a window when that has no fixed bound
+    (the spec's ``state_growth``: PAMG, TrieHH), else None."""
+    from sketches import lookup
+
+    growth = getattr(lookup(topo.mechanism).build_spec(topo.spec_params()), "state_growth",
+                     None)
+    return str(growth) if growth else None
 
 
 def worst_case_bytes(topologies: Sequence[Topology], max_open_shards: int
@@ -82,6 +98,15 @@ def check_memory_limit(topologies: Sequence[Topology], limit: int,
             "DPSTREAM_MAX_OPEN_SHARDS to the most shards of one open-set topology a worker "
             "may hold (enforced: records of further new shards are dead-lettered "
             "shard_limit), or list them in `shards.allowed`")
+    growing = [(t.name, t.mechanism, g) for t in topologies
+               if (g := unbounded_growth(t)) is not None]
+    if growing:
+        raise SpecError(
+            f"DPSTREAM_MEMORY_LIMIT_BYTES={limit:,}: "
+            + "; ".join(f"topology {n} ({m}) holds {g}" for n, m, g in growing)
+            + ": a state with no worst case cannot be checked against the limit; run it "
+            "on a worker without DPSTREAM_MEMORY_LIMIT_BYTES (and bound its event rate per "
+            "window), or use a mechanism whose state is bounded (pmg, dp_cms_hh)")
     total, lines = worst_case_bytes(topologies, max_open_shards)
     if total > limit:
         raise SpecError(

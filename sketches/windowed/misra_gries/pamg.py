@@ -195,6 +195,11 @@ class PAMGSpec:
     item_kind: str = "int"
     hash_seed: int = 0
 
+    #: What the state holds beyond its start-of-window size (no fixed worst case: a
+    #: memory limit cannot be checked against it; worker/memory_model.py refuses).
+    state_growth: ClassVar[str] = ("the (unit, item) pairs of the window, up to m per unit,"
+                                   " for every unit of the window")
+
     def __post_init__(self) -> None:
         if not (isinstance(self.k, int) and 1 <= self.k <= 1 << 20):
             raise SpecError(f"k: need an int in [1, 2**20], got {self.k!r}")

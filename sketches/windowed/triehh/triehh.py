@@ -89,6 +89,10 @@ class TrieHHSpec:
         smaller detection limit theta/p).
     """
 
+    #: What the state holds beyond its start-of-window size (no fixed worst case: a
+    #: memory limit cannot be checked against it; worker/memory_model.py refuses).
+    state_growth: ClassVar[str] = "the distinct item prefixes of the window"
+
     levels: int
     bits: int
     eps: float

@@ -353,3 +353,23 @@ def test_size_variations_that_would_allocate_too_much_are_not_built(monkeypatch:
     assert rows["k x2"]["error"].startswith("not planned")
     assert "error" not in rows["eps x2"]
     assert "mechanism.params" not in p["verdict"]["lines"][-1]  # the fix search skipped k too
+
+
+@pytest.mark.parametrize(("mech", "params", "kw"), MECHS, ids=[m[0] for m in MECHS])
+def test_a_memory_limit_refuses_exactly_the_states_without_a_worst_case(
+        mech: str, params: str, kw: dict[str, Any]) -> None:
+    """PAMG and TrieHH grow inside a window with no fixed bound: their start-of-window
+    size was counted as if it were the worst case. With a limit set they are refused
+    (the plan's memory line says why); every other mechanism is checked as before."""
+    from sketches.errors import SpecError
+    from worker.memory_model import check_memory_limit, shard_bytes
+
+    t = topo(mech, params, **kw)
+    grows = mech in ("pamg", "triehh")
+    assert ("no worst case" in shard_bytes(t)[1]) is grows
+    check_memory_limit([t], limit=0, max_open_shards=0)  # no limit: nothing checked
+    if grows:
+        with pytest.raises(SpecError, match=f"\\({mech}\\) holds .*no worst case"):
+            check_memory_limit([t], limit=1 << 40, max_open_shards=4)
+    else:
+        check_memory_limit([t], limit=1 << 40, max_open_shards=4)

@@ -56,11 +56,11 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from sketches.core.noise_kernel import normal as _compiled_normal
 from sketches.core.noise_tables import discrete_gaussian_table, discrete_laplace_table
 from sketches.errors import PrivacyError, SpecError
 
@@ -127,19 +127,6 @@ def _check_scale(name: str, value: float) -> float:
     if not (math.isfinite(v) and v > 0):
         raise SpecError(f"{name}: must be a finite number > 0, got {value!r}")
     return v
-
-
-def _normal_kernel() -> Callable[[np.random.Generator, float, int], np.ndarray]:
-    """:func:`sketches.core.noise_kernel.normal`, imported on the first large draw (numba)."""
-    global _NORMAL
-    if _NORMAL is None:
-        from sketches.core.noise_kernel import normal
-
-        _NORMAL = normal
-    return _NORMAL
-
-
-_NORMAL: Callable[[np.random.Generator, float, int], np.ndarray] | None = None
 
 
 class _BitNoise:
@@ -252,7 +239,7 @@ class FastNoise(_BitNoise):
         n = math.prod(shape)
         if n >= _NORMAL_KERNEL_SIZE:
             with self._rng.bit_generator.lock:  # as numpy's own methods (compiled code: no GIL)
-                return _normal_kernel()(self._rng, s, n).reshape(shape)
+                return _compiled_normal(self._rng, s, n).reshape(shape)
         return self._rng.normal(0.0, s, shape)
 
     def laplace(self, scale: float, size: Size) -> np.ndarray:

@@ -99,7 +99,6 @@ class LazyNoiseCounters(ContinualCounters):
     """
 
     _compiled = True  # reads through lazy_kernel (False: the numpy path; same draws and values)
-    _high_cache = True  # query_min keeps the high levels' sum (False: benchmark baseline)
 
     def __init__(
         self, n: int, horizon: int, sigma: float, integer_noise: bool, noise: GaussianNoise
@@ -218,9 +217,10 @@ class LazyNoiseCounters(ContinualCounters):
             out = lazy_kernel.apply(values, fresh, every, need, self._node_noise, self._drawn,
                                     bits_desc, self._prefix, self._noise_now, idx, extend,
                                     self._read_mask)
+            self._high_round = -1
         else:
             # the levels from _HIGH up change only when r >> _HIGH does: their sum is kept
-            n_high = sum(1 for b in bits if b >= _HIGH) if self._high_cache else 0
+            n_high = sum(1 for b in bits if b >= _HIGH)
             high_ok = n_high > 0 and self._high_round >= 0 and \
                 self._high_round >> _HIGH == r >> _HIGH
             out = lazy_kernel.apply_min(values, fresh, every, need, self._node_noise,
@@ -229,10 +229,6 @@ class LazyNoiseCounters(ContinualCounters):
                                         high_ok, rows)
             # valid on this read set unless an extension kept sums of older high levels
             self._high_round = r if n_high and (high_ok or not extend) else -1
-            self._read_mask = mask
-            self._read_round = r
-            return out
-        self._high_round = -1
         self._read_mask = mask
         self._read_round = r
         return out

@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from sketches.core.jit import njit
+from sketches.counters.lazy_kernel import min_rows
 
 __all__ = ["ascii_blob", "cell_counts", "cells", "first_of_keys", "first_of_pairs", "round_sums",
            "siphash_pair"]
@@ -311,12 +312,4 @@ def min_over_rows(cells: np.ndarray, used: np.ndarray, read: np.ndarray, n: int)
     values = np.empty(n, dtype=read.dtype)
     for t in range(used.size):
         values[used[t]] = read[t]
-    d, m = cells.shape
-    out = np.empty(m, dtype=read.dtype)
-    for e in range(m):
-        out[e] = values[cells[0, e]]
-    for i in range(1, d):  # row by row with a select (a branch on noisy values mispredicts)
-        for e in range(m):
-            x, v = values[cells[i, e]], out[e]
-            out[e] = x if x < v else v
-    return out
+    return min_rows(values, cells)

@@ -357,7 +357,7 @@ class Worker:
                 # the partitions being restored (their seeks come after this one) and
                 # from where they were for the others (a timer's restore of one
                 # partition must not cost the others their records).
-                self._set_aside(pending, "a restore is running", skips)
+                self._set_aside(pending, "a restore is running", skipped)
                 continue
             stamp = self._stamp = dict(self._repositioned)
             # Every batch read (not only the first record of each list): a CreateTime
@@ -370,7 +370,7 @@ class Worker:
                 records = pending.pop(tp)
                 if self.rebalancing:
                     pending[tp] = records
-                    self._set_aside(pending, "a restore started meanwhile", skips)
+                    self._set_aside(pending, "a restore started meanwhile", skipped)
                     break
                 try:
                     await self._apply(tp, records, skipped.get(tp, []), stamp)
@@ -379,7 +379,7 @@ class Worker:
                     # broker answers again (the checkpoint is on the broker); the other
                     # partitions' records of this fetch are read again.
                     self._broker_error(exc)
-                    self._set_aside(pending, "the broker failed", skips)
+                    self._set_aside(pending, "the broker failed", skipped)
                     await self._reset_after_outage(tp)
                     break
             await self._report_log_ends()
@@ -415,26 +415,22 @@ class Worker:
                                   restore)
 
     def _set_aside(self, pending: dict[TopicPartition, list[Record]], why: str,
-                   skips: Sequence[SkippedBatch] = ()) -> None:
+                   skipped: dict[TopicPartition, list[SkippedBatch]]) -> None:
         """Seek each partition of ``pending`` back to its first record, or to the first
-        batch skipped in it (``skips``: those of the same fetch), to be read again.
+        batch skipped in it (``skipped``: those of the same fetch), to be read again.
 
         aiokafka has already moved the positions past them; without the seek they
         would be lost (a skipped batch: its range passed without its dead letter). A
         partition no longer assigned is left (its new owner reads it from the
         checkpoint); a restore that seeks it later wins."""
-        first: dict[TopicPartition, int] = {}
-        for tp, records in pending.items():
-            if records:
-                first[tp] = records[0][0]
-        for sk in skips:
-            tp = TopicPartition(sk.topic, sk.partition)
-            if tp in pending:  # not applied yet
-                first[tp] = min(first.get(tp, sk.first), sk.first)
         seeks = []
-        for tp, offset in first.items():
-            if tp not in self.consumer.assignment():
+        for tp, records in pending.items():
+            starts = [sk.first for sk in skipped.get(tp, ())]
+            if records:
+                starts.append(records[0][0])
+            if not starts or tp not in self.consumer.assignment():
                 continue
+            offset = min(starts)
             with contextlib.suppress(IllegalStateError, AssertionError):
                 self.consumer.seek(tp, offset)
                 seeks.append(f"{tp.topic}/{tp.partition}@{offset}")

@@ -52,20 +52,17 @@ def shard_bytes(topo: Topology, spec: Any = None, mechanism: Any = None) -> tupl
         return int(model()), "spec.memory_bytes() (model)"
     if mechanism is None:
         mechanism = entry.build(spec, ZeroNoise())
-    growth = getattr(spec, "state_growth", None)
+    growth = unbounded_growth(spec)
     source = "mechanism at epoch start (measured)"
     if growth:
         source += f"; grows within a window with {growth}: no worst case"
     return int(mechanism.memory_bytes()), source
 
 
-def unbounded_growth(topo: Topology) -> str | None:
-    """What ``topo``'s state grows with inside a window when that has no fixed bound
+def unbounded_growth(spec: Any) -> str | None:
+    """What a state of ``spec`` grows with inside a window when that has no fixed bound
     (the spec's ``state_growth``: PAMG, TrieHH), else None."""
-    from sketches import lookup
-
-    growth = getattr(lookup(topo.mechanism).build_spec(topo.spec_params()), "state_growth",
-                     None)
+    growth = getattr(spec, "state_growth", None)
     return str(growth) if growth else None
 
 
@@ -98,8 +95,10 @@ def check_memory_limit(topologies: Sequence[Topology], limit: int,
             "DPSTREAM_MAX_OPEN_SHARDS to the most shards of one open-set topology a worker "
             "may hold (enforced: records of further new shards are dead-lettered "
             "shard_limit), or list them in `shards.allowed`")
+    from sketches import lookup
+
     growing = [(t.name, t.mechanism, g) for t in topologies
-               if (g := unbounded_growth(t)) is not None]
+               if (g := unbounded_growth(lookup(t.mechanism).build_spec(t.spec_params())))]
     if growing:
         raise SpecError(
             f"DPSTREAM_MEMORY_LIMIT_BYTES={limit:,}: "

@@ -9,11 +9,14 @@ more record batches, uncompressed, without dictionaries::
     unit    utf8      only if the topology has a privacy unit
     weight  float64 | float32 | integer   only if the topology has a weight field
 
-No column may hold nulls; no other column may appear. docs/TOPOLOGY.md
+No other column may appear; a null in a row makes that row bad. docs/TOPOLOGY.md
 ("Encodings", ``arrow``) is the normative schema. The semantics are those of
 the ``columnar`` encoding (:mod:`worker.decode_columnar`): one shard per
-message, the Kafka record timestamp is every event's event time, and a message
-failing any check becomes one dead letter.
+message, the Kafka record timestamp is every event's event time, a bad row (a
+null, an item over ``input.max_item_bytes``, a NUL, out of range, a negative
+weight) is dead-lettered alone and the other rows count, and a failure that
+cannot be pinned to a row (malformed IPC, the schema, the shard key, oversized,
+more rows than ``input.max_events_per_message``) dead-letters the message.
 
 Bounded work before Arrow allocates. :func:`_scan` walks the stream's
 framing and flatbuffer headers in pure Python first (a few microseconds per
@@ -52,12 +55,14 @@ from typing import Any
 
 import numpy as np
 
+from worker.decode_columnar import RowErrors
 from worker.decode_common import (
     BadRecord,
     DeadLetter,
     Decoded,
     Gate,
     Record,
+    check_event_count,
     empty_decoded,
     gated,
     text_field,
@@ -253,80 +258,97 @@ def ipv4_text(addrs: np.ndarray) -> np.ndarray:
     return out
 
 
-def _nonnull(col: Any, name: str) -> None:
-    if col.null_count:
-        raise BadRecord("wrong_type", f"column {name!r} holds {col.null_count} nulls; nulls are "
-                        "not allowed (drop those rows at the producer)")
+def _nulls(col: Any, name: str, errs: RowErrors) -> Any:
+    """Rows holding a null are bad rows (``wrong_type``); the column with them filled."""
+    if not col.null_count:
+        return col
+    import pyarrow.compute as pc
+
+    mask = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    for i in np.flatnonzero(mask).tolist():
+        errs.add(i, "wrong_type", f"column {name!r} holds a null; nulls are not allowed "
+                 "(drop those rows at the producer)")
+    fill = "" if col.type == "string" else 0
+    return pc.fill_null(col, fill)
 
 
-def _utf8_column(col: Any, name: str, limit: int) -> np.ndarray:
-    """A validated utf8 column as an object array of str: no NUL, each value within
-    ``limit`` UTF-8 bytes (``input.max_item_bytes``), measured from the offsets."""
+def _utf8_column(col: Any, name: str, limit: int, errs: RowErrors) -> np.ndarray:
+    """A utf8 column as an object array of str; a null, a value over ``limit`` UTF-8
+    bytes (``input.max_item_bytes``, measured from the offsets) or a NUL makes its row
+    bad, alone."""
     import pyarrow as pa
 
     if not pa.types.is_string(col.type):
         raise BadRecord(
             "wrong_type", f"column {name!r} must be utf8 (Arrow string), got {col.type}")
-    _nonnull(col, name)
+    col = _nulls(col, name, errs)
     if len(col):
         bufs = col.buffers()  # validity, offsets, data
         offsets = np.frombuffer(bufs[1], dtype="<i4", count=len(col) + 1, offset=col.offset * 4)
-        longest = int(np.diff(offsets).max())
-        if longest > limit:
-            raise BadRecord(
-                "oversized_item", f"column {name!r} has a value of {longest} UTF-8 bytes, "
-                f"over input.max_item_bytes={limit}; shorten it at the producer or "
-                "raise the limit")
+        lengths = np.diff(offsets)
+        if int(lengths.max()) > limit:
+            for i in np.flatnonzero(lengths > limit).tolist():
+                errs.add(i, "oversized_item", f"column {name!r} has a value of "
+                         f"{int(lengths[i])} UTF-8 bytes, over input.max_item_bytes={limit}; "
+                         "shorten it at the producer or raise the limit")
         data = bufs[2]
-        if data is not None and memoryview(data)[int(offsets[0]):int(offsets[-1])].tobytes(
-                ).find(b"\x00") >= 0:  # memchr over the values' bytes
-            raise BadRecord("nul_in_field", f"column {name!r} contains a NUL character; strip NULs "
-                            "at the producer")
+        if data is not None:
+            raw = memoryview(data)[int(offsets[0]):int(offsets[-1])].tobytes()
+            if raw.find(b"\x00") >= 0:  # memchr over the values' bytes
+                at = np.frombuffer(raw, dtype=np.uint8)
+                pos = np.flatnonzero(at == 0) + int(offsets[0])
+                for i in np.unique(np.searchsorted(offsets, pos, side="right") - 1).tolist():
+                    errs.add(i, "nul_in_field", f"column {name!r} contains a NUL character; "
+                             "strip NULs at the producer")
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
 
 
-def _item_column(col: Any, spec: InputSpec) -> np.ndarray:
+def _item_column(col: Any, spec: InputSpec, errs: RowErrors) -> np.ndarray:
     """The item column; IPv4 (``uint32`` in a ``str`` topology) stays ``uint32`` here
-    and becomes text once per poll batch in :func:`decode_arrow`."""
+    and becomes text once per poll batch in :func:`decode_arrow`. A column of the wrong
+    type fails the message; a bad value fails its row."""
     import pyarrow as pa
 
     t = col.type
     if spec.item_type == "str":
         if pa.types.is_uint32(t):
-            _nonnull(col, "item")
-            return col.to_numpy(zero_copy_only=True)
+            return _nulls(col, "item", errs).to_numpy(zero_copy_only=False)
         if pa.types.is_string(t):
-            return _utf8_column(col, "item", spec.max_item_bytes)
+            return _utf8_column(col, "item", spec.max_item_bytes, errs)
         raise BadRecord("wrong_type", f"column 'item' must be utf8 or uint32 (IPv4) in a str "
                         f"topology, got {t}")
     if not pa.types.is_integer(t):
         raise BadRecord("wrong_type", f"column 'item' must be an integer type (int64) in an int "
                         f"topology, got {t}")
-    _nonnull(col, "item")
-    arr = col.to_numpy(zero_copy_only=True)
+    arr = _nulls(col, "item", errs).to_numpy(zero_copy_only=False)
     if t == pa.uint64() and len(arr) and int(arr.max()) >= 1 << 63:
-        raise BadRecord("wrong_type", "column 'item' must hold int64 integers (a uint64 value is "
-                        ">= 2**63)")
+        for i in np.flatnonzero(arr >= np.uint64(1 << 63)).tolist():
+            errs.add(i, "wrong_type", "item must be an int64 integer (a uint64 value is "
+                     ">= 2**63)")
+        arr = np.where(arr >= np.uint64(1 << 63), np.uint64(0), arr)
     items = arr.astype(np.int64, copy=False)
     if spec.item_bits is not None and len(items) and (
             int(items.min()) < 0 or int(items.max()) >= 1 << spec.item_bits):
-        raise BadRecord("out_of_domain", f"column 'item' has values outside "
-                        f"[0, 2**{spec.item_bits}) (the mechanism's `bits`)")
+        for i in np.flatnonzero((items < 0) | (items >= 1 << spec.item_bits)).tolist():
+            errs.add(i, "out_of_domain", f"item {int(items[i])} is outside "
+                     f"[0, 2**{spec.item_bits}) (the mechanism's `bits`)")
     return items
 
 
-def _weight_column(col: Any, signed: bool) -> np.ndarray:
+def _weight_column(col: Any, signed: bool, errs: RowErrors) -> np.ndarray:
     import pyarrow as pa
 
     t = col.type
     if not ((pa.types.is_floating(t) and t != pa.float16()) or pa.types.is_integer(t)):
         raise BadRecord("wrong_type", f"column 'weight' must be float64, float32 or an integer "
                         f"type, got {t}")
-    _nonnull(col, "weight")
-    w = col.to_numpy(zero_copy_only=True).astype(np.float64, copy=False)
-    if len(w) and not (np.all(np.isfinite(w)) and (signed or bool(np.all(w >= 0)))):
-        raise BadRecord("wrong_type", "column 'weight' must hold finite numbers, non-negative "
-                        "unless input.signed_weights is true")
+    w = _nulls(col, "weight", errs).to_numpy(zero_copy_only=False).astype(np.float64,
+                                                                            copy=False)
+    if len(w):
+        bad = ~np.isfinite(w) if signed else ~(np.isfinite(w) & (w >= 0))
+        for i in np.flatnonzero(bad).tolist():
+            errs.add(i, "wrong_type", "weight must be a finite number, non-negative unless "
+                     "input.signed_weights is true")
     return w
 
 
@@ -369,7 +391,7 @@ def _columns(spec: InputSpec) -> tuple[str, ...]:
 
 
 def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
-                ) -> tuple[str, np.ndarray, np.ndarray | None, np.ndarray | None]:
+                ) -> tuple[str, RowErrors, np.ndarray, np.ndarray | None, np.ndarray | None]:
     if value is None or len(value) == 0:
         raise BadRecord("empty", "message has no value")
     if len(value) > spec.max_message_bytes:
@@ -393,10 +415,15 @@ def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
         table = pa.Table.from_batches(batches, schema=schema)
         cols = {n: table.column(n).combine_chunks() if table.num_rows else
                 pa.array([], type=schema.field(n).type) for n in want}
-    items = _item_column(cols["item"], spec)
-    units = _utf8_column(cols["unit"], "unit", spec.max_item_bytes) if "unit" in cols else None
-    weights = _weight_column(cols["weight"], spec.signed_weights) if "weight" in cols else None
-    return shard, items, units, weights
+    n = len(cols["item"])
+    check_event_count(spec, n)
+    errs = RowErrors(n)
+    items = _item_column(cols["item"], spec, errs)
+    units = (_utf8_column(cols["unit"], "unit", spec.max_item_bytes, errs)
+             if "unit" in cols else None)
+    weights = (_weight_column(cols["weight"], spec.signed_weights, errs)
+               if "weight" in cols else None)
+    return shard, errs, items, units, weights
 
 
 def decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
@@ -406,12 +433,19 @@ def decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
     parts_units: list[np.ndarray] = []
     parts_weights: list[np.ndarray] = []
     dead: list[DeadLetter] = []
-    for offset, key, value, ts in records:
+    for record in records:
+        offset, key, value, ts = record
         try:
-            shard, items, units, weights = _decode_one(spec, value, gate)
+            shard, errs, items, units, weights = _decode_one(spec, value, gate)
         except BadRecord as bad:
             dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
             continue
+        if errs.by_reason:
+            dead.extend(errs.dead_letters(record))
+            keep = errs.ok
+            items = items[keep]
+            units = None if units is None else units[keep]
+            weights = None if weights is None else weights[keep]
         parts_items.append(items)
         shards.append(shard)
         if units is not None:

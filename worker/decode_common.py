@@ -40,7 +40,8 @@ REASONS = ("oversized", "empty", "not_utf8", "malformed_json", "too_deep", "not_
            "missing_field", "wrong_type", "bad_version", "length_mismatch",
            "unknown_shard", "wrong_partition", "nul_in_field", "out_of_domain",
            "oversized_item", "undecodable", "poison", "late", "future",
-           "malformed_arrow", "wrong_schema", "shard_limit", "corrupt_batch")
+           "malformed_arrow", "wrong_schema", "shard_limit", "corrupt_batch",
+           "too_many_events")
 """Every dead-letter reason code (also the ``reason`` label of the metrics).
 
 ``late`` / ``future`` (event time, :mod:`worker.event_time`): the record's
@@ -51,6 +52,9 @@ letters but not decode errors.
 ``malformed_arrow`` / ``wrong_schema`` (the ``arrow`` encoding,
 :mod:`worker.decode_arrow`): not a valid uncompressed Arrow IPC stream of plain
 record batches / columns other than the topology's.
+
+``too_many_events`` (``columnar`` / ``arrow``): a message with more rows than
+``input.max_events_per_message``, the public bound its noise is calibrated for.
 
 ``shard_limit``: a record of a new shard of an open shard set while the worker
 already holds ``DPSTREAM_MAX_OPEN_SHARDS`` shards of the topology
@@ -209,7 +213,14 @@ def max_str_len(values: list[str]) -> int:
     return max(map(len, values), default=0)
 
 
-def load_json(value: bytes | None, limit: int) -> Any:
+def load_json(value: bytes | None, limit: int, *, lenient_utf8: bool = False) -> Any:
+    """One JSON object from ``value``; every failure is a :class:`BadRecord`.
+
+    ``lenient_utf8`` (many-event encodings): bytes that are not UTF-8 become lone
+    surrogates (``surrogateescape``) instead of failing the message, so the string
+    holding them fails alone (``not_utf8`` of that row, via :func:`text_field` with
+    ``special``, which :func:`maybe_special` then reports).
+    """
     if value is None or len(value) == 0:
         raise BadRecord("empty", "message has no value")
     if len(value) > limit:
@@ -218,7 +229,9 @@ def load_json(value: bytes | None, limit: int) -> Any:
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError:
-        raise BadRecord("not_utf8", "value is not UTF-8 text") from None
+        if not lenient_utf8:
+            raise BadRecord("not_utf8", "value is not UTF-8 text") from None
+        text = value.decode("utf-8", "surrogateescape")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -231,6 +244,28 @@ def load_json(value: bytes | None, limit: int) -> Any:
     if not isinstance(doc, dict):
         raise BadRecord("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
     return doc
+
+
+def check_event_count(spec: InputSpec, n: int) -> None:
+    """Refuse a many-event message with more rows than ``input.max_events_per_message``.
+
+    The bound is public and the noise is calibrated for a message of that many
+    events (docs/PRIVACY.md §2), so a longer message is dead-lettered whole.
+
+    >>> from worker.topology import FieldPaths, InputSpec
+    >>> spec = InputSpec("in", 1, "columnar", FieldPaths("s", "i"), max_events_per_message=2)
+    >>> check_event_count(spec, 2)
+    >>> try:
+    ...     check_event_count(spec, 3)
+    ... except BadRecord as bad:
+    ...     print(bad.reason)
+    too_many_events
+    """
+    m = spec.max_events_per_message
+    if m is not None and n > m:
+        raise BadRecord("too_many_events", f"message of {n} events exceeds "
+                        f"input.max_events_per_message={m} (the public bound the noise is "
+                        "calibrated for); split it at the producer")
 
 
 def empty_decoded(spec: InputSpec, dead: list[DeadLetter]) -> Decoded:

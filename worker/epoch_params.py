@@ -18,9 +18,11 @@ it with the topology:
   ends (its presence was revealed); a block without the field states false.
 - **structural fields** (``HARD``: ``mechanism``, ``clock``, ``time``,
   ``tick_ms``, ``epoch_ticks``, ``epoch_events``, ``unit``, ``noise``,
-  ``item_type``): they decide which epoch and tick an event belongs to, or
-  what kind of noise the epoch draws, so the old epoch cannot be finished
-  consistently under the new topology. The worker refuses to start with an
+  ``item_type``, ``max_events_per_message``): they decide which epoch and tick
+  an event belongs to, what kind of noise the epoch draws, or (the message bound
+  of a many-event encoding) which messages the decoder accepts for noise already
+  calibrated, so the old epoch cannot be finished consistently under the new
+  topology. The worker refuses to start with an
   error naming the field, both values and the fix.
 
 Examples
@@ -70,6 +72,7 @@ HARD: dict[str, str] = {
     "unit": "input.fields.unit",
     "noise": "noise.kind",
     "item_type": "input.item_type",
+    "max_events_per_message": "input.max_events_per_message",
 }
 """Structural fields (key -> topology field path): a mid-epoch change is refused."""
 
@@ -94,8 +97,15 @@ def epoch_params(topo: Topology) -> dict[str, Any]:
         "unit_cap": p.unit_cap if p.unit_field else 1,
         "noise": topo.noise.kind,
         "private": not_private_reason(topo.mechanism, topo.noise.kind,
-                                     topo.mechanism_params) is None,
+                                     topo.mechanism_params) is None
+        and topo.message_unit_reason() is None,
         "item_type": topo.input.item_type,
+        # one event is the unit on every encoding: a many-event encoding calibrates its
+        # noise for the events one message-level dead letter can drop (docs/PRIVACY.md §2)
+        "encoding": topo.input.encoding,
+        "max_events_per_message": topo.input.max_events_per_message,
+        "calibration_cap": topo.calibration_cap,
+        "input_not_private": topo.message_unit_reason(),
         # the shard's state exists from assignment (closed set) rather than from its first
         # event: its releases cover shard presence (a block without it: not covered)
         "closed_shards": topo.allowed_shards is not None,

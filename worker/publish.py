@@ -67,6 +67,8 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
     # from the checkpointed block itself, so an epoch stored before a rule was added is
     # judged by it too (a block's own "private" can only make a release less private)
     reason = not_private_reason(p["mechanism"], p["noise"], p.get("mechanism_params") or {})
+    if reason is None:
+        reason = p.get("input_not_private")
     if reason is None and not p["private"]:
         reason = f"{p['noise']} noise"
     doc: dict[str, Any] = {
@@ -85,6 +87,11 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
         "relation": p["relation"],
         "unit": p["unit"],
         "unit_cap": p["unit_cap"],
+        # the unit per encoding: json carries one event per message; columnar/arrow
+        # calibrate for the events one message-level dead letter can drop
+        "input": {"encoding": p.get("encoding", "json"),
+                  "max_events_per_message": p.get("max_events_per_message"),
+                  "calibration_cap": p.get("calibration_cap", p["unit_cap"])},
         "clock": p["clock"],
         "time": p.get("time", "processing") if tick else None,
         "tick_ms": p["tick_ms"] if tick else None,

@@ -45,6 +45,7 @@ RELATIONS = ("add_remove", "replace")
 CLOCKS = ("tick", "arrival")
 TIMES = ("event", "processing")
 ENCODINGS = ("json", "columnar", "arrow")
+MANY_EVENT_ENCODINGS = ("columnar", "arrow")
 NOISE_KINDS = ("secure", "fast", "zero")
 ITEM_TYPES = ("str", "int")
 
@@ -76,6 +77,16 @@ class InputSpec:
     max_item_bytes: int = 1024
     """Longest item, shard key or unit in UTF-8 bytes; longer ones are dead-lettered as
     ``oversized_item`` (bounds the work and memory per event)."""
+    max_events_per_message: int | None = None
+    """``columnar`` / ``arrow``: public bound on events per message. A failure that
+    cannot be pinned to one row drops a whole message, so the noise is calibrated for
+    a group of this many events (docs/PRIVACY.md §2); longer messages are
+    dead-lettered (``too_many_events``). Required in production for these encodings."""
+
+    @property
+    def many_events(self) -> bool:
+        """Whether one message carries many events (``columnar``, ``arrow``)."""
+        return self.encoding in MANY_EVENT_ENCODINGS
 
 
 @dataclass(frozen=True)
@@ -154,9 +165,44 @@ class Topology:
             relation=self.privacy.relation,
             clock=self.privacy.clock,
             horizon=self.horizon,
-            unit_cap=self.privacy.unit_cap if self.privacy.unit_field else 1,
+            unit_cap=self.calibration_cap,
         )
         return params
+
+    @property
+    def calibration_cap(self) -> int:
+        """The group of events the noise is calibrated for (``unit_cap`` of the spec).
+
+        The unit cap (1 for event-level), times ``input.max_events_per_message`` on a
+        many-event encoding: a failure that cannot be pinned to a row (not JSON or
+        not Arrow, oversized, too many rows, ...) drops every event of its message, so
+        one event can change up to that many counted events (docs/PRIVACY.md §2).
+        """
+        cap = self.privacy.unit_cap if self.privacy.unit_field else 1
+        if self.input.many_events and self.input.max_events_per_message is not None:
+            cap *= self.input.max_events_per_message
+        return cap
+
+    def message_unit_reason(self) -> str | None:
+        """Why message-level dead letters are not covered by the noise, or None.
+
+        A many-event encoding without ``input.max_events_per_message`` has no bound
+        on the events one message-level failure drops; with a privacy unit, one
+        unit can spoil any number of other units' messages (its events past the cap
+        still reach the decoder). Production refuses both; other topologies' releases
+        say ``private: false`` with this reason.
+        """
+        if not self.input.many_events:
+            return None
+        enc = self.input.encoding
+        if self.privacy.unit_field:
+            return (f"encoding {enc!r} with a privacy unit: one unit's messages can make "
+                    "other units' events be dropped by a message-level dead letter, with no "
+                    "bound; use encoding: json for user-level privacy")
+        if self.input.max_events_per_message is None:
+            return (f"encoding {enc!r} without input.max_events_per_message: a message-level "
+                    "dead letter drops every event of its message, with no public bound")
+        return None
 
 
 def parse_topology(text: str, source: str = "<string>") -> Topology:
@@ -199,10 +245,18 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
     if len({inp.topic, release.topic, dlq_topic}) < 3:
         raise top.error("release.topic", "input, release and dead-letter topics must differ",
                         "give each its own topic name")
+    topo = Topology(name, source, production, inp, allowed, mech_name, params, privacy,
+                    noise, release, dlq_topic, top.get("description", str, ""))
     if production:
         _check_production(top, allowed, params)
-    return Topology(name, source, production, inp, allowed, mech_name, params, privacy,
-                    noise, release, dlq_topic, top.get("description", str, ""))
+        reason = topo.message_unit_reason()
+        if reason is not None:
+            raise top.error("input.max_events_per_message" if not privacy.unit_field
+                            else "input.encoding", f"{reason}; refused in a production "
+                            "topology", "declare input.max_events_per_message (the noise is "
+                            "then calibrated for a group of that many events)"
+                            if not privacy.unit_field else "use encoding: json")
+    return topo
 
 
 def _check_production(top: SpecReader, allowed: frozenset[str] | None,
@@ -275,17 +329,24 @@ def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:
 
 def _parse_input(r: SpecReader) -> InputSpec:
     r.reject_unknown(["topic", "partitions", "encoding", "fields", "max_message_bytes",
-                      "item_type", "signed_weights", "max_item_bytes"])
+                      "item_type", "signed_weights", "max_item_bytes", "max_events_per_message"])
     f = r.sub("fields")
     f.reject_unknown(["shard", "item", "unit", "weight"])
     fields_ = FieldPaths(f.get("shard", str), f.get("item", str),
                          f.get("unit", str, None), f.get("weight", str, None))
-    return InputSpec(r.name("topic"), r.positive_int("partitions"),
-                     r.choice("encoding", ENCODINGS, "json"), fields_,
+    encoding = r.choice("encoding", ENCODINGS, "json")
+    max_events = (r.positive_int("max_events_per_message")
+                  if "max_events_per_message" in r.data else None)
+    if max_events is not None and encoding not in MANY_EVENT_ENCODINGS:
+        raise r.error("input.max_events_per_message", f"encoding {encoding!r} carries one "
+                      "event per message", "remove max_events_per_message (it bounds the "
+                      "events of a columnar or arrow message)")
+    return InputSpec(r.name("topic"), r.positive_int("partitions"), encoding, fields_,
                      r.positive_int("max_message_bytes", 1_048_576),
                      r.choice("item_type", ITEM_TYPES, "str"),
                      r.get("signed_weights", bool, False),
-                     max_item_bytes=r.positive_int("max_item_bytes", 1024))
+                     max_item_bytes=r.positive_int("max_item_bytes", 1024),
+                     max_events_per_message=max_events)
 
 
 def _parse_privacy(r: SpecReader, fields_: FieldPaths, production: bool = False) -> PrivacySpec:

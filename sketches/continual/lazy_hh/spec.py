@@ -144,6 +144,13 @@ class LazyHHSpec:
         if not 0 < self.count_fraction < 1:
             raise SpecError(f"count_fraction: must be in (0, 1), got {self.count_fraction!r}")
         check_clock(self.relation, self.clock)
+        if self.clock is Clock.TICK and self.relation is Relation.REPLACE:
+            raise SpecError(
+                "relation: 'replace' on the tick clock is refused for lazy_hh: 'replace' keeps "
+                "the stream length public, but on the tick clock a replace neighbour whose "
+                "event lands in another tick changes the per-output length LazyHH publishes "
+                "exactly (t_estimate), so no finite delta holds; use relation: add_remove "
+                "(tick clock, the length is a DP count) or clock: arrival (the paper's model)")
         if self.clock is Clock.TICK:
             if isinstance(self.event_horizon, bool) or self.event_horizon < 1:
                 raise SpecError("event_horizon: the tick clock needs a public upper bound on"

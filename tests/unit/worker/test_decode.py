@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -103,15 +104,62 @@ def test_columnar_batch_decodes_to_arrays() -> None:
     ({"v": 1, "shard": "r", "weight": [1]}, "missing_field"),
     ({"v": 1, "shard": "r", "item": "a", "weight": [1]}, "wrong_type"),
     ({"v": 1, "shard": "r", "item": ["a", "b"], "weight": [1]}, "length_mismatch"),
-    ({"v": 1, "shard": "r", "item": ["a", 1.5], "weight": [1, 1]}, "wrong_type"),
-    ({"v": 1, "shard": "r", "item": [{"x": 1}], "weight": [1]}, "wrong_type"),
-    ({"v": 1, "shard": "r", "item": ["a"], "weight": ["x"]}, "wrong_type"),
-    ({"v": 1, "shard": "r", "item": ["a"], "weight": [-1]}, "wrong_type"),
     ({"v": 1, "shard": ["r"], "item": ["a"], "weight": [1]}, "wrong_type"),
 ])
-def test_columnar_bad_messages(doc: dict, reason: str) -> None:
+def test_columnar_message_level_failures(doc: dict, reason: str) -> None:
+    """Failures that cannot be pinned to one row dead-letter the whole message."""
     out = decode_batch(COL, [rec(0, json.dumps(doc).encode())])
     assert [d.reason for d in out.dead] == [reason] and len(out) == 0
+
+
+@pytest.mark.parametrize(("doc", "reason", "good"), [
+    ({"v": 1, "shard": "r", "item": ["a", 1.5, "c"], "weight": [1, 1, 3]}, "wrong_type",
+     (["a", "c"], [1, 3])),
+    ({"v": 1, "shard": "r", "item": [{"x": 1}, "b"], "weight": [1, 2]}, "wrong_type",
+     (["b"], [2])),
+    ({"v": 1, "shard": "r", "item": ["a", "b"], "weight": ["x", 2]}, "wrong_type",
+     (["b"], [2])),
+    ({"v": 1, "shard": "r", "item": ["a", "b"], "weight": [-1, 2]}, "wrong_type",
+     (["b"], [2])),
+    ({"v": 1, "shard": "r", "item": ["a", "x" * 2000], "weight": [1, 2]}, "oversized_item",
+     (["a"], [1])),
+    ({"v": 1, "shard": "r", "item": ["a\u0000", "b"], "weight": [1, 2]}, "nul_in_field",
+     (["b"], [2])),
+    ({"v": 1, "shard": "r", "item": ["\ud800", "b"], "weight": [1, 2]}, "not_utf8",
+     (["b"], [2])),
+])
+def test_columnar_bad_rows_alone(doc: dict, reason: str, good: tuple) -> None:
+    """One event is the unit (docs/PRIVACY.md §2): a bad row is dead-lettered alone and
+    the message's other rows count (the old decoder dropped the whole message)."""
+    out = decode_batch(COL, [rec(0, json.dumps(doc).encode())])
+    assert [d.reason for d in out.dead] == [reason]
+    assert out.items.tolist() == good[0] and out.weights is not None
+    assert out.weights.tolist() == good[1]
+    assert out.dead[0].detail.startswith("1 of ")
+
+
+def test_columnar_rows_with_invalid_utf8_fail_alone() -> None:
+    raw = b'{"v": 1, "shard": "r", "item": ["a", "b\xff", "c"], "weight": [1, 2, 3]}'
+    out = decode_batch(COL, [rec(0, raw)])
+    assert [d.reason for d in out.dead] == ["not_utf8"] and out.items.tolist() == ["a", "c"]
+
+
+def test_columnar_many_bad_rows_one_dead_letter_per_reason() -> None:
+    items = ["ok"] * 300 + [1.5] * 7 + ["y" * 2000] * 2
+    out = decode_batch(COL, [rec(0, json.dumps({"v": 1, "shard": "r", "item": items,
+                                                 "weight": [1] * len(items)}).encode())])
+    assert len(out) == 300
+    assert sorted(d.reason for d in out.dead) == ["oversized_item", "wrong_type"]
+    wrong = next(d for d in out.dead if d.reason == "wrong_type")
+    assert wrong.detail.startswith("7 of 309 rows") and "and 2 more rows" in wrong.detail
+
+
+def test_columnar_max_events_per_message() -> None:
+    spec = dataclasses.replace(COL, max_events_per_message=3)
+    ok = {"v": 1, "shard": "r", "item": ["a", "b", "c"], "weight": [1, 1, 1]}
+    big = {"v": 1, "shard": "r", "item": ["a"] * 4, "weight": [1] * 4}
+    out = decode_batch(spec, [rec(0, json.dumps(ok).encode()), rec(1, json.dumps(big).encode())])
+    assert len(out) == 3 and [(d.offset, d.reason) for d in out.dead] == [(1, "too_many_events")]
 
 
 def test_columnar_int_items_reject_floats_and_bools() -> None:
@@ -196,10 +244,11 @@ def test_nul_in_unit_is_dead_lettered_and_escaped_backslash_is_not_nul() -> None
 
 
 def test_columnar_nul_rejected() -> None:
-    for doc in ({"v": 1, "shard": "r", "item": ["a", "a\x00"], "weight": [1, 1]},
-                {"v": 1, "shard": "r\x00", "item": ["a"], "weight": [1]}):
+    """A NUL in an item fails its row; in the shard key (shared by every row) the message."""
+    for doc, good in (({"v": 1, "shard": "r", "item": ["a", "a\x00"], "weight": [1, 1]}, 1),
+                      ({"v": 1, "shard": "r\x00", "item": ["a"], "weight": [1]}, 0)):
         out = decode_batch(COL, [rec(0, json.dumps(doc).encode())])
-        assert [d.reason for d in out.dead] == ["nul_in_field"] and len(out) == 0
+        assert [d.reason for d in out.dead] == ["nul_in_field"] and len(out) == good
 
 
 def test_signed_weights_only_when_enabled() -> None:
@@ -232,7 +281,7 @@ def test_int_items_outside_the_mechanism_domain_are_dead_lettered() -> None:
                      item_bits=4)
     out = decode_batch(cols, [rec(0, b'{"v": 1, "shard": "r", "item": [1, 16]}'),
                               rec(1, b'{"v": 1, "shard": "r", "item": [1, 2]}')])
-    assert out.items.tolist() == [1, 2] and [d.reason for d in out.dead] == ["out_of_domain"]
+    assert out.items.tolist() == [1, 1, 2] and [d.reason for d in out.dead] == ["out_of_domain"]
 
 
 POISON_PILLS = [  # issue 9: each of these crashed the worker
@@ -257,8 +306,8 @@ def test_poison_pills_are_dead_lettered_with_a_reason(raw: bytes, reason: str) -
 
 def test_columnar_pills_and_non_finite_weights() -> None:
     col = InputSpec("in", 1, "columnar", FieldPaths("router", "src", None, "pkts"), 2_000_000)
-    pills = [(b'{"v": 1, "shard": "r1", "item": ["\\ud800"], "pkts": [1]}', "not_utf8"),
-             (b'{"v": 1, "shard": "r1", "item": ["' + b"x" * 2000 + b'"], "pkts": [1]}',
+    pills = [(b'{"v": 1, "shard": "r1", "item": ["\\ud800"], "weight": [1]}', "not_utf8"),
+             (b'{"v": 1, "shard": "r1", "item": ["' + b"x" * 2000 + b'"], "weight": [1]}',
               "oversized_item"),
              (b'{"v": 1, "shard": "r1", "item": ["a"], "weight": [1e999]}', "wrong_type"),
              (b'{"v": 1, "shard": "r1", "item": ["a"], "weight": [' + b"9" * 400 + b"]}",

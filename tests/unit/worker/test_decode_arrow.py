@@ -149,7 +149,7 @@ def test_arrow_file_format_is_refused() -> None:
     assert reasons(STR, sink.getvalue().to_pybytes()) == ["malformed_arrow"]
 
 
-@pytest.mark.parametrize(("cols", "spec", "reason"), [
+@pytest.mark.parametrize(("cols", "spec", "reason"), [  # one row: the row is the message
     ({"item": pa.array([2**63], pa.uint64())}, INT, "wrong_type"),
     ({"item": pa.array(["1"])}, INT, "wrong_type"),
     ({"item": pa.array([256], pa.int64())}, BITS, "out_of_domain"),
@@ -169,6 +169,44 @@ def test_arrow_file_format_is_refused() -> None:
 ])
 def test_hostile_columns(cols: dict[str, pa.Array], spec: InputSpec, reason: str) -> None:
     assert reasons(spec, stream(cols)) == [reason]
+
+
+@pytest.mark.parametrize(("cols", "spec", "reason", "good"), [
+    ({"item": pa.array([1, 2**63, 3], pa.uint64())}, INT, "wrong_type", [1, 3]),
+    ({"item": pa.array([1, None, 3], pa.int64())}, INT, "wrong_type", [1, 3]),
+    ({"item": pa.array([1, 256, 3], pa.int64())}, BITS, "out_of_domain", [1, 3]),
+    ({"item": pa.array([-1, 2], pa.int64())}, BITS, "out_of_domain", [2]),
+    ({"item": pa.array(["a", "x" * 65, "c"])}, STR, "oversized_item", ["a", "c"]),
+    ({"item": pa.array(["a", "b\x00", "c"])}, STR, "nul_in_field", ["a", "c"]),
+    ({"item": pa.array(["a", None, "c"])}, STR, "wrong_type", ["a", "c"]),
+    ({"item": pa.array([0x0A000001, None], pa.uint32())}, STR, "wrong_type", ["10.0.0.1"]),
+    ({"item": pa.array(["a", "b"]), "unit": pa.array(["u", "v\x00"]),
+      "weight": pa.array([1.0, 2.0])}, UW, "nul_in_field", ["a"]),
+    ({"item": pa.array(["a", "b"]), "unit": pa.array(["u", "v"]),
+      "weight": pa.array([-1.0, 2.0])}, UW, "wrong_type", ["b"]),
+    ({"item": pa.array(["a", "b"]), "unit": pa.array(["u", "v"]),
+      "weight": pa.array([1.0, np.nan])}, UW, "wrong_type", ["a"]),
+    ({"item": pa.array(["a", "b"]), "unit": pa.array([None, "v"]),
+      "weight": pa.array([1.0, None], pa.float64())}, UW, "wrong_type", []),
+])
+def test_bad_rows_fail_alone(cols: dict[str, pa.Array], spec: InputSpec, reason: str,
+                             good: list) -> None:
+    """One event is the unit (docs/PRIVACY.md §2): a bad row is one dead letter listing
+    it, and the message's other rows count (the old decoder dropped the message)."""
+    out = decode_batch(spec, [rec(0, stream(cols))])
+    assert [d.reason for d in out.dead] == [reason]
+    assert out.items.tolist() == good
+    n = len(next(iter(cols.values())))
+    assert out.dead[0].detail.startswith(f"{n - len(good)} of {n} rows")
+
+
+def test_max_events_per_message_refuses_longer_messages() -> None:
+    spec = InputSpec("in", 1, "arrow", FieldPaths("router", "src"), item_type="int",
+                     max_events_per_message=2)
+    out = decode_batch(spec, [rec(0, stream({"item": pa.array([1, 2], pa.int64())})),
+                              rec(1, stream({"item": pa.array([1, 2, 3], pa.int64())}))])
+    assert out.items.tolist() == [1, 2]
+    assert [(d.offset, d.reason) for d in out.dead] == [(1, "too_many_events")]
 
 
 def test_gate_refuses_unknown_shard() -> None:

@@ -316,3 +316,97 @@ def test_production_refuses_a_factorized_counter_naming_the_fix(counter: str) ->
     doc["mechanism"]["params"]["counter"] = counter
     with pytest.raises(SpecError, match=r"mechanism\.params\.counter.*counter: tree"):
         parse_topology(yaml.safe_dump(doc), "p.yaml")
+
+
+# ---- issue 19: one event is the unit on every encoding -------------------------------
+
+def _many_event(encoding: str, production: bool, max_events: int | None = None,
+                unit: bool = False) -> dict:
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc.update(production=production, shards={"allowed": ["r1"]})
+    doc["input"]["encoding"] = encoding
+    if max_events is not None:
+        doc["input"]["max_events_per_message"] = max_events
+    if unit:
+        doc["input"]["fields"]["unit"] = "user"
+        doc["privacy"]["unit_cap"] = 3
+    return doc
+
+
+@pytest.mark.parametrize("encoding", ["columnar", "arrow"])
+def test_production_many_event_encoding_needs_a_message_bound(encoding: str) -> None:
+    """A message-level failure drops every event of its message: production needs the
+    public bound the noise is calibrated for, and the spec gets cap x bound."""
+    with pytest.raises(SpecError) as err:
+        parse_topology(yaml.safe_dump(_many_event(encoding, True)), "p.yaml")
+    assert "p.yaml: input.max_events_per_message:" in str(err.value)
+    assert "declare input.max_events_per_message" in str(err.value)
+    topo = parse_topology(yaml.safe_dump(_many_event(encoding, True, 300)))
+    assert topo.calibration_cap == 300 and topo.spec_params()["unit_cap"] == 300
+    assert topo.message_unit_reason() is None
+
+
+@pytest.mark.parametrize("encoding", ["columnar", "arrow"])
+def test_many_event_encoding_with_a_privacy_unit(encoding: str) -> None:
+    """One unit's messages can spoil any number of other units' messages: refused in
+    production, not private elsewhere (the reason is in the epoch block)."""
+    with pytest.raises(SpecError) as err:
+        parse_topology(yaml.safe_dump(_many_event(encoding, True, 10, unit=True)), "p.yaml")
+    assert "p.yaml: input.encoding:" in str(err.value) and "encoding: json" in str(err.value)
+    from worker.epoch_params import epoch_params
+    from worker.publish import envelope
+
+    topo = parse_topology(yaml.safe_dump(_many_event(encoding, False, 10, unit=True)))
+    assert topo.calibration_cap == 30
+    params = epoch_params(topo)
+    assert params["private"] is False and "privacy unit" in params["input_not_private"]
+    doc = envelope(topo, "r1", epoch=0, seq=0, rounds=1, final=False, payload={},
+                   published_at_ms=0, params=params)
+    assert doc["private"] is False and "privacy unit" in doc["not_private_reason"]
+
+
+def test_non_production_many_event_without_a_bound_is_not_private() -> None:
+    from worker.epoch_params import epoch_params
+    from worker.publish import envelope
+
+    topo = parse_topology(yaml.safe_dump(_many_event("columnar", False)))
+    assert topo.calibration_cap == 1
+    doc = envelope(topo, "r1", epoch=0, seq=0, rounds=1, final=False, payload={},
+                   published_at_ms=0, params=epoch_params(topo))
+    assert doc["private"] is False
+    assert "without input.max_events_per_message" in doc["not_private_reason"]
+    assert doc["input"] == {"encoding": "columnar", "max_events_per_message": None,
+                            "calibration_cap": 1}
+    json_topo = parse_topology(yaml.safe_dump(BASE))
+    doc = envelope(json_topo, "r1", epoch=0, seq=0, rounds=1, final=False, payload={},
+                   published_at_ms=0, params=epoch_params(json_topo))
+    assert doc["private"] is True and doc["input"]["calibration_cap"] == 1
+
+
+def test_max_events_per_message_only_for_many_event_encodings() -> None:
+    with pytest.raises(SpecError) as err:
+        parse_topology(_with("input.max_events_per_message", 5), "p.yaml")
+    assert "input.max_events_per_message" in str(err.value)
+
+
+def test_lazy_cms_noise_is_calibrated_for_the_message_bound() -> None:
+    """The mechanism built from the topology has sigma for a group of M events."""
+    from sketches import lookup
+
+    one = parse_topology(yaml.safe_dump(_many_event("columnar", False, 1)))
+    many = parse_topology(yaml.safe_dump(_many_event("columnar", False, 40)))
+    s1 = lookup("lazy_cms").build_spec(one.spec_params())
+    s40 = lookup("lazy_cms").build_spec(many.spec_params())
+    assert s40.unit_cap == 40 and s1.unit_cap == 1
+
+
+def test_lazy_hh_refuses_tick_clock_with_replace() -> None:
+    """Replace keeps the length public, but on the tick clock an event that moves tick
+    changes LazyHH's exact per-output length (t_estimate 4 vs 3 in 200/200 runs)."""
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc["mechanism"] = {"name": "lazy_hh", "params": {"k": 4, "k_tilde": 16,
+                                                      "event_horizon": 10_000}}
+    doc["privacy"]["relation"] = "replace"
+    with pytest.raises(SpecError) as err:
+        validate_mechanism_params(parse_topology(yaml.safe_dump(doc), "p.yaml"))
+    assert "replace" in str(err.value) and "add_remove" in str(err.value)

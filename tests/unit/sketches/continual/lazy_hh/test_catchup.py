@@ -46,8 +46,8 @@ def _events(hh: LazyHH, tick: int, n: int = 20_000) -> None:
     hh.update_batch(items, ticks=np.full(items.size, tick))
 
 
-CASES = [dict(), dict(calibrator="analytic"), dict(output_every=3),
-         dict(relation="replace"), dict(relation="replace", output_every=4)]
+# (tick clock + relation replace is refused for LazyHH: issue 19 item 4)
+CASES = [dict(), dict(calibrator="analytic"), dict(output_every=3), dict(output_every=4)]
 
 
 @pytest.mark.parametrize("noise", ["zero", "pattern"])

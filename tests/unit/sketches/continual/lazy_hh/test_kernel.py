@@ -106,7 +106,7 @@ CONFIGS: list[tuple[str, dict[str, Any]]] = [
     ("mixed", dict(relation="add_remove", clock="tick", k_tilde=12)),
     ("int", dict(relation="replace", clock="arrival", k_tilde=16)),
     ("str", dict(relation="replace", clock="arrival", k_tilde=12)),
-    ("int", dict(relation="replace", clock="tick", k_tilde=8, calibrator="analytic")),
+    ("int", dict(relation="add_remove", clock="tick", k_tilde=32, calibrator="analytic")),
 ]
 
 

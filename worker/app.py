@@ -61,7 +61,8 @@ from worker.metrics import Metrics
 from worker.poison import BROKER_ERRORS, PoisonGuard, process_guarded, reset_failed
 from worker.record_tuples import SkippedBatch, TupleMode, install
 from worker.settings import Settings
-from worker.topology import Topology, load_topologies
+from worker.composition import compose
+from worker.topology import Topology, check_topics, load_topologies
 
 log = logging.getLogger(__name__)
 
@@ -582,6 +583,9 @@ def create_worker(settings: Settings, topology_paths: Sequence[str] | None = Non
     """Factory: load mechanisms and topologies, validate, and build a :class:`Worker`."""
     load_mechanisms(settings.plugins)
     topologies = load_topologies(topology_paths or settings.topologies)
+    check_topics(topologies, settings.checkpoint_topic)
+    # topologies reading one input topic compose: totals, budgets, stated in releases
+    topologies = compose(topologies)
     from worker.memory_model import check_memory_limit  # issue 12: refuse at start-up
 
     check_memory_limit(topologies, settings.memory_limit_bytes, settings.max_open_shards)

@@ -339,14 +339,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """``dpstream validate``: load and check topologies; no broker needed."""
+    from worker.composition import check_budgets, describe, topic_totals
     from worker.mechanisms import load_mechanisms
-    from worker.topology import load_topologies
+    from worker.topology import check_topics, load_topologies
 
-    load_mechanisms(Settings.from_env().plugins)
-    for t in load_topologies(args.topology):
+    settings = Settings.from_env()
+    load_mechanisms(settings.plugins)
+    topos = load_topologies(args.topology)
+    check_topics(topos, settings.checkpoint_topic)
+    totals = topic_totals(topos)
+    check_budgets(totals, topos)  # what `run` would refuse
+    for t in topos:
         print(f"ok {t.source}: topology {t.name!r}, mechanism {t.mechanism}, "
               f"eps {t.privacy.eps}, delta {t.privacy.delta}, input {t.input.topic} "
               f"({t.input.partitions} partitions), releases on {t.release.topic}")
+    for total in totals.values():  # sequential composition per input topic and unit
+        print(describe(total))
     print("next: `dpstream plan TOPOLOGY --rate EVENTS_PER_S` shows the noise, the error "
           "bounds and detection times these releases will have, and which knob changes them")
     return 0
@@ -358,6 +366,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     import json
     import os
 
+    from worker.composition import describe, topic_totals
     from worker.mechanisms import load_mechanisms
     from worker.plan import DEFAULT_SHARES, plan, render
     from worker.topology import load_topology
@@ -380,10 +389,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise SpecError(f"topology: no *.yaml files in {args.topology}; name topology files")
     topos = [load_topology(f) for f in files]
     plans = plan(topos, rate=args.rate, shares=shares, shards=args.shards)
+    # what the topologies spend together, per input topic and unit, if run together
+    by_key = topic_totals(topos)
+    for t, p in zip(topos, plans, strict=True):
+        p["topic_total"] = by_key[(t.input.topic, t.privacy.unit_field or "event")].to_json()
+    totals = [t for t in by_key.values() if len(t.shares) > 1 or t.budget]
     if args.json:
         print(json.dumps(plans, indent=2, default=str, allow_nan=False))
     else:
         print(render(plans), end="")
+        for total in totals:
+            print(f"== composition: {describe(total)}")
     return 0
 
 

@@ -101,6 +101,9 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
         # per epoch: a state created by data under an open set stays "not covered"
         # for the rest of its epoch even if the topology now lists its shards
         "covers_shard_presence": bool(p.get("closed_shards", False)),
+        # every loaded topology reading the same input topic and unit spends budget on
+        # the same events: their sequential composition (worker.composition)
+        "topic_total": None if topo.topic_total is None else dict(topo.topic_total),
         "published_at": published_at_ms,
         "error_bound": payload.get("error_bound"),
         "lag_bound": payload.get("lag_bound"),

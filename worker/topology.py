@@ -30,6 +30,7 @@ sketches.errors.SpecError: demo.yaml: privacy.eps: must be a number > 0, got -1;
 from __future__ import annotations
 
 import glob
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -82,6 +83,10 @@ class InputSpec:
     cannot be pinned to one row drops a whole message, so the noise is calibrated for
     a group of this many events (docs/PRIVACY.md §2); longer messages are
     dead-lettered (``too_many_events``). Required in production for these encodings."""
+
+    budget: tuple[float, float | None] | None = None
+    """``input.budget``: the (eps, delta) every topology reading this topic may spend
+    together (worker.composition); ``None``: not declared."""
 
     @property
     def many_events(self) -> bool:
@@ -143,6 +148,9 @@ class Topology:
     release: ReleaseSpec
     dead_letter_topic: str
     description: str = ""
+    topic_total: Mapping[str, Any] | None = None
+    """The composition over every loaded topology reading the same input topic and unit
+    (set by :func:`worker.composition.compose`; releases state it)."""
 
     @property
     def horizon(self) -> int:
@@ -329,7 +337,8 @@ def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:
 
 def _parse_input(r: SpecReader) -> InputSpec:
     r.reject_unknown(["topic", "partitions", "encoding", "fields", "max_message_bytes",
-                      "item_type", "signed_weights", "max_item_bytes", "max_events_per_message"])
+                      "item_type", "signed_weights", "max_item_bytes", "max_events_per_message",
+                      "budget"])
     f = r.sub("fields")
     f.reject_unknown(["shard", "item", "unit", "weight"])
     fields_ = FieldPaths(f.get("shard", str), f.get("item", str),
@@ -346,7 +355,24 @@ def _parse_input(r: SpecReader) -> InputSpec:
                      r.choice("item_type", ITEM_TYPES, "str"),
                      r.get("signed_weights", bool, False),
                      max_item_bytes=r.positive_int("max_item_bytes", 1024),
-                     max_events_per_message=max_events)
+                     max_events_per_message=max_events, budget=_parse_budget(r))
+
+
+def _parse_budget(r: SpecReader) -> tuple[float, float | None] | None:
+    """``input.budget: {eps: E, delta: D}`` (delta optional): the topic's total budget."""
+    if "budget" not in r.data:
+        return None
+    b = r.sub("budget")
+    b.reject_unknown(["eps", "delta"])
+    eps = b.get("eps", (int, float))
+    delta = b.get("delta", (int, float), None)
+    if isinstance(eps, bool) or not (math.isfinite(eps) and eps > 0):
+        raise b.error("input.budget.eps", f"must be a finite number > 0, got {eps!r}",
+                      "set the total eps all topologies on this topic may spend")
+    if delta is not None and (isinstance(delta, bool) or not 0 < delta < 1):
+        raise b.error("input.budget.delta", f"must be in (0, 1), got {delta!r}",
+                      "set the total delta, or leave it out to cap eps only")
+    return float(eps), None if delta is None else float(delta)
 
 
 def _parse_privacy(r: SpecReader, fields_: FieldPaths, production: bool = False) -> PrivacySpec:
@@ -479,7 +505,8 @@ def validate_mechanism_params(topo: Topology) -> None:
 def load_topologies(paths: Iterable[str]) -> list[Topology]:
     """Load every ``*.yaml``/``*.yml`` file named or found in the given directories.
 
-    Topology names must be unique; two topologies may not share an output topic.
+    Topology names must be unique; the topics they use must not collide
+    (:func:`check_topics`).
     """
     files: list[str] = []
     for p in paths:
@@ -498,4 +525,59 @@ def load_topologies(paths: Iterable[str]) -> list[Topology]:
             raise SpecError(f"{t.source}: name: {t.name!r} already used by {seen[t.name]}; "
                             "give each topology a unique name")
         seen[t.name] = t.source
+    check_topics(topos)
     return topos
+
+
+_ROLE_FIELD = {"input": "input.topic", "release": "release.topic",
+               "dead-letter": "dead_letter.topic"}
+
+
+def check_topics(topos: Iterable[Topology], checkpoint_topic: str | None = None) -> None:
+    """Input, release, dead-letter and checkpoint topics are pairwise disjoint across
+    every loaded topology, except input topics shared on purpose (they compose,
+    :mod:`worker.composition`) and dead-letter topics shared by several topologies
+    (operator-only, each record names its topology).
+
+    Releases are public; dead letters and checkpoints hold exact private data, and
+    an input is counted: a release topic that is another topology's dead-letter or
+    checkpoint topic would publish private records, one that is an input would feed
+    releases back as events.
+
+    >>> t = parse_topology(TOPOLOGY_EXAMPLE, "a.yaml")
+    >>> check_topics([t], checkpoint_topic="out")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    sketches.errors.SpecError: a.yaml: release.topic: 'out' is also the checkpoint topic ...
+    """
+    seen: dict[str, tuple[str, Topology | None]] = {}
+    if checkpoint_topic is not None:
+        seen[checkpoint_topic] = ("checkpoint", None)
+    for t in topos:
+        for role, topic in (("input", t.input.topic), ("release", t.release.topic),
+                            ("dead-letter", t.dead_letter_topic)):
+            prev = seen.get(topic)
+            if prev is None:
+                seen[topic] = (role, t)
+                continue
+            prev_role, other = prev
+            if prev_role == role and role in ("input", "dead-letter"):
+                continue  # a shared input composes; a shared dead-letter topic is operator-only
+            owner = ("the checkpoint topic (DPSTREAM_CHECKPOINT_TOPIC)" if other is None
+                     else f"the {prev_role} topic of {other.name!r} ({other.source})")
+            raise SpecError(
+                f"{t.source}: {_ROLE_FIELD[role]}: {topic!r} is also {owner}; input, "
+                "release, dead-letter and checkpoint topics must be pairwise disjoint "
+                "(releases are public, dead letters and checkpoints hold private data); "
+                f"give {_ROLE_FIELD[role]} its own topic name")
+
+
+TOPOLOGY_EXAMPLE = """
+name: a
+input: {topic: in, partitions: 1, fields: {shard: r, item: i}}
+mechanism: {name: lazy_cms}
+privacy: {eps: 1.0, delta: 1.0e-6}
+release: {every_ticks: 5, topic: out}
+dead_letter: {topic: dlq}
+"""
+"""A minimal topology (doctests)."""

@@ -46,6 +46,7 @@ from aiokafka.errors import IllegalStateError, TopicAlreadyExistsError
 
 from sketches.errors import SpecError
 from worker.checkpoint import CheckpointStore
+from worker.composition import compose
 from worker.decode_common import Record
 from worker.engine import Engine
 from worker.event_time import (
@@ -61,7 +62,6 @@ from worker.metrics import Metrics
 from worker.poison import BROKER_ERRORS, PoisonGuard, process_guarded, reset_failed
 from worker.record_tuples import SkippedBatch, TupleMode, install
 from worker.settings import Settings
-from worker.composition import compose
 from worker.topology import Topology, check_topics, load_topologies
 
 log = logging.getLogger(__name__)

@@ -34,12 +34,15 @@ Examples
 >>> t = totals[("flows", "event")]
 >>> t.eps, t.delta, [s.topology for s in t.shares], t.private
 (1.5, 2e-06, ['a', 'b'], True)
->>> print(describe(t))
-topic 'flows' (unit event): total eps 1.5, delta 2e-06 over 2 topologies: a eps 1 delta 1e-06, b eps 0.5 delta 1e-06; no budget declared (input.budget)
+>>> print(describe(t).replace(": ", ":\n  ").replace("; ", ";\n  "))
+topic 'flows' (unit event):
+  total eps 1.5, delta 2e-06 over 2 topologies:
+  a eps 1 delta 1e-06, b eps 0.5 delta 1e-06;
+  no budget declared (input.budget)
 >>> composed = compose([topo("a", 1.0, ", budget: {eps: 1.2}"), topo("b", 0.5)])
 Traceback (most recent call last):
 ...
-sketches.errors.SpecError: a.yaml: input.budget: the topologies reading topic 'flows' (unit event) spend eps 1.5, delta 2e-06 in total, over the declared budget eps 1.2 ...
+sketches.errors.SpecError: a.yaml: input.budget: the topologies reading topic 'flows' ...
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Topologies that read one input topic compose: the privacy budget per topic and unit.
+r"""Topologies that read one input topic compose: the privacy budget per topic and unit.
 
 Every topology reading the same input topic with the same privacy unit releases a
 function of the same events, so one event's (or one unit's) privacy loss is the

@@ -365,7 +365,9 @@ class Worker:
             # batch on a production event-time topic fails the worker before any of
             # this round's records is applied.
             for topic, timestamp_type in self.fetch_mode.take_timestamp_types():
-                self.timestamps.check(topic, timestamp_type)
+                reason = self.timestamps.check(topic, timestamp_type)
+                if reason is not None:  # non-production: its releases stop claiming privacy
+                    self.engine.mark_input_not_private(topic, reason)
             while pending:
                 tp = next(iter(pending))
                 records = pending.pop(tp)

@@ -138,6 +138,9 @@ class Engine:
         """Event time: offsets of held groups that raised, applied one by one next time."""
         self._over_logged: dict[tuple[str, str], tuple[int | None, float, int]] = {}
         self._children: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self.input_not_private: dict[str, str] = {}
+        """Topology name -> why its input makes releases not private (found at run time:
+        :meth:`mark_input_not_private`)."""
         for t in topologies:
             self.metrics.init_topology(t.name, REASONS)
             self.metrics.privacy_info.labels(topology=t.name).info({
@@ -170,9 +173,39 @@ class Engine:
             st.released_slot = self._arrival_slot(topo, now)
         st.mechanism = self.entries[topo.name].build(self.specs[topo.name],
                                                      self._noise_for(topo, shard, st.epoch))
-        st.params = epoch_params(topo)
+        st.params = self._epoch_params(topo)
         self._gauges(topo, st)
         return st
+
+    def _epoch_params(self, topo: Topology) -> dict[str, Any]:
+        """A new epoch's privacy block, not private if its input was found unfit."""
+        p = epoch_params(topo)
+        reason = self.input_not_private.get(topo.name)
+        if reason is not None:
+            p["input_not_private"] = p.get("input_not_private") or reason
+            p["private"] = False
+        return p
+
+    def mark_input_not_private(self, topic: str, reason: str) -> None:
+        """Releases of every event-time topology reading ``topic`` say ``private: false``
+        with ``reason`` from now on, for the running epochs (their checkpointed block)
+        and every later one (a non-production topology whose records carry producer
+        CreateTime timestamps: one record can move the watermark and make later records
+        late, docs/PRIVACY.md section 11 B5). Called before any record of the fetch that
+        revealed it is applied, so no release counts such a record and says private."""
+        for topo in self.by_topic.get(topic, ()):
+            if topo.privacy.clock != "tick" or topo.privacy.time != "event" \
+                    or topo.name in self.input_not_private:
+                continue
+            self.input_not_private[topo.name] = reason
+            for (name, _), ps in self.parts.items():
+                if name != topo.name:
+                    continue
+                for st in ps.shards.values():
+                    if st.params is not None and st.params.get("private", True):
+                        st.params = {**st.params, "private": False,
+                                     "input_not_private": reason}
+                        st.changed = True
 
     async def _add_allowed_shards(self, ps: PartitionState) -> None:
         """Closed shard set: every allowed shard of this partition exists from assignment
@@ -289,7 +322,7 @@ class Engine:
         st.epoch, st.seq, st.rounds, st.events_in_epoch = epoch, 0, 0, 0
         st.touch()
         st.unit_counts = {}
-        st.params = epoch_params(topo)  # an edited topology applies from the new epoch
+        st.params = self._epoch_params(topo)  # an edited topology applies from the new epoch
         st.released_slot = 0 if st.is_tick else self._arrival_slot(topo, now)
 
     # ---- driver API --------------------------------------------------------

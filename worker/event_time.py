@@ -326,7 +326,9 @@ class TimestampTypeGuard:
     chooses its records' ticks. The worker checks the type of every record
     batch it reads (:class:`worker.record_tuples.TupleMode` notes them) before
     applying any record of that fetch: a production topology fails the worker
-    (SpecError), any other logs one warning per topic.
+    (SpecError), any other logs one warning per topic and its releases say
+    ``private: false`` from then on (the returned reason, see
+    :meth:`worker.engine.Engine.mark_input_not_private`).
 
     >>> class T:
     ...     production, source = True, "t.yaml"
@@ -349,11 +351,12 @@ class TimestampTypeGuard:
                 self._topics[t.input.topic] = (prod or t.production, t.source)
         self._warned: set[str] = set()
 
-    def check(self, topic: str, timestamp_type: int) -> None:
-        """Raise (production) or warn once if ``timestamp_type`` is not LogAppendTime (1)."""
+    def check(self, topic: str, timestamp_type: int) -> str | None:
+        """Raise (production) if ``timestamp_type`` is not LogAppendTime (1); otherwise
+        warn once and return why the topic's releases are not private (None if fine)."""
         info = self._topics.get(topic)
         if info is None or timestamp_type == 1:
-            return
+            return None
         production, source = info
         msg = (f"{source}: input.topic: records of topic {topic!r} carry CreateTime "
                f"timestamps (type {timestamp_type}) although event time needs the broker's "
@@ -365,7 +368,11 @@ class TimestampTypeGuard:
             raise SpecError(msg)
         if topic not in self._warned:
             self._warned.add(topic)
-            log.warning("%s (warning only: not a production topology)", msg)
+            log.warning("%s (not a production topology: its releases now say private: false)",
+                        msg)
+        return (f"event time from producer CreateTime timestamps on topic {topic!r}: one "
+                "record stamped ahead can advance the watermark and make later records late, "
+                "so one event changes what others count")
 
 
 def topic_configs(topo: Any) -> tuple[dict[str, str], dict[str, str]]:

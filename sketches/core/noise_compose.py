@@ -82,6 +82,7 @@ __all__ = [
     "discrete_gaussian_sampler",
     "discrete_gaussian_tv",
     "smoothing_tv",
+    "split_sigma",
     "validate_discrete_sigma",
 ]
 
@@ -169,11 +170,36 @@ def composed_params(sigma: float) -> ComposedParams:
         raise SpecError(f"sigma: {s:g} is sampled by one table (composition starts above "
                         f"{COMPOSE_THRESHOLD:.6g})")
     m = math.isqrt(math.floor(s) // FINE_RATIO)
+    p = split_sigma(s, m, FINE_RATIO * m)
+    if not (p.smoothing_tv <= SMOOTHING_TV_LIMIT and p.coarse_sigma <= MAX_TABLE_SIGMA
+            and float(p.fine_variance) <= MAX_TABLE_SIGMA**2):  # pragma: no cover
+        raise RuntimeError(f"composed sampler: rule out of bounds at sigma={s!r}")
+    return p
+
+
+def split_sigma(sigma: float, m: int, fine_floor: int | str) -> ComposedParams:
+    """``sigma^2 = m^2 sigma_c^2 + sigma_f^2`` exactly, with ``sigma_f >= fine_floor`` (steps 2-3).
+
+    ``sigma_c = sqrt((S^2 - fine_floor^2) / m^2)`` rounded down to 6 decimals and
+    ``sigma_f^2`` the exact remainder. The rule uses ``fine_floor = 3m``; other
+    values (tests, or a deliberately broken sampler) get their
+    :func:`smoothing_tv` computed the same way, however large.
+
+    Examples
+    --------
+    >>> p = split_sigma(40.0, 8, 8)
+    >>> p.coarse_sigma, p.fine_variance
+    (4.898979, '64.000304483776')
+    """
+    if not (isinstance(m, int) and m >= 1):
+        raise SpecError(f"m: must be an int >= 1, got {m!r}")
     with localcontext() as ctx:
         ctx.prec = _PREC
         ctx.traps[Inexact] = True
-        v = Decimal(repr(s)) ** 2
-        floor_f2 = Decimal(FINE_RATIO * m) ** 2
+        v = Decimal(repr(float(sigma))) ** 2
+        floor_f2 = Decimal(fine_floor) ** 2
+        if not v > floor_f2:
+            raise SpecError(f"fine_floor: {fine_floor} must be below sigma {sigma!r}")
         ctx.traps[Inexact] = False  # the target coarse sigma is only a target
         target = ((v - floor_f2) / Decimal(m) ** 2).sqrt()
         sc = target.quantize(_QUANTUM, rounding=ROUND_FLOOR)
@@ -181,13 +207,10 @@ def composed_params(sigma: float) -> ComposedParams:
         vc = sc**2
         vf = v - Decimal(m) ** 2 * vc
     coarse = float(sc)
-    if Decimal(repr(coarse)) != sc:  # pragma: no cover - 11 significant digits round-trip
-        raise RuntimeError(f"composed sampler: coarse sigma {sc} does not round-trip")
-    tv = smoothing_tv(m, vc, vf)
-    if not (tv <= SMOOTHING_TV_LIMIT and coarse <= MAX_TABLE_SIGMA):  # pragma: no cover
-        raise RuntimeError(f"composed sampler: rule out of bounds at sigma={s!r}")
-    return ComposedParams(sigma=s, m=m, coarse_sigma=coarse, fine_variance=str(vf),
-                          smoothing_tv=tv)
+    if not (sc > 0 and vf > 0 and Decimal(repr(coarse)) == sc):
+        raise SpecError(f"split_sigma: no valid split of sigma={sigma!r} with m={m}")
+    return ComposedParams(sigma=float(sigma), m=m, coarse_sigma=coarse,
+                          fine_variance=str(vf), smoothing_tv=smoothing_tv(m, vc, vf))
 
 
 @dataclass(frozen=True, eq=False)

@@ -57,7 +57,7 @@ import numpy as np
 
 from sketches.errors import SpecError
 
-#: Largest table half-width K built (memory 32 bytes * K; sigma up to about 1.5e5).
+#: Largest table half-width K built (memory 32 bytes * K; sigma up to about 1.56e5).
 MAX_HALF_WIDTH = 1 << 21
 _TAIL_BITS = 130  # tail mass target 2**-130
 _PREC = 60  # decimal digits for the table computation

@@ -7,8 +7,8 @@ Up to ``COMPOSE_THRESHOLD`` (the largest single table, ``MAX_TABLE_SIGMA`` about
 sigma_c^2)`` and ``Z ~ N_Z(0, sigma_f^2)`` drawn independently from two tables
 and ``sigma^2 = m^2 sigma_c^2 + sigma_f^2`` *exactly* (Peikert 2010, "An
 efficient and parallel Gaussian sampler for lattices", Theorem 3.1, with the
-coarse lattice ``mZ`` and the fine lattice ``Z``; Micciancio & Walter 2017,
-"Gaussian sampling over the integers", Section 3).
+coarse lattice ``mZ`` and the fine lattice ``Z``; Micciancio & Walter, CRYPTO
+2017, "Gaussian sampling over the integers: efficient, generic, constant-time").
 
 Parameter rule (deterministic, public; :func:`composed_params`)
 ---------------------------------------------------------------
@@ -35,8 +35,9 @@ k^2) <= 2 exp(-a) / (1 - exp(-3a))``, ``a = 2 pi^2 tau^2`` (``e`` is the
 ``epsilon`` at which Peikert's condition ``s_3 >= eta_eps(mZ)`` holds with
 equality). Hence ``P / N_Z(0, sigma^2)`` lies in ``[(1-e)/(1+e), (1+e)/(1-e)]``
 pointwise and ``TV <= e / (1 - e)`` (:func:`smoothing_tv`; tighter than the
-paper's ``8 eps``; the fine-lattice condition ``s_f >= eta_eps(Z)`` is not
-needed because ``mY`` is an integer, so the fine coset is always ``Z``). The
+``8 eps`` of the paper's statement as we recall it, not re-checked and not
+used; the fine-lattice condition ``s_f >= eta_eps(Z)`` is not needed because
+``mY`` is an integer, so the fine coset is always ``Z``). The
 rule gives ``tau > 2.99``, ``e < 2**-250``. Each table draw adds its own
 ``2**-104`` (independent draws, and ``(y, z) -> m y + z`` does not increase
 TV), so one composed sample is within ``2 * 2**-104 + 2**-250 < 2**-102.99`` of

@@ -2,8 +2,9 @@
 
 Measures samples per second of :class:`sketches.core.noise.SecureNoise` (OS CSPRNG +
 128-bit CDF table) and :class:`sketches.core.noise.FastNoise` (PCG64 + same table)
-for the discrete Gaussian at sigma in {10, 100, 1000}, the one-off table build
-time, and two baselines:
+for the discrete Gaussian at sigma in {10, 100, 1000} and at large sigma
+{1e5 (one table), 1e6, 1e7 (two composed tables, ``sketches.core.noise_compose``)},
+the one-off table build time, and two baselines:
 
 - numpy ``Generator.normal`` (float, insecure): the speed ceiling;
 - a textbook exact CKS20 rejection sampler (Canonne, Kamath & Steinke 2020,
@@ -36,7 +37,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from sketches.core.noise import FastNoise, SecureNoise  # noqa: E402
-from sketches.core.noise_tables import discrete_gaussian_table  # noqa: E402
+from sketches.core.noise_compose import (  # noqa: E402
+    composed_sampler,
+    discrete_gaussian_sampler,
+    discrete_gaussian_tv,
+)
+from sketches.core.noise_tables import (  # noqa: E402
+    IntegerTable,
+    discrete_gaussian_table,
+    discrete_gaussian_variance_table,
+)
 
 # ------------------------------------------------------------ CKS20 baseline
 
@@ -143,6 +153,36 @@ def main() -> None:
         add("FastNoise.discrete_gaussian, batch 1M", s, rate(fast_big, n, repeat))
         m = 2000 if args.quick else 10_000
         add("baseline: exact CKS20 sampler, secrets, per sample", s, rate(cks, m, 1))
+    for sigma in (1e5, 1e6, 1e7):
+        for cache in (discrete_gaussian_table, discrete_gaussian_variance_table,
+                      composed_sampler):
+            cache.cache_clear()
+        t0 = time.perf_counter()
+        sampler = discrete_gaussian_sampler(sigma)
+        build = time.perf_counter() - t0
+        s = f"{sigma:g}"
+        tv = discrete_gaussian_tv(sigma)
+        if isinstance(sampler, IntegerTable):
+            what = f"table build (K={-sampler.offset}, TV<={tv:.1e})"
+        else:
+            what = (f"composed build (m={sampler.params.m}, K={-sampler.coarse.offset}"
+                    f"+{-sampler.fine.offset}, TV<={tv:.1e})")
+        rows.append((what, s, f"{build * 1e3:.1f} ms"))
+        print(f"{rows[-1][0]:58s} sigma={s:>6s} {rows[-1][2]:>12s}", flush=True)
+
+        def secure_big_l(k: int, sg: float = sigma) -> object:
+            return secure.discrete_gaussian(sg, k)
+
+        def secure_small_l(k: int, sg: float = sigma) -> object:
+            return [secure.discrete_gaussian(sg, 4096) for _ in range(k // 4096)]
+
+        def fast_big_l(k: int, sg: float = sigma) -> object:
+            return fast.discrete_gaussian(sg, k)
+
+        add("SecureNoise.discrete_gaussian, batch 1M", s, rate(secure_big_l, n, repeat))
+        add("SecureNoise.discrete_gaussian, batches of 4096", s,
+            rate(secure_small_l, n, repeat) * (n // 4096 * 4096) / n)
+        add("FastNoise.discrete_gaussian, batch 1M", s, rate(fast_big_l, n, repeat))
     add("SecureNoise.gaussian (float, Box-Muller)", "100",
         rate(lambda k: secure.gaussian(100.0, k), n, repeat))
     add("SecureNoise.discrete_laplace", "100",

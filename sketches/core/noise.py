@@ -6,8 +6,10 @@ Mechanisms never create randomness; they receive a :class:`NoiseSource`.
   from the operating system CSPRNG (``os.urandom``, i.e. Linux ``getrandom``).
   Integer noise (:meth:`~NoiseSource.discrete_gaussian`,
   :meth:`~NoiseSource.discrete_laplace`) is sampled with integer comparisons
-  only, from a 128-bit fixed-point CDF table (:mod:`sketches.core.noise_tables`),
-  within total-variation distance ``2**-100`` of the exact distribution, so it
+  only, from a 128-bit fixed-point CDF table (:mod:`sketches.core.noise_tables`;
+  two composed tables for a discrete Gaussian sigma above about ``1.56e5``,
+  :mod:`sketches.core.noise_compose`), within total-variation distance
+  ``2**-100`` of the exact distribution, so it
   is immune to floating-point attacks (Mironov 2012).
 - :class:`FastNoise` (``kind="fast"``): numpy PCG64 seeded; same samplers, fed
   by the PRNG (large Gaussian draws run compiled, with numpy's values:
@@ -32,10 +34,13 @@ leak.
 
 Integer-noise range
 -------------------
-The exact samplers support ``1e-3 <= sigma <= ~1.56e5`` (discrete Laplace
-``scale <= ~2.33e4``); :func:`sketches.core.noise_tables.validate_discrete_sigma`
-checks it (and builds the table with ``build=True``) so that sketches can fail
-at construction instead of at a draw.
+The discrete Gaussian supports ``1e-3 <= sigma <= 1e8``: one table up to about
+``1.56e5``, above it ``m Y + Z`` from two tables within TV ``< 2**-102.99``
+per sample (:mod:`sketches.core.noise_compose`, ``discrete_gaussian_tv``). The
+discrete Laplace supports ``scale <= ~2.33e4``.
+:func:`sketches.core.noise_compose.validate_discrete_sigma` checks the range
+(and builds the sampler with ``build=True``) so that sketches can fail at
+construction instead of at a draw.
 
 Checkpoints
 -----------
@@ -60,8 +65,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from sketches.core.noise_compose import discrete_gaussian_sampler
 from sketches.core.noise_kernel import normal as _compiled_normal
-from sketches.core.noise_tables import discrete_gaussian_table, discrete_laplace_table
+from sketches.core.noise_tables import discrete_laplace_table
 from sketches.errors import PrivacyError, SpecError
 
 log = logging.getLogger(__name__)
@@ -173,8 +179,8 @@ class _BitNoise:
         return (b * sign * mag).reshape(_shape(size))
 
     def discrete_gaussian(self, sigma: float, size: Size) -> np.ndarray:
-        table = discrete_gaussian_table(_check_scale("sigma", sigma))
-        return table.sample(self._u64(_count(size)), self._u64).reshape(_shape(size))
+        sampler = discrete_gaussian_sampler(_check_scale("sigma", sigma))
+        return sampler.draw(self._u64, _count(size)).reshape(_shape(size))
 
     def discrete_laplace(self, scale: float, size: Size) -> np.ndarray:
         table = discrete_laplace_table(_check_scale("scale", scale))

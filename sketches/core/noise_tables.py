@@ -50,14 +50,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from decimal import MIN_EMIN, ROUND_FLOOR, Decimal, localcontext
+from decimal import MIN_EMIN, ROUND_FLOOR, Decimal, Inexact, localcontext
 from functools import lru_cache
 
 import numpy as np
 
 from sketches.errors import SpecError
 
-#: Largest table half-width K built (memory 32 bytes * K; sigma up to about 1.5e5).
+#: Largest table half-width K built (memory 32 bytes * K; sigma up to about 1.56e5).
 MAX_HALF_WIDTH = 1 << 21
 _TAIL_BITS = 130  # tail mass target 2**-130
 _PREC = 60  # decimal digits for the table computation
@@ -65,8 +65,11 @@ _K_PER_SIGMA = math.sqrt(2 * _TAIL_BITS * math.log(2))  # K = ceil(sigma * this)
 _K_PER_SCALE = _TAIL_BITS * math.log(2)  # K = ceil(scale * this) + 1
 #: Smallest supported sigma / scale (the smallest weight must not underflow).
 MIN_DISCRETE_SCALE = 1e-3
-#: Largest sigma whose discrete-Gaussian table has ``K <= MAX_HALF_WIDTH``.
-MAX_DISCRETE_SIGMA = (MAX_HALF_WIDTH - 2) / _K_PER_SIGMA
+#: Largest sigma whose discrete-Gaussian table has ``K <= MAX_HALF_WIDTH`` (larger sigma:
+#: two composed tables, :mod:`sketches.core.noise_compose`).
+MAX_TABLE_SIGMA = (MAX_HALF_WIDTH - 2) / _K_PER_SIGMA
+#: The documented per-sample TV bound of every table this module builds (module docstring).
+TABLE_TV_BOUND = 2.0**-104
 #: Largest discrete-Laplace scale whose table has ``K <= MAX_HALF_WIDTH``.
 MAX_DISCRETE_LAPLACE_SCALE = (MAX_HALF_WIDTH - 2) / _K_PER_SCALE
 
@@ -133,17 +136,22 @@ class IntegerTable:
         out += self.offset
         return out.reshape(u_hi.shape)
 
+    def draw(self, draw_u64: U64Source, n: int) -> np.ndarray:
+        """``n`` int64 samples: ``self.sample(draw_u64(n), draw_u64)``."""
+        return self.sample(draw_u64(n), draw_u64)
 
-def validate_discrete_sigma(sigma: float, *, build: bool = False) -> float:
-    """Check that the discrete Gaussian ``N_Z(0, sigma^2)`` is supported; optionally build it.
 
-    Supported: ``MIN_DISCRETE_SCALE <= sigma <= MAX_DISCRETE_SIGMA`` (about
+def validate_table_sigma(sigma: float, *, build: bool = False) -> float:
+    """Check that ``sigma`` fits one discrete-Gaussian table; optionally build it.
+
+    The table range is ``MIN_DISCRETE_SCALE <= sigma <= MAX_TABLE_SIGMA`` (about
     ``1e-3 .. 1.56e5``). Below, the table's smallest weight underflows the
     decimal exponent range (and the noise is ``0`` with probability ``1 -
     2e^{-500000}`` anyway); above, the table would exceed ``MAX_HALF_WIDTH``
-    entries. Sketch constructors call this with their calibrated sigma (and
-    ``build=True``) so that an unsupported sigma fails at start-up, not at the
-    first draw; :func:`sketches.privacy.calibration.calibrate` checks the range too.
+    entries. Larger sigma are sampled by composing two tables
+    (:mod:`sketches.core.noise_compose`, whose
+    :func:`~sketches.core.noise_compose.validate_discrete_sigma` is the check
+    sketches call).
 
     Returns
     -------
@@ -153,39 +161,43 @@ def validate_discrete_sigma(sigma: float, *, build: bool = False) -> float:
     Raises
     ------
     SpecError
-        For a sigma outside the range (the message names the fix).
+        For a sigma outside the table range (the message names the fix).
 
     Examples
     --------
-    >>> validate_discrete_sigma(2.5)
+    >>> validate_table_sigma(2.5)
     2.5
     >>> try:
-    ...     validate_discrete_sigma(1e7)
+    ...     validate_table_sigma(1e6)
     ... except SpecError as err:
     ...     print("raise eps" in str(err))
     True
     """
-    s = _check_range("sigma", sigma, MAX_DISCRETE_SIGMA)
+    s = check_noise_range("sigma", sigma, MAX_TABLE_SIGMA)
     if build:
         discrete_gaussian_table(s)
     return s
 
 
 def validate_discrete_laplace_scale(scale: float, *, build: bool = False) -> float:
-    """Like :func:`validate_discrete_sigma` for the discrete Laplace ``scale``.
+    """Like :func:`validate_table_sigma` for the discrete Laplace ``scale``.
 
     Examples
     --------
     >>> validate_discrete_laplace_scale(0.5, build=True)
     0.5
     """
-    b = _check_range("scale", scale, MAX_DISCRETE_LAPLACE_SCALE)
+    b = check_noise_range("scale", scale, MAX_DISCRETE_LAPLACE_SCALE)
     if build:
         discrete_laplace_table(b)
     return b
 
 
-def _check_range(name: str, value: float, largest: float) -> float:
+def check_noise_range(
+    name: str, value: float, largest: float, limit: str = f"table limit K <= {MAX_HALF_WIDTH}"
+) -> float:
+    """``float(value)`` if ``MIN_DISCRETE_SCALE <= value <= largest``, else a :class:`SpecError`
+    naming the fix (``limit`` says where ``largest`` comes from)."""
     v = float(value)
     if not (math.isfinite(v) and v > 0):
         raise SpecError(f"{name}: must be a finite number > 0, got {value!r}")
@@ -197,7 +209,7 @@ def _check_range(name: str, value: float, largest: float) -> float:
     if v > largest:
         raise SpecError(
             f"{name}: {v:g} exceeds the largest supported integer-noise {name} {largest:.6g} "
-            f"(table limit K <= {MAX_HALF_WIDTH}); lower it: raise eps or delta, lower the "
+            f"({limit}); lower it: raise eps or delta, lower the "
             "unit cap, the sketch depth or the rounds per epoch"
         )
     return v
@@ -258,7 +270,8 @@ def discrete_gaussian_table(sigma: float) -> IntegerTable:
 
     Canonne, Kamath & Steinke (2020), Definition 1. ``K = ceil(sigma * sqrt(2 *
     130 * ln 2)) + 1`` so the (geometric-series bounded) tail mass is below
-    ``2**-130``. Built once per sigma (cached).
+    ``2**-130``. ``sigma`` means the decimal ``repr(sigma)`` (its square is exact
+    in the 60-digit context). Built once per sigma (cached).
 
     Examples
     --------
@@ -266,11 +279,43 @@ def discrete_gaussian_table(sigma: float) -> IntegerTable:
     >>> t.offset
     -15
     """
-    sigma = validate_discrete_sigma(sigma)
+    sigma = validate_table_sigma(sigma)
     k = math.ceil(sigma * _K_PER_SIGMA) + 1
     with localcontext() as ctx:
-        ctx.prec, ctx.Emin = _PREC, MIN_EMIN  # no underflow of tiny weights
+        ctx.prec, ctx.Emin = _PREC, MIN_EMIN
         s2 = Decimal(repr(sigma)) ** 2
+    return _gaussian_table(s2, k)
+
+
+@lru_cache(maxsize=32)
+def discrete_gaussian_variance_table(variance: str) -> IntegerTable:
+    """Like :func:`discrete_gaussian_table` for the exact decimal variance ``sigma^2 = variance``.
+
+    Used where a variance is the exact difference of two others (the fine table of
+    :mod:`sketches.core.noise_compose`), which is in general not the square of a
+    short decimal. ``variance`` must be exact in 60 digits (checked).
+
+    Examples
+    --------
+    >>> discrete_gaussian_variance_table("1").offset == discrete_gaussian_table(1.0).offset
+    True
+    """
+    with localcontext() as ctx:
+        ctx.prec, ctx.Emin = _PREC, MIN_EMIN
+        ctx.traps[Inexact] = True  # the variance is used exactly or not at all
+        s2 = +Decimal(variance)
+    if not s2 > 0:
+        raise SpecError(f"variance: must be > 0, got {variance!r}")
+    sigma = validate_table_sigma(math.sqrt(float(s2)))
+    # float sqrt may be a few ulps low: the + 1 more than covers it (tail still < 2**-130)
+    k = math.ceil(sigma * _K_PER_SIGMA) + 1
+    return _gaussian_table(s2, k)
+
+
+def _gaussian_table(s2: Decimal, k: int) -> IntegerTable:
+    """The table of ``P[x] ∝ exp(-x^2 / (2 s2))`` on ``[-k, k]``."""
+    with localcontext() as ctx:
+        ctx.prec, ctx.Emin = _PREC, MIN_EMIN  # no underflow of tiny weights
         q = (Decimal(-1) / s2).exp()  # exp(-1/sigma^2)
         w_k = (-(Decimal(k) ** 2) / (2 * s2)).exp()  # w(K) = exp(-K^2 / (2 sigma^2))
         r_k = ((2 * Decimal(k) - 1) / (2 * s2)).exp()  # w(K-1)/w(K)

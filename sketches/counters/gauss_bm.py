@@ -86,7 +86,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sketches.core.noise_tables import validate_discrete_sigma
+from sketches.core.noise_compose import validate_discrete_sigma
 from sketches.core.serialization import pack, unpack
 from sketches.counters.gauss_bm_catchup import empty_rounds_noise
 from sketches.counters.prefix import PrefixCounters

@@ -66,7 +66,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sketches.core.noise_tables import validate_discrete_sigma
+from sketches.core.noise_compose import validate_discrete_sigma
 from sketches.errors import PrivacyError, SpecError
 from sketches.privacy.bounds import counter_error_bound
 from sketches.privacy.gaussian_mechanism import (
@@ -316,7 +316,7 @@ def calibrate(
     ------
     SpecError
         ``calibrator='discrete'`` and the sigma is outside the range the exact
-        integer sampler supports (:func:`sketches.core.noise_tables.validate_discrete_sigma`):
+        integer sampler supports (:func:`sketches.core.noise_compose.validate_discrete_sigma`):
         raised here, at start-up, never at the first noise draw.
     PrivacyError
         ``calibrator='paper'`` with ``eps >= 1``.

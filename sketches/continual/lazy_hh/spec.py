@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from sketches.core.noise_compose import discrete_gaussian_tv
 from sketches.counters.factorization import SQRT_MAX_VALUES, CounterKind
 from sketches.errors import SpecError
 from sketches.privacy import (
@@ -67,7 +68,8 @@ from sketches.privacy import (
 )
 
 __all__ = ["SAMPLER_TV_PER_DRAW", "HHParams", "LazyHHSpec", "derive_params", "guarantee",
-           "item_key_collision_delta", "item_output_pairs", "sampler_delta"]
+           "item_key_collision_delta", "item_output_pairs", "sampler_delta",
+           "sampler_tv_per_draw"]
 
 
 @dataclass(frozen=True)
@@ -373,11 +375,22 @@ def item_key_collision_delta(spec: LazyHHSpec) -> float:
 SAMPLER_TV_PER_DRAW = 2.0**-104
 
 
-def sampler_delta(spec: LazyHHSpec, params: HHParams) -> float:
-    """``(1 + e^eps) D 2^-104``: the discrete-Gaussian table sampler's share of delta.
+def sampler_tv_per_draw(params: HHParams, sketch_sigma: float | None = None) -> float:
+    """Per-draw TV of the discrete-Gaussian sampler: the larger of the sketch's and the
+    length counter's :func:`~sketches.core.noise_compose.discrete_gaussian_tv`
+    (``2^-104`` for one table; ``< 2^-102.99`` for a sigma above about ``1.56e5``,
+    two composed tables). An unknown sigma counts as one table."""
+    sigmas = [s for s in (sketch_sigma, None if params.count is None else params.count.sigma)
+              if s is not None and s > 0]
+    return max([SAMPLER_TV_PER_DRAW, *(discrete_gaussian_tv(s) for s in sigmas)])
 
-    Each draw is within total variation ``2^-104`` of the exact ``N_Z(0, sigma^2)``
-    (docs/PRIVACY.md 9), so the epoch's ``D`` draws are within ``D 2^-104`` of the
+
+def sampler_delta(spec: LazyHHSpec, params: HHParams, sketch_sigma: float | None = None) -> float:
+    """``(1 + e^eps) D t``: the discrete-Gaussian sampler's share of delta.
+
+    Each draw is within total variation ``t`` of the exact ``N_Z(0, sigma^2)``
+    (docs/PRIVACY.md 9; ``t = 2^-104`` for sigma up to about ``1.56e5``,
+    :func:`sampler_tv_per_draw`), so the epoch's ``D`` draws are within ``D t`` of the
     ideal mechanism; a mechanism within TV ``t`` of an ``(eps, delta)``-DP one is
     ``(eps, delta + (1 + e^eps) t)``-DP. ``D <= d k~ 2H + 2H`` with ``H = horizon``
     rounds (every tree node of every counter, sketch and length counter).
@@ -395,7 +408,7 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams) -> float:
     sketch_draws = params.depth * spec.k_tilde * 2 * spec.horizon \
         if spec.counter is CounterKind.TREE else 0
     draws = sketch_draws + 2 * spec.horizon
-    return (1.0 + math.exp(spec.eps)) * draws * SAMPLER_TV_PER_DRAW
+    return (1.0 + math.exp(spec.eps)) * draws * sampler_tv_per_draw(params, sketch_sigma)
 
 
 def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[str, Any]:
@@ -413,7 +426,7 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
     beta, dt_sketch = spec.beta_value, delta_tilde(eps_s, delta_s)
     count = params.count
     collide = item_key_collision_delta(spec)
-    sampler = sampler_delta(spec, params)
+    sampler = sampler_delta(spec, params, sketch_sigma)
     total = dt_sketch if count is None else dt_sketch + math.exp(eps_s) * delta_l + beta
     total += collide + sampler
     return {
@@ -438,7 +451,9 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
                 "eps": eps_l, "delta": delta_l, "beta": beta, "sigma": count.sigma,
                 "error_bound": params.count_error},
             "sampler": {
-                "delta": sampler, "tv_per_draw": SAMPLER_TV_PER_DRAW,
+                "delta": sampler,
+                "tv_per_draw": sampler_tv_per_draw(params, sketch_sigma)
+                if spec.calibrator is Calibrator.DISCRETE else SAMPLER_TV_PER_DRAW,
                 "statement": "table sampler's total-variation distance to the exact discrete "
                              "Gaussian, (1 + e^eps) x draws x 2^-104 (docs/PRIVACY.md 9); 0 "
                              "for the float calibrators (their guarantee is for ideal noise)"},

@@ -24,16 +24,16 @@ import pytest
 from scipy import stats
 
 from sketches.core.noise import FastNoise, NoiseSource, SecureNoise, ZeroNoise, make_noise
+from sketches.core.noise_compose import MAX_DISCRETE_SIGMA, validate_discrete_sigma
 from sketches.core.noise_tables import (
     MAX_DISCRETE_LAPLACE_SCALE,
-    MAX_DISCRETE_SIGMA,
     MAX_HALF_WIDTH,
+    MAX_TABLE_SIGMA,
     MIN_DISCRETE_SCALE,
     IntegerTable,
     discrete_gaussian_table,
     discrete_laplace_table,
     validate_discrete_laplace_scale,
-    validate_discrete_sigma,
 )
 from sketches.errors import PrivacyError, SpecError
 
@@ -144,7 +144,7 @@ def test_invalid_scales_rejected(src: NoiseSource, bad: float) -> None:
 
 def test_huge_scale_refused_before_building() -> None:
     with pytest.raises(SpecError, match="sigma"):
-        SecureNoise().discrete_gaussian(1e7, 1)
+        SecureNoise().discrete_gaussian(1e9, 1)  # above MAX_DISCRETE_SIGMA = 1e8
     with pytest.raises(SpecError, match="scale"):
         SecureNoise().discrete_laplace(1e6, 1)
 
@@ -367,6 +367,6 @@ def test_supported_range_validated_eagerly() -> None:
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(SpecError, match="finite"):
             validate_discrete_sigma(bad)
-    # the largest supported sigma really fits the table limit (checked without building it)
-    assert math.ceil(MAX_DISCRETE_SIGMA * math.sqrt(260 * math.log(2))) + 1 <= MAX_HALF_WIDTH
+    # the largest one-table sigma really fits the table limit (checked without building it)
+    assert math.ceil(MAX_TABLE_SIGMA * math.sqrt(260 * math.log(2))) + 1 <= MAX_HALF_WIDTH
     assert math.ceil(MAX_DISCRETE_LAPLACE_SCALE * 130 * math.log(2)) + 1 <= MAX_HALF_WIDTH

@@ -102,3 +102,24 @@ dead_letter: {topic: dlq}''')
     doc = envelope(topo, "s", epoch=0, seq=0, rounds=0, final=False, payload=payload,
                    published_at_ms=0)
     assert doc["delta"] == doc["delta_tilde"] == payload["delta_tilde"] > 1e-4
+
+
+def test_sampler_delta_uses_the_composed_sampler_tv_above_one_table() -> None:
+    """Issue 20: a sketch sigma above the one-table limit is sampled by two composed
+    tables (TV < 2^-102.99 per draw, not 2^-104); sampler_delta must count that."""
+    from sketches.continual.lazy_hh.spec import (
+        SAMPLER_TV_PER_DRAW,
+        derive_params,
+        sampler_delta,
+        sampler_tv_per_draw,
+    )
+    from sketches.core.noise_compose import discrete_gaussian_tv
+
+    spec = _spec(unit_cap=3, hash_seed=1)
+    params = derive_params(spec, None, None)
+    assert sampler_tv_per_draw(params, 50.0) == SAMPLER_TV_PER_DRAW == 2.0**-104
+    assert sampler_delta(spec, params, 50.0) == sampler_delta(spec, params)
+    big = sampler_tv_per_draw(params, 1e7)
+    assert big == discrete_gaussian_tv(1e7) > 2 * SAMPLER_TV_PER_DRAW
+    assert sampler_delta(spec, params, 1e7) == pytest.approx(
+        sampler_delta(spec, params) * big / SAMPLER_TV_PER_DRAW, rel=1e-12)

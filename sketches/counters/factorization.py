@@ -65,6 +65,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Context, Decimal
 from enum import StrEnum
 from functools import lru_cache
 
@@ -81,6 +82,7 @@ __all__ = [
     "SqrtFactorization",
     "TreeFactorization",
     "blt_params",
+    "check_columns_nonnegative",
     "columns_nonnegative",
     "factorization",
     "sqrt_coeffs",
@@ -246,8 +248,7 @@ class SqrtFactorization(Factorization):
     """``B = C = A^(1/2)`` (Toeplitz, ``r_j = binom(2j, j)/4^j``)."""
 
     def column_norm_sq(self) -> float:
-        r = sqrt_coeffs(self.rounds)
-        return float(np.sum(r * r))
+        return sum_sq_upper(sqrt_coeffs(self.rounds))
 
     def row_norm_sq(self, t: int | None = None) -> float:
         r = sqrt_coeffs(self.rounds if t is None else int(t))
@@ -277,8 +278,10 @@ class BLTFactorization(Factorization):
         return _blt_c_coeffs(self.theta, self.omega, int(self.rounds))
 
     def column_norm_sq(self) -> float:
-        c = self.c_coeffs()
-        return float(np.sum(c * c))
+        # not from c_coeffs(): its float64 IIR filter (P, Q expanded in floats) is off by
+        # about 5e-9 relative at n = 600, low; the sensitivity must be an upper bound
+        exact = _blt_col_norm_sq_decimal(self.theta, self.omega, int(self.rounds))
+        return float(exact) * (1.0 + NORM_MARGIN)
 
     def row_norm_sq(self, t: int | None = None) -> float:
         b = self.b_coeffs(self.rounds if t is None else int(t))
@@ -286,6 +289,77 @@ class BLTFactorization(Factorization):
 
     def values_per_counter(self) -> int:
         return len(self.theta) + 2
+
+
+NORM_MARGIN = 1e-12
+"""Relative upward margin on ``max_col(C)^2`` (BLT: computed in 40-digit decimal
+arithmetic from the exact binary ``theta``, ``omega``; the square root: an exact sum of
+float64 squares of the float64 coefficients): covers the conversion to float and the
+rounding of each term, so the calibrated sigma may only err upwards."""
+
+
+@lru_cache(maxsize=64)
+def _blt_col_norm_sq_decimal(theta: tuple[float, ...], omega: tuple[float, ...],
+                             n: int) -> Decimal:
+    """``sum_{t<n} c_t^2`` for ``C = B^-1 A``, ``B = BLT(theta, omega)``, in 40 digits.
+
+    The IIR filter of :func:`_blt_c_coeffs` with ``P``, ``Q`` expanded exactly (the
+    float parameters are exact binary fractions, so their decimals are exact up to the
+    context's 40 digits); ``O(n k)`` decimal operations, cached.
+    """
+    ctx = Context(prec=40)
+    th = [Decimal(t) for t in theta]
+    om = [Decimal(w) for w in omega]
+
+    def conv(a: list[Decimal], b: list[Decimal]) -> list[Decimal]:
+        out = [Decimal(0)] * (len(a) + len(b) - 1)
+        for i, x in enumerate(a):
+            for j, y in enumerate(b):
+                out[i + j] = ctx.add(out[i + j], ctx.multiply(x, y))
+        return out
+
+    q = [Decimal(1)]
+    for w in om:
+        q = conv(q, [Decimal(1), -w])
+    p = [*q, Decimal(0)]
+    for i, t in enumerate(th):
+        r = [Decimal(0), t]
+        for j, w in enumerate(om):
+            if j != i:
+                r = conv(r, [Decimal(1), -w])
+        for k, x in enumerate(r):
+            p[k] = ctx.add(p[k], x)
+    den = conv(p, [Decimal(1), Decimal(-1)])
+    out: list[Decimal] = []
+    total = Decimal(0)
+    for t in range(n):
+        acc = q[t] if t < len(q) else Decimal(0)
+        for i in range(1, min(len(den), t + 1)):
+            acc = ctx.subtract(acc, ctx.multiply(den[i], out[t - i]))
+        c = ctx.divide(acc, den[0])
+        out.append(c)
+        total = ctx.add(total, ctx.multiply(c, c))
+    return total
+
+
+def sum_sq_upper(c: np.ndarray) -> float:
+    """An upper bound on ``sum(c**2)``: an exact sum (``math.fsum``) of the squares, then
+    :data:`NORM_MARGIN` upwards.
+
+    >>> sum_sq_upper(np.array([1.0, 0.5])) > 1.25
+    True
+    """
+    return math.fsum((c * c).tolist()) * (1.0 + NORM_MARGIN)
+
+
+def check_columns_nonnegative(f: Factorization) -> None:
+    """Raise SpecError unless ``C >= 0`` entrywise: the replace relation, the truncation
+    calibration and signed changes bound ``||C(a - b)||^2 <= ||Ca||^2 + ||Cb||^2`` with it
+    (docs/PRIVACY.md §13), so every factorized counter is built only when it holds."""
+    if not columns_nonnegative(f):
+        raise SpecError(f"counter: {f.kind.value!r} over {f.rounds} rounds has negative "
+                        "entries in C, so its replace/truncation sensitivity bound does not "
+                        "hold; use counter: tree")
 
 
 def columns_nonnegative(f: Factorization) -> bool:

@@ -27,7 +27,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sketches.counters.factorization import CounterKind, factorization
+from sketches.counters.factorization import (
+    CounterKind,
+    check_columns_nonnegative,
+    factorization,
+)
 from sketches.counters.factorized import FactorizedCounters
 from sketches.counters.gauss_bm import ContinualCounters, GaussianNoise
 from sketches.privacy import Calibration, Calibrator, calibrate
@@ -43,6 +47,7 @@ def calibrate_counter(kind: str | CounterKind, eps: float, delta: float, *, m: i
         return calibrate(eps, delta, m=m, rounds=rounds, calibrator=calibrator,
                          unit_cap=unit_cap)
     f = factorization(k, rounds)
+    check_columns_nonnegative(f)  # the sensitivity bound of every relation relies on it
     return calibrate(eps, delta, m=m, rounds=rounds, calibrator=calibrator, unit_cap=unit_cap,
                      counter=k.value, column_norm_sq=f.column_norm_sq(),
                      row_norm_sq=f.row_norm_sq())

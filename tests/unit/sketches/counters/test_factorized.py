@@ -83,7 +83,9 @@ def test_b_times_c_is_the_counting_matrix(kind: str, n: int) -> None:
 def test_norms_are_the_matrix_norms(kind: str, n: int) -> None:
     f = factorization(kind, n)
     c, b = _c_matrix(kind, n), _b_matrix(kind, n)
-    assert f.column_norm_sq() == pytest.approx(float(np.max(np.sum(c * c, axis=0))), rel=1e-12)
+    # max_col(C)^2 is stated with an upward margin (issue 19 item 7), never below
+    exact = float(np.max(np.sum(c * c, axis=0)))
+    assert exact * (1 - 1e-12) <= f.column_norm_sq() <= exact * (1 + 1e-7)
     assert f.row_norm_sq() == pytest.approx(float(np.max(np.sum(b * b, axis=1))), rel=1e-12)
     assert columns_nonnegative(f) and np.all(c >= -1e-15)
 
@@ -306,3 +308,45 @@ def test_from_bytes_refuses_garbage_and_other_counters() -> None:
     tree = pack("lazy_cms", {}, {"counter": "tree"}, {})
     with pytest.raises(SerializationError):
         FactorizedCounters.from_bytes(tree, Pattern())
+
+
+# ---- issue 19 item 7: C >= 0 asserted, max_col(C)^2 an upper bound ------------------
+
+def test_column_norm_is_an_upper_bound_of_the_exact_norm() -> None:
+    """The float recurrence's C against a 50-digit decimal one (same BLT parameters):
+    the stated max_col(C)^2 is never below the exact sum, and within the margin."""
+    from decimal import Decimal, getcontext
+
+    from sketches.counters.factorization import NORM_MARGIN, factorization
+
+    getcontext().prec = 50
+    for n in (64, 600):
+        f = factorization("blt", n)
+        th = [Decimal(t) for t in f.theta]
+        om = [Decimal(w) for w in f.omega]
+        b = [Decimal(1)] + [sum(t * w ** (j - 1) for t, w in zip(th, om, strict=True))
+                            for j in range(1, n)]
+        inv = [Decimal(1)]
+        for t in range(1, n):
+            inv.append(-sum(b[j] * inv[t - j] for j in range(1, t + 1)))
+        c, acc = [], Decimal(0)
+        for t in range(n):
+            acc += inv[t]
+            c.append(acc)
+        exact = sum(x * x for x in c)
+        stated = Decimal(f.column_norm_sq())
+        assert exact <= stated <= exact * (1 + Decimal(4 * NORM_MARGIN))
+
+
+def test_negative_columns_are_refused() -> None:
+    """The replace/truncation bound needs C >= 0; a factorization without it is refused."""
+    import dataclasses
+
+    from sketches.counters.factorization import check_columns_nonnegative, factorization
+    from sketches.errors import SpecError
+
+    f = factorization("blt", 64)
+    check_columns_nonnegative(f)
+    bad = dataclasses.replace(f, theta=tuple(3.0 * t for t in f.theta))
+    with pytest.raises(SpecError, match="negative entries in C"):
+        check_columns_nonnegative(bad)

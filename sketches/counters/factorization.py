@@ -322,8 +322,8 @@ def _blt_col_norm_sq_decimal(theta: tuple[float, ...], omega: tuple[float, ...],
     for w in om:
         q = conv(q, [Decimal(1), -w])
     p = [*q, Decimal(0)]
-    for i, t in enumerate(th):
-        r = [Decimal(0), t]
+    for i, t_i in enumerate(th):
+        r = [Decimal(0), t_i]
         for j, w in enumerate(om):
             if j != i:
                 r = conv(r, [Decimal(1), -w])

@@ -251,7 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--port", type=int, default=DEFAULT_PORT,
                     help=f"HTTP port (default {DEFAULT_PORT}; 0 picks a free one)")
     ap.add_argument("--metrics-url", help="the worker's Prometheus endpoint, e.g. "
-                    "http://127.0.0.1:9108/metrics (throughput and lag)")
+                    "http://127.0.0.1:9108/metrics (throughput and lag; operator-only)")
+    ap.add_argument("--public", action="store_true",
+                    help="a page for release readers: only public releases, a metrics URL "
+                    "is refused (metrics are exact, private counts)")
     ap.add_argument("--history", type=int, default=720,
                     help="releases kept per shard for the time series (default 720: an hour "
                     "of releases every 5 s)")
@@ -279,6 +282,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from worker.reader import bootstrap_from
 
     args = build_parser().parse_args(argv)
+    if args.public and args.metrics_url:
+        print("dpstream: --public: a page for release readers shows releases only; "
+              "--metrics-url is operator information (exact counts per topology: "
+              "docs/PRIVACY.md section 1); drop --metrics-url or --public",
+              file=__import__("sys").stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
                         "%(message)s")
     logging.getLogger("aiokafka").setLevel(logging.WARNING)

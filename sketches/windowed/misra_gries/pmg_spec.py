@@ -102,9 +102,12 @@ class PMGSpec:
         ``release_mode="pure"`` only: items are ints in ``[0, universe)``.
     item_kind : {"int", "str"}
         ``"int"``: integer items, the key is the int itself (exact). ``"str"``:
-        str/bytes items keyed by the seeded 64-bit hash of :mod:`sketches.core.hashing`.
+        str/bytes items keyed by their exact bytes (str as UTF-8;
+        :class:`~sketches.windowed.misra_gries.mg_state.ItemCodec`): no hash, so
+        no two items can share a published label (docs/PRIVACY.md §10.4).
     hash_seed : int
-        Seed of the str/bytes key hash (public).
+        Unused by the keys (exact bytes); kept so older specs, checkpoints and
+        merges of shards built from one spec still compare equal.
     beta : float
         Failure probability of the reported error bound (not a privacy parameter).
     unit_cap : int

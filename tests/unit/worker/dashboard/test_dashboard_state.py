@@ -185,3 +185,12 @@ def test_an_hour_of_heavy_hitters_but_a_bounded_number_of_matrices() -> None:
     assert len(card["heavy_hitters"]["threshold_series"]) == len(series)
     ans = st.query("dst", "r1", "10.0.0.0/24")
     assert [v for _, v in ans["series"]] == [56.0, 57.0, 58.0, 59.0]
+
+
+def test_public_mode_refuses_a_metrics_url(capsys) -> None:
+    """Issue 19 item 8: a page for release readers never reads the metrics endpoint."""
+    from worker.dashboard.server import main
+
+    assert main(["--public", "--metrics-url", "http://127.0.0.1:1/metrics",
+                 "--topic", "t"]) == 2
+    assert "--public" in capsys.readouterr().err

@@ -36,6 +36,11 @@ The statistics (and why they are the strongest we found)
   noisy total ``n_estimate``; dyadic_quantiles: ``n_estimate`` (the quantile
   values move by at most one rank step and carry far less signal).
 - fp_sketch: the published estimate of F_p (the only number in the release).
+- columnar_neighbour: the worker's decoder on a ``columnar`` message whose one extra
+  row makes the message fail as a whole (oversized): ``events`` events disappear,
+  so the noise must be calibrated for ``max_events_per_message`` (issue 19); its
+  power check scales the noise by ``1/(events+1)``, i.e. a calibration that forgets
+  the message bound (the bug the review found).
 
 Gaussian cases whose statistic is linear in the noise carry a
 :class:`Parametric` (LazyCMS/LazyCS, dp_cms/dp_cs, dyadic_quantiles' root,
@@ -47,6 +52,7 @@ dp_cms_hh's statistic includes a min over rows (not linear).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -233,6 +239,81 @@ def _lazy_factorized(counter: str, observed: int = 128) -> Case:
             mu_calibrated=math.sqrt(spec.depth * float(c_r @ c_r))
             / LazyCMS(spec, SecureNoise()).calibration.sigma,
             claim=(spec.eps, spec.delta), claim_note="release", mean0=_mean0(run)))
+
+
+# ---------------------------------------------------------------- many-event encodings
+COLUMNAR_TOPOLOGY = """
+name: audit-columnar
+production: true
+input:
+  topic: flows
+  partitions: 1
+  encoding: columnar
+  max_message_bytes: 8192
+  max_events_per_message: {m}
+  fields: {{shard: router, item: dst}}
+shards: {{allowed: [r1]}}
+mechanism: {{name: lazy_cms, params: {{depth: 4, width: 16, hash_seed: 20240601}}}}
+privacy: {{eps: 1.0, delta: 1.0e-6, epoch_ticks: 3600, time: event}}
+release: {{every_ticks: 1, topic: audit-out}}
+dead_letter: {{topic: audit-dlq}}
+"""
+
+
+def _columnar(events: int = 300) -> Case:
+    """Issue 19 item 1: on a ``columnar`` topology one event must not decide whether the
+    other events of its message count. The worker's real path (topology, decoder,
+    spec from ``Topology.spec_params``) on the worst case the encoding allows: ``X``
+    is one message of ``events`` events of the item; in ``X'`` one more row is an item
+    so long that the message exceeds ``max_message_bytes`` (a failure no decoder can
+    pin to a row), so the whole message is dead-lettered and the shard counts 0
+    instead of ``events``. The noise must be calibrated for that group
+    (``max_events_per_message``, docs/PRIVACY.md §2); the statistic is ``_lazy``'s
+    (the item's cells at rounds 1, 2, 4, ..), whose shift is now ``events`` nodes."""
+    from worker.decode import decode_batch
+    from worker.topology import parse_topology
+
+    topo = parse_topology(COLUMNAR_TOPOLOGY.format(m=events + 1), "audit-columnar.yaml")
+    spec = LazySketchSpec(**{k: v for k, v in _lazy_spec_params(topo).items()})
+    item = "93.184.216.0/24"
+    good = [item] * events
+    x = json.dumps({"v": 1, "shard": "r1", "item": good}).encode()
+    x1 = json.dumps({"v": 1, "shard": "r1", "item": [*good, "y" * 8192]}).encode()
+    powers = [1 << j for j in range(spec.horizon.bit_length()) if 1 << j <= spec.horizon]
+
+    def run(noise: NoiseSource, neighbour: bool) -> float:
+        out = decode_batch(topo.input, [(0, b"r1", x1 if neighbour else x, 0)])
+        sk = LazyCMS(spec, noise)
+        sk.update_batch(out.items, ticks=np.zeros(len(out), np.int64))
+        total = 0.0
+        for r in powers:
+            sk.advance_to(r)
+            total += _cells_sum(sk.release(), [item], signed=False)
+        return -total  # larger = looks like X' (the message dropped)
+
+    sigma = LazyCMS(spec, SecureNoise()).calibration.sigma
+    return Case(
+        name="columnar_neighbour", mechanism="lazy_cms (encoding: columnar, worker decoder)",
+        clock="tick", relation="add_remove",
+        source=f"a production columnar topology, max_events_per_message {events + 1} "
+               "(decoded by worker.decode.decode_batch, spec from Topology.spec_params)",
+        statistic=f"minus the sum of the item's {spec.depth} cells over the releases at "
+                  f"rounds 1,2,4,..,{powers[-1]}",
+        inputs=f"X: one message of {events} events of the item; X' = X + one row that makes "
+               "the message oversized (the whole message is dead-lettered)",
+        run=run, claim=(spec.eps, spec.delta), broken_factor=1 / (events + 1),
+        parametric=Parametric(
+            mu_calibrated=events * math.sqrt(spec.depth * len(powers)) / sigma,
+            claim=(spec.eps, spec.delta), claim_note="release", mean0=_mean0(run)))
+
+
+def _lazy_spec_params(topo: Any) -> dict[str, Any]:
+    """The LazySketchSpec fields the worker builds from ``topo`` (registry entry)."""
+    from sketches import lookup
+
+    built = lookup(topo.mechanism).build_spec(topo.spec_params())
+    return {f: getattr(built, f) for f in ("depth", "width", "horizon", "eps", "delta",
+                                           "hash_seed", "relation", "clock", "unit_cap")}
 
 
 # ---------------------------------------------------------------- dp_cms / dp_cs
@@ -520,6 +601,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "lazy_cms": lambda: _lazy("cms"),
     "lazy_cs": lambda: _lazy("cs"),
     "lazy_cms_blt": lambda: _lazy_factorized("blt"),
+    "columnar_neighbour": _columnar,
     "dp_cms": lambda: _dp_linear("cms"),
     "dp_cs": lambda: _dp_linear("cs"),
     "pmg_int": lambda: _pmg("int"),

@@ -111,6 +111,15 @@ def test_power_pmg_noise_divided_by_4() -> None:
     assert r.eps_lb > r.eps_claimed, f"pmg with noise/4 passed the audit: {r}"
 
 
+def test_power_columnar_calibration_without_the_message_bound() -> None:
+    """Issue 19 item 1: noise calibrated for one event (not the message bound) on a
+    columnar topology whose one row drops its 300-event message is refuted.
+    Measured 2026-11-27: eps_lb 2.38 against the claim 1.0 at 100 trials."""
+    c = case("columnar_neighbour")
+    r = run_case(c, 200, ScaledNoise(SecureNoise(), c.broken_factor), alpha=0.05)
+    assert r.eps_lb > r.eps_claimed, f"columnar without the message bound passed: {r}"
+
+
 @pytest.mark.slow
 def test_power_lazy_cms_noise_divided_by_10() -> None:
     """The continual sketch's statistic catches a miscalibrated sigma (about 30 s).

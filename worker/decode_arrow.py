@@ -441,7 +441,7 @@ def decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
             dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
             continue
         if errs.by_reason:
-            dead.extend(errs.dead_letters(record))
+            dead.append(errs.dead_letter(record))
             keep = errs.ok
             items = items[keep]
             units = None if units is None else units[keep]

@@ -9,7 +9,7 @@
 One event is the unit on every encoding (docs/PRIVACY.md §2): each row is
 validated on its own, a bad row (an item over ``input.max_item_bytes``, out of
 range, of the wrong type, a NUL in a unit, a negative weight, ...) is
-dead-lettered alone (one dead letter per message and reason, listing the rows)
+dead-lettered alone (one dead letter per message, listing the bad rows by reason)
 and the message's good rows count. Columns are checked as a whole first (no
 per-event Python loop when every row is good); only a column that fails is
 walked row by row. Failures that cannot be pinned to a row (not JSON, oversized,
@@ -28,7 +28,7 @@ Examples
 >>> out.items.tolist(), out.shards.tolist(), [(d.offset, d.reason) for d in out.dead]
 (['a', '2'], ['r1', 'r1'], [(0, 'wrong_type'), (1, 'bad_version')])
 >>> print(out.dead[0].detail[:70])
-1 of 3 rows dead-lettered (row 2: item must be a string or integer, go
+1 of 3 rows dead-lettered: wrong_type x1 (row 2: item must be a string
 >>> out.dead[0].detail.endswith("the message's other 2 good rows were counted")
 True
 """
@@ -178,18 +178,22 @@ class RowErrors:
                 out.append(fill)
         return out
 
-    def dead_letters(self, record: Record) -> list[DeadLetter]:
+    def dead_letter(self, record: Record) -> DeadLetter:
+        """One dead letter for the message's bad rows (one per offset, like every other
+        dead letter): its reason is the most frequent one among the rows, its detail
+        counts every reason and lists the first rows of each."""
         offset, key, value, ts = record
         n = self.ok.shape[0]
-        out = []
-        for reason, rows in self.by_reason.items():
-            shown = "; ".join(f"row {i}: {d}" for i, d in rows[:5])
-            more = f"; and {len(rows) - 5} more rows" if len(rows) > 5 else ""
-            out.append(DeadLetter(
-                offset, key, value, ts, reason,
-                f"{len(rows)} of {n} rows dead-lettered ({shown}{more}); the message's other "
-                f"{int(np.count_nonzero(self.ok))} good rows were counted"))
-        return out
+        bad = n - int(np.count_nonzero(self.ok))
+        reasons = sorted(self.by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        parts = []
+        for reason, rows in reasons:
+            shown = "; ".join(f"row {i}: {d}" for i, d in rows[:3])
+            more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
+            parts.append(f"{reason} x{len(rows)} ({shown}{more})")
+        return DeadLetter(offset, key, value, ts, reasons[0][0],
+                          f"{bad} of {n} rows dead-lettered: {', '.join(parts)}; the "
+                          f"message's other {n - bad} good rows were counted")
 
 
 def _item_rows(col: list[Any], spec: InputSpec, special: bool, errs: RowErrors) -> np.ndarray:
@@ -277,7 +281,7 @@ def decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> D
             dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
             continue
         if errs.by_reason:
-            dead.extend(errs.dead_letters(record))
+            dead.append(errs.dead_letter(record))
             keep = errs.ok
             items = items[keep]
             units = None if units is None else units[keep]

@@ -47,5 +47,6 @@ def test_one_bad_row_does_not_drop_its_message(broker, workers, make_topology, u
     reasons = Counter(json.loads(m.value)["reason"] for m in dlq)
     assert reasons == {"oversized_item": 1}
     detail = json.loads(dlq[0].value)["detail"]
-    assert detail.startswith("1 of 321 rows") and "320 good rows were counted" in detail
+    assert detail.startswith("1 of 321 rows dead-lettered: oversized_item x1 (row 150: ")
+    assert detail.endswith("320 good rows were counted")
     assert doc["input"]["encoding"] == encoding

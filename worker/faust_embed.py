@@ -114,10 +114,13 @@ class Feed:
     async def send_columnar(self, shard: str, items: Sequence[Any], *,
                             weights: Sequence[Any] | None = None,
                             units: Sequence[Any] | None = None) -> None:
-        """Many events of ``shard`` as one columnar message (worker/decode_columnar.py)."""
+        """Many events of ``shard`` as columnar messages (worker/decode_columnar.py), of at
+        most ``input.max_events_per_message`` rows each."""
         self._columnar()
-        if items:
-            await self._send(shard, _columnar_doc(shard, items, weights, units))
+        await self._send_all([(shard, _columnar_doc(shard, items[a:b],
+                                                    None if weights is None else weights[a:b],
+                                                    None if units is None else units[a:b]))
+                              for a, b in self._chunks(len(items))])
 
     async def send_columnar_many(self, batches: Mapping[str, Sequence[Any]]) -> None:
         """One columnar message per shard of ``{shard: items}``, acknowledged together.
@@ -126,8 +129,15 @@ class Feed:
         flight at the same time instead of one acknowledgement after another.
         """
         self._columnar()
-        await self._send_all([(shard, _columnar_doc(shard, items, None, None))
-                              for shard, items in batches.items() if items])
+        await self._send_all([(shard, _columnar_doc(shard, items[a:b], None, None))
+                              for shard, items in batches.items()
+                              for a, b in self._chunks(len(items))])
+
+    def _chunks(self, n: int) -> list[tuple[int, int]]:
+        """Row ranges of at most ``input.max_events_per_message`` rows (all in one message
+        without a bound): a longer message would be dead-lettered whole."""
+        m = self.topology.input.max_events_per_message or max(n, 1)
+        return [(a, min(a + m, n)) for a in range(0, n, m)]
 
     def _columnar(self) -> None:
         if self.topology.input.encoding != "columnar":

@@ -69,6 +69,8 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
     reason = not_private_reason(p["mechanism"], p["noise"], p.get("mechanism_params") or {})
     if reason is None:
         reason = p.get("input_not_private")
+    if reason is None:  # the current topology's encoding too: only ever less private
+        reason = topo.message_unit_reason()
     if reason is None and not p["private"]:
         reason = f"{p['noise']} noise"
     doc: dict[str, Any] = {

@@ -242,6 +242,13 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
     if inp.item_type == "int" and isinstance(bits, int) and not isinstance(bits, bool):
         inp = replace(inp, item_bits=bits)  # out-of-domain items become dead letters
     privacy = _parse_privacy(top.sub("privacy"), inp.fields, production)
+    if inp.many_events and privacy.clock == "arrival":
+        raise top.error("privacy.clock", f"the arrival clock is refused with encoding "
+                        f"{inp.encoding!r}: one row can make its whole message fail "
+                        "(oversized, too many rows), which removes up to "
+                        "max_events_per_message arrivals and moves every later event's "
+                        "step, and the epoch boundaries with them (replace assumes the "
+                        "length is public)", "use clock: tick (the default)")
     noise = _parse_noise(top.sub("noise", required=False), production)
     rel = top.sub("release")
     rel.reject_unknown(["every_ticks", "topic", "partitions"])
@@ -403,6 +410,9 @@ def _parse_privacy(r: SpecReader, fields_: FieldPaths, production: bool = False)
     if fields_.unit is None and "unit_cap" in r.data:
         raise r.error("privacy.unit_cap", "a contribution cap needs a privacy unit",
                       "set input.fields.unit (e.g. user_id) or remove unit_cap")
+    if fields_.unit == "event":
+        raise r.error("input.fields.unit", "the unit field may not be called 'event' (releases "
+                      "state `unit: event` for event-level privacy)", "rename the field path")
     if fields_.unit is not None and fields_.weight is not None:
         raise r.error("input.fields.weight", "weights cannot be combined with a privacy unit "
                       "(the cap counts events)", "remove input.fields.weight or the unit")

@@ -410,3 +410,43 @@ def test_lazy_hh_refuses_tick_clock_with_replace() -> None:
     with pytest.raises(SpecError) as err:
         validate_mechanism_params(parse_topology(yaml.safe_dump(doc), "p.yaml"))
     assert "replace" in str(err.value) and "add_remove" in str(err.value)
+
+
+@pytest.mark.parametrize("encoding", ["columnar", "arrow"])
+def test_arrival_clock_refused_with_many_event_encodings(encoding: str) -> None:
+    """Review of issue 19, finding 1: on the arrival clock a row that makes its message
+    fail whole removes M arrivals and moves every later event's step and the epoch
+    boundaries (replace assumes a public length); refused for any topology."""
+    doc = _many_event(encoding, False, 4)
+    doc["privacy"].update(relation="replace", clock="arrival", epoch_events=8)
+    with pytest.raises(SpecError) as err:
+        parse_topology(yaml.safe_dump(doc), "p.yaml")
+    assert "p.yaml: privacy.clock:" in str(err.value) and "clock: tick" in str(err.value)
+
+
+def test_unit_field_named_event_is_refused() -> None:
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc["input"]["fields"]["unit"] = "event"
+    with pytest.raises(SpecError, match="input.fields.unit"):
+        parse_topology(yaml.safe_dump(doc), "p.yaml")
+
+
+def test_encoding_is_structural_and_judged_from_the_topology() -> None:
+    """Review of issue 19, finding 3: json -> columnar mid-epoch is refused; a block
+    from before issue 19 (no `encoding`) restored under a columnar topology without a
+    message bound says private: false (the current encoding is judged too)."""
+    from worker.epoch_params import check_hard, epoch_params
+    from worker.publish import envelope
+
+    json_topo = parse_topology(yaml.safe_dump(BASE))
+    col = parse_topology(yaml.safe_dump(_many_event("columnar", False)))
+    old = epoch_params(json_topo)
+    with pytest.raises(SpecError, match="input.encoding: changed from 'json' to 'columnar'"):
+        check_hard(old, epoch_params(col), "p.yaml", "r1")
+    legacy = {k: v for k, v in old.items()
+              if k not in ("encoding", "max_events_per_message", "calibration_cap",
+                           "input_not_private")}
+    check_hard(legacy, epoch_params(col), "p.yaml", "r1")  # accepted: nothing to compare
+    doc = envelope(col, "r1", epoch=0, seq=0, rounds=1, final=False, payload={},
+                   published_at_ms=0, params=legacy)
+    assert doc["private"] is False and "max_events_per_message" in doc["not_private_reason"]

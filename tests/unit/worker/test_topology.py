@@ -427,7 +427,7 @@ def test_arrival_clock_refused_with_many_event_encodings(encoding: str) -> None:
 def test_unit_field_named_event_is_refused() -> None:
     doc = yaml.safe_load(yaml.safe_dump(BASE))
     doc["input"]["fields"]["unit"] = "event"
-    with pytest.raises(SpecError, match="input.fields.unit"):
+    with pytest.raises(SpecError, match=r"input\.fields\.unit"):
         parse_topology(yaml.safe_dump(doc), "p.yaml")
 
 
@@ -441,7 +441,7 @@ def test_encoding_is_structural_and_judged_from_the_topology() -> None:
     json_topo = parse_topology(yaml.safe_dump(BASE))
     col = parse_topology(yaml.safe_dump(_many_event("columnar", False)))
     old = epoch_params(json_topo)
-    with pytest.raises(SpecError, match="input.encoding: changed from 'json' to 'columnar'"):
+    with pytest.raises(SpecError, match=r"input\.encoding: changed from 'json' to 'columnar'"):
         check_hard(old, epoch_params(col), "p.yaml", "r1")
     legacy = {k: v for k, v in old.items()
               if k not in ("encoding", "max_events_per_message", "calibration_cap",

@@ -353,7 +353,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"ok {t.source}: topology {t.name!r}, mechanism {t.mechanism}, "
               f"eps {t.privacy.eps}, delta {t.privacy.delta}, input {t.input.topic} "
               f"({t.input.partitions} partitions), releases on {t.release.topic}")
-    for total in totals.values():  # sequential composition per input topic and unit
+    for total in totals.values():  # sequential composition per input topic
         print(describe(total))
     print("next: `dpstream plan TOPOLOGY --rate EVENTS_PER_S` shows the noise, the error "
           "bounds and detection times these releases will have, and which knob changes them")
@@ -392,7 +392,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # what the topologies spend together, per input topic and unit, if run together
     by_key = topic_totals(topos)
     for t, p in zip(topos, plans, strict=True):
-        p["topic_total"] = by_key[(t.input.topic, t.privacy.unit_field or "event")].to_json()
+        p["topic_total"] = by_key[t.input.topic].to_json()
     totals = [t for t in by_key.values() if len(t.shares) > 1 or t.budget]
     if args.json:
         print(json.dumps(plans, indent=2, default=str, allow_nan=False))

@@ -71,7 +71,8 @@ from worker.decode import (
     Record,
     decode_batch,
 )
-from worker.epoch_params import check_hard, epoch_params, soft_changes
+from worker.composition import Composition, share_of
+from worker.epoch_params import check_hard, epoch_params, soft_changes, topology_at
 from worker.event_time import HeldRecordsFailed
 from worker.metrics import Metrics
 from worker.partition import (
@@ -138,6 +139,8 @@ class Engine:
         """Event time: offsets of held groups that raised, applied one by one next time."""
         self._over_logged: dict[tuple[str, str], tuple[int | None, float, int]] = {}
         self._children: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self.composition = Composition(topologies)
+        """Live budget per input topic: what every release's ``topic_total`` states."""
         self.input_not_private: dict[str, str] = {}
         """Topology name -> why its input makes releases not private (found at run time:
         :meth:`mark_input_not_private`)."""
@@ -198,6 +201,7 @@ class Engine:
                     or topo.name in self.input_not_private:
                 continue
             self.input_not_private[topo.name] = reason
+            self.composition.mark_not_private(topo)  # its topic's total is not private
             for (name, _), ps in self.parts.items():
                 if name != topo.name:
                     continue
@@ -299,7 +303,7 @@ class Engine:
         payload = st.mechanism.release()
         raw = envelope_bytes(topo, st.shard, epoch=st.epoch, seq=st.seq, rounds=st.rounds,
                              final=final, payload=payload, published_at_ms=now,
-                             params=st.params)
+                             params=st.params, topic_total=self.composition.block(topo))
         st.seq += 1
         st.touch()
         ps.pending.append((topo.release.topic, release_key(topo.name, st.shard), raw,
@@ -442,6 +446,11 @@ class Engine:
         check_hard(st.params, current, topo.source, st.shard)
         changed = soft_changes(st.params, current)
         if changed:
+            # the epoch finishes on its checkpointed parameters: its topic's total must
+            # count them (and stay within the budget) until the worker restarts
+            old = topology_at(topo, st.params)
+            if self.composition.raise_share(topo, share_of(old)):
+                self.composition.check()
             log.warning(
                 "topology %s shard %s: %s changed mid-epoch %d; the epoch finishes on the "
                 "checkpointed values (its noise was drawn with them; releases state them), the "

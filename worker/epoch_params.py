@@ -161,4 +161,27 @@ def check_hard(old: dict[str, Any], new: dict[str, Any], source: str, shard: str
                 "decides which tick and epoch an event belongs to (or the epoch's noise), so "
                 f"that epoch cannot be finished under the new value; set {path} back to "
                 f"{old.get(key)!r}, or give the topology a new `name` to start fresh state "
-                "(the old state then publishes no more releases)")
+                "(the old state then publishes no more releases; the new name's releases of "
+                "events the old name already released add to their privacy loss: count them "
+                "in input.budget, docs/PRIVACY.md section 4.1)")
+
+
+def topology_at(topo: Topology, params: Mapping[str, Any]) -> Topology:
+    """``topo`` with the privacy knobs (``SOFT``) of an epoch's block: the topology an
+    epoch that finishes on its checkpointed parameters runs as (its stated guarantee).
+
+    >>> from worker.topology import TOPOLOGY_EXAMPLE, parse_topology
+    >>> t = parse_topology(TOPOLOGY_EXAMPLE)
+    >>> topology_at(t, dict(epoch_params(t), eps=4.0)).privacy.eps
+    4.0
+    """
+    from dataclasses import replace
+
+    p = topo.privacy
+    unit_cap = int(params.get("unit_cap", p.unit_cap)) if p.unit_field else p.unit_cap
+    privacy = replace(p, eps=float(params.get("eps", p.eps)),
+                      delta=float(params.get("delta", p.delta)),
+                      relation=str(params.get("relation", p.relation)), unit_cap=unit_cap)
+    mech = params.get("mechanism_params")
+    return replace(topo, privacy=privacy,
+                   mechanism_params=dict(mech) if mech is not None else topo.mechanism_params)

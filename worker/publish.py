@@ -41,6 +41,7 @@ The guarantee stated is the one the epoch's noise was drawn with: ``params``
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from worker.epoch_params import epoch_params, not_private_reason
@@ -56,11 +57,15 @@ def release_key(topology: str, shard: str) -> bytes:
 
 def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, final: bool,
              payload: dict[str, Any], published_at_ms: int,
-             params: dict[str, Any] | None = None) -> dict[str, Any]:
+             params: dict[str, Any] | None = None,
+             topic_total: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The envelope as a dict (see docs/RELEASES.md for every field).
 
     ``params`` is the epoch's privacy block (:func:`worker.epoch_params.epoch_params`,
     checkpointed with the shard state); the topology's current block when None.
+    ``topic_total``: the composition over the topologies reading the same input topic
+    (the engine's live view, :class:`worker.composition.Composition`); the one the
+    topology was loaded with when None.
     """
     p = epoch_params(topo) if params is None else params
     tick = p["clock"] == "tick"
@@ -105,7 +110,8 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
         "covers_shard_presence": bool(p.get("closed_shards", False)),
         # every loaded topology reading the same input topic and unit spends budget on
         # the same events: their sequential composition (worker.composition)
-        "topic_total": None if topo.topic_total is None else dict(topo.topic_total),
+        "topic_total": (dict(topic_total) if topic_total is not None else
+                        None if topo.topic_total is None else dict(topo.topic_total)),
         "published_at": published_at_ms,
         "error_bound": payload.get("error_bound"),
         "lag_bound": payload.get("lag_bound"),

@@ -53,10 +53,16 @@ class Dashboard:
                  metrics_url: str | None = None, client_options: Mapping[str, Any] | None = None,
                  history: int = 720, metrics_every_s: float = 2.0, replay: int = 5000,
                  metrics_text: Callable[[], str] | None = None,
-                 sketch_history: int = 120) -> None:
+                 sketch_history: int = 120, public: bool = False) -> None:
         if not topics:
             raise SpecError("dashboard: no release topic; pass --topic T or --topology FILE")
         self.bootstrap, self.topics = bootstrap, sorted(set(topics))
+        if public and (metrics_url or metrics_text):
+            raise SpecError("dashboard: a public page (for release readers) never reads the "
+                            "worker's metrics (exact counts, docs/PRIVACY.md section 1)")
+        self.public = public
+        """Release readers' page: no metrics, and no count of the records read (on a topic
+        that is not a release topic those would be exact private counts)."""
         self.metrics_url = metrics_url
         self.metrics_text = metrics_text  # in-process exposition text (Faust embedding)
         self.metrics_every_s = metrics_every_s
@@ -78,8 +84,11 @@ class Dashboard:
                             headers={"Cache-Control": "no-store"})
 
     async def api_state(self, request: web.Request) -> web.StreamResponse:
+        view = self.state.view()
+        if self.public:
+            view = {**view, "seen": None, "rejected": None}
         body = dumps({"broker": self.bootstrap, "topics": self.topics,
-                      "view": self.state.view(), "metrics": self.metrics,
+                      "view": view, "metrics": self.metrics,
                       "metrics_url": self.metrics_url, "follower_error": self.follower_error})
         return web.Response(text=body, content_type="application/json",
                             headers={"Cache-Control": "no-store"})
@@ -297,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         topics = list(args.topic) + (topics_of(args.topology) if args.topology else [])
         dash = Dashboard(bootstrap, topics, metrics_url=args.metrics_url,
                          client_options=opts, history=args.history, replay=args.replay,
-                         sketch_history=args.sketch_history)
+                         sketch_history=args.sketch_history, public=args.public)
         port = await dash.serve(args.host, args.port)
         print(f"dpstream dashboard: http://{args.host}:{port}/ (topics {', '.join(dash.topics)})",
               flush=True)

@@ -46,10 +46,10 @@ def _topo(name: str, eps: float, *, topic: str = "flows", budget: dict | None = 
 
 def test_totals_are_the_sum_of_what_releases_state() -> None:
     totals = topic_totals([_topo("a", 1.0), _topo("b", 0.5), _topo("c", 2.0, topic="other")])
-    flows = totals[("flows", "event")]
+    flows = totals["flows"]
     assert (flows.eps, flows.delta) == (1.5, 2e-6)
     assert [s.topology for s in flows.shares] == ["a", "b"]
-    assert totals[("other", "event")].eps == 2.0
+    assert totals["other"].eps == 2.0
 
 
 def test_lazy_hh_share_is_its_delta_tilde() -> None:
@@ -57,17 +57,27 @@ def test_lazy_hh_share_is_its_delta_tilde() -> None:
         "k": 4, "k_tilde": 16, "event_horizon": 100_000}})
     eps, delta, private = stated_guarantee(hh)
     assert eps == 1.0 and private and delta > 1e-6  # delta~, not the topology's 1e-6
-    total = topic_totals([hh, _topo("a", 1.0)])[("flows", "event")]
+    total = topic_totals([hh, _topo("a", 1.0)])["flows"]
     assert total.delta == pytest.approx(delta + 1e-6)
 
 
-def test_units_are_totalled_separately() -> None:
-    totals = topic_totals([_topo("a", 1.0), _topo("u", 1.0, unit=True)])
-    assert set(totals) == {("flows", "event"), ("flows", "u")}
+def test_every_unit_counts_per_event() -> None:
+    """Review of issue 19, finding 2: keyed by (topic, unit) four topologies with four
+    unit names each stated eps 1.0 alone under a budget of 1.0. Now one total per topic;
+    a user-level share costs one event (2 eps, (1 + e^eps) delta) by group privacy."""
+    import math
+
+    topos = [_topo("a", 1.0), _topo("u", 0.5, unit=True)]
+    total = topic_totals(topos)["flows"]
+    assert total.eps == pytest.approx(1.0 + 2 * 0.5)
+    assert total.delta == pytest.approx(1e-6 + (1 + math.exp(0.5)) * 1e-6)
+    assert total.by_unit() == {"u": {"eps": 0.5, "delta": 1e-6, "topologies": ["u"]}}
+    with pytest.raises(SpecError, match="x2 per event"):
+        compose([_topo("a", 1.0, budget={"eps": 1.0}), _topo("u", 0.5, unit=True)])
 
 
 def test_a_non_private_topology_voids_the_topic_total() -> None:
-    total = topic_totals([_topo("a", 1.0), _topo("z", 1.0, noise="zero")])[("flows", "event")]
+    total = topic_totals([_topo("a", 1.0), _topo("z", 1.0, noise="zero")])["flows"]
     assert not total.private and total.to_json()["eps"] is None
     assert "NOT PRIVATE" in describe(total)
 
@@ -77,7 +87,7 @@ def test_declared_budget_refuses_any_topology_over_it() -> None:
     with pytest.raises(SpecError) as err:
         compose(topos)
     msg = str(err.value)
-    assert msg.startswith("a.yaml: input.budget:") and "eps 1.5" in msg
+    assert msg.startswith("a.yaml: input.budget:") and "eps 1.5, delta 2e-06 per event" in msg
     assert "a (a.yaml): eps 1" in msg and "b (b.yaml): eps 0.5" in msg
     ok = compose([_topo("a", 1.0, budget={"eps": 1.5, "delta": 2e-6}), _topo("b", 0.5)])
     assert ok[0].topic_total["eps"] == 1.5 and ok[1].topic_total["topologies"] == ["a", "b"]

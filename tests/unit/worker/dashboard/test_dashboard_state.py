@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -194,3 +195,21 @@ def test_public_mode_refuses_a_metrics_url(capsys) -> None:
     assert main(["--public", "--metrics-url", "http://127.0.0.1:1/metrics",
                  "--topic", "t"]) == 2
     assert "--public" in capsys.readouterr().err
+
+
+def test_public_dashboard_hides_record_counts() -> None:
+    """A public page pointed at a non-release topic must not show how many records it
+    read or rejected (exact private counts there)."""
+    from worker.dashboard.server import Dashboard
+
+    with pytest.raises(SpecError, match="public page"):
+        Dashboard("127.0.0.1:1", ["t"], metrics_url="http://127.0.0.1:1/m", public=True)
+    dash = Dashboard("127.0.0.1:1", ["t"], public=True)
+    dash.state.add(b"not a release")
+
+    async def body() -> dict:
+        resp = await dash.api_state(None)  # type: ignore[arg-type]
+        return json.loads(resp.text)
+
+    view = asyncio.run(body())["view"]
+    assert view["seen"] is None and view["rejected"] is None

@@ -63,6 +63,7 @@ import numpy as np
 from sketches import lookup
 from sketches.errors import SpecError
 from worker.checkpoint import PartitionCheckpoint
+from worker.composition import Composition, share_of
 from worker.decode import (
     DEAD_LETTER_MAX_BYTES,
     REASONS,
@@ -71,7 +72,6 @@ from worker.decode import (
     Record,
     decode_batch,
 )
-from worker.composition import Composition, share_of
 from worker.epoch_params import check_hard, epoch_params, soft_changes, topology_at
 from worker.event_time import HeldRecordsFailed
 from worker.metrics import Metrics

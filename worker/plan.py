@@ -107,7 +107,7 @@ def probe(topo: Topology) -> Probe:
 
 
 GUARANTEE_FIELDS = ("eps", "delta", "delta_tilde", "relation", "unit", "unit_cap",
-                    "private", "noise", "covers_shard_presence")
+                    "private", "noise", "covers_shard_presence", "input")
 """Envelope fields of the stated guarantee (a release states exactly these)."""
 
 
@@ -589,6 +589,15 @@ def render(plans: Sequence[dict[str, Any]]) -> str:
     return "\n\n".join(_render_one(p) for p in plans) + "\n"
 
 
+def _message_group(inp: dict[str, Any]) -> str:
+    """A many-event encoding's calibration (docs/PRIVACY.md §2), or nothing."""
+    m = inp.get("max_events_per_message")
+    if m is None:
+        return ""
+    return (f", noise calibrated for a message of up to {m} events "
+            f"(calibration cap {inp.get('calibration_cap')})")
+
+
 def _render_one(p: dict[str, Any]) -> str:
     g, t, b, m = p["guarantee"], p["timing"], p["bounds"], p["memory"]
     out = [f"== {p['topology']} ({p['source']}): mechanism {p['mechanism']}"]
@@ -599,7 +608,8 @@ def _render_one(p: dict[str, Any]) -> str:
                f"{delta:.3g}{' (delta~ of LazyHH)' if 'delta_tilde' in g else ''}, "
                f"relation {g.get('relation')}, unit {g.get('unit')} (cap {g.get('unit_cap')})"
                + ("" if g.get("covers_shard_presence") else
-                  ", shard presence NOT covered (open shard set)"))
+                  ", shard presence NOT covered (open shard set)")
+               + _message_group(g.get("input") or {}))
     sig = p["sigma"]
     out.append("   noise sigma: " + (", ".join(f"{k} {v:,.1f}" for k, v in sig.items())
                                      if sig else "none (see the stated error bound)"))

@@ -665,15 +665,26 @@ class CheckpointStore:
         """Feed the cache with every record up to offset ``target`` (written by us)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while self.read_offset < target:
-            if loop.time() > deadline:
-                raise TimeoutError(f"checkpoint topic {self.topic}: offset {target} not read "
-                                   f"back within {timeout_s:.0f}s")
-            batches = await self.consumer.getmany(timeout_ms=200, max_records=10_000)
-            for records in batches.values():
-                for r in records:
-                    self.cache.feed(r.key, r.value, r.headers, r.offset)
-                    self.read_offset = max(self.read_offset, r.offset)
+        # Paused between reads: a fetch sent when the records are already there returns
+        # at once, while a background fetch waiting at the broker may not be woken by
+        # our write (the embedded broker answers it after fetch_max_wait_ms: ~250 ms per
+        # read-back on average, measured; docs/OPERATIONS.md "One writer")
+        tps = list(self.consumer.assignment()) if hasattr(self.consumer, "pause") else []
+        if tps:
+            self.consumer.resume(*tps)
+        try:
+            while self.read_offset < target:
+                if loop.time() > deadline:
+                    raise TimeoutError(f"checkpoint topic {self.topic}: offset {target} not "
+                                       f"read back within {timeout_s:.0f}s")
+                batches = await self.consumer.getmany(timeout_ms=200, max_records=10_000)
+                for records in batches.values():
+                    for r in records:
+                        self.cache.feed(r.key, r.value, r.headers, r.offset)
+                        self.read_offset = max(self.read_offset, r.offset)
+        finally:
+            if tps:
+                self.consumer.pause(*tps)
 
     def load(self, topology: str, partition: int) -> PartitionCheckpoint | None:
         """Latest checkpoint of ``(topology, partition)`` from the cache (call refresh first)."""

@@ -110,7 +110,10 @@ class Fenced(DPStreamError):
         super().__init__(
             f"topology {topology} partition {partition}: deployment {deployment!r} claimed "
             f"the partition (claim at checkpoint offset {claim}) after this worker's claim "
-            f"({owner}, deployment {ours!r}); this worker stops writing and publishing it")
+            f"({owner}, deployment {ours!r}); this worker stops writing and publishing it"
+            + ("" if deployment == ours else
+               f" (deployment {ours!r} was taken over: stop it; docs/OPERATIONS.md "
+               "\"Blue/green\")"))
 
 
 def check_deployment(found: str | None, ours: str, takeover: tuple[str, ...], topology: str,

@@ -328,10 +328,12 @@ class CheckpointCache:
                                                                      bytes]]]]] = {}
         self.claims: dict[str, tuple[int, str]] = {}
         """Per partition prefix: the latest claim seen, ``(offset, deployment)``."""
-        self.fenced_heads: set[bytes] = set()
-        """Head keys whose latest head came from a fenced writer (refused on restore)."""
         self.damaged: dict[str, set[bytes]] = {}
-        """Per partition prefix: keys a fenced writer wrote (rewritten by the owner)."""
+        """Per partition prefix: keys a fenced writer wrote (the owner repairs them)."""
+        self.uncertain: dict[str, set[bytes]] = {}
+        """Per partition prefix: keys whose latest record is a fenced writer's and whose
+        earlier valid record was not seen (compacted away, or there was none): the
+        partition's restore is refused until the owner rewrites them."""
         self.fenced_records = 0
 
     def feed(self, key: bytes | None, value: bytes | None, headers: Any = None,
@@ -340,9 +342,10 @@ class CheckpointCache:
 
         ``headers`` and ``offset`` (the record's) attribute it: a claim is stored at its
         offset; a record whose ``dpstream-owner`` claim is older than the latest claim
-        of its partition comes from a fenced writer: it is not taken, the key's previous
-        content is dropped too (compaction will have removed it from the topic) and the
-        key is noted in :attr:`damaged` (a head key in :attr:`fenced_heads`)."""
+        of its partition comes from a fenced writer: it is not taken (the key keeps its
+        previous valid content), and the key is noted in :attr:`damaged` and, when no
+        earlier valid record of it was seen (compaction removes it once a later record
+        exists), in :attr:`uncertain`."""
         if key is None or key == MARKER_KEY:
             return
         if value is not None and value[:4] == CLAIM_MAGIC:
@@ -356,6 +359,12 @@ class CheckpointCache:
             if cur is not None and cur[0] > owner:
                 self._fenced(prefix, key)
                 return
+        if self.uncertain:  # a valid record settles a key a fenced writer wrote last
+            got_prefix = self.uncertain.get(_prefix(key))
+            if got_prefix is not None:
+                got_prefix.discard(key)
+                if not got_prefix:
+                    del self.uncertain[_prefix(key)]
         if value is None:  # tombstone of a per-shard record (an aborted generation)
             got = _parse_shard_key(key) if b"@" in key else None
             if got is not None:
@@ -367,7 +376,6 @@ class CheckpointCache:
         if value[:4] == HEAD_MAGIC:
             version, gen, n, total, crc = struct.unpack_from("<HQIQI", value, 4)
             self.heads[key] = (gen, n, total, crc, version)
-            self.fenced_heads.discard(key)
         elif value[:4] == CHUNK_MAGIC:
             gen, _ = struct.unpack_from("<QI", value, 4)
             self.chunks[key] = (gen, value[16:])
@@ -380,19 +388,17 @@ class CheckpointCache:
                     slot, {})[index] = (gen, n, total, crc, value[32:])
 
     def _fenced(self, prefix: str, key: bytes) -> None:
-        """A fenced writer's record on ``key``: forget the key (see :meth:`feed`)."""
+        """A fenced writer's record on ``key`` (see :meth:`feed`)."""
         self.fenced_records += 1
         self.damaged.setdefault(prefix, set()).add(key)
         if b"@" in key:
             got = _parse_shard_key(key)
-            if got is not None:
-                _, shard, slot, index = got
-                self.shards.get(prefix, {}).get(shard, {}).get(slot, {}).pop(index, None)
-        elif b"#" in key:
-            self.chunks.pop(key, None)
+            held = got is not None and got[3] in self.shards.get(prefix, {}).get(
+                got[1], {}).get(got[2], {})
         else:
-            self.heads.pop(key, None)
-            self.fenced_heads.add(key)
+            held = key in (self.chunks if b"#" in key else self.heads)
+        if not held:
+            self.uncertain.setdefault(prefix, set()).add(key)
 
     def shard_state(self, prefix: str, shard: str, head_gen: int) -> tuple[int, int, bytes]:
         """``(slot, generation, state)``: the shard's latest record committed by the head
@@ -457,13 +463,16 @@ class CheckpointCache:
         """``(generation, head version, body)`` of the latest head, or None; for head
         version 2 the body holds no shard states (cheap: meta and pending releases)."""
         key = head_key(topology, partition)
-        if key in self.fenced_heads:
+        lost = self.uncertain.get(key.decode())
+        if lost:
             raise SerializationError(
-                f"checkpoint {key.decode()}: its latest head was written by a fenced writer "
-                "(a worker or deployment that had lost the partition) and the owner has not "
-                "rewritten it since; the last valid checkpoint is gone from the compacted "
-                "topic. Give the topology a new `name` (or a new DPSTREAM_CHECKPOINT_TOPIC) "
-                "to start fresh state")
+                f"checkpoint {key.decode()}: {len(lost)} records (e.g. "
+                f"{sorted(lost)[0].decode()!r}) were last written by a fenced writer (a "
+                "worker or deployment that had lost the partition) and the valid records "
+                "they replaced are gone from the compacted topic; the owner did not repair "
+                "them before it stopped, so the state cannot be restored exactly. Give the "
+                "topology a new `name` (or a new DPSTREAM_CHECKPOINT_TOPIC) to start fresh "
+                "state")
         if key not in self.heads:
             return None
         gen, n, total, crc, version = self.heads[key]
@@ -533,6 +542,11 @@ class CheckpointStore:
         self.bytes_written = 0
         self.read_offset = -1
         """The highest offset of the topic fed to the cache."""
+        self.deferred: dict[str, list[bytes]] = {}
+        self.deferred_ready: dict[str, list[bytes]] = {}
+        """Repair tombstones of keys that held committed records (:meth:`take_damaged`):
+        ``deferred`` until a checkpoint that moved those shards is written, then
+        ``deferred_ready`` for the checkpoint after it."""
 
     async def write(self, cp: PartitionCheckpoint) -> int:
         """Write ``cp`` (compressed, chunked), wait for every ack; return bytes written.
@@ -567,7 +581,8 @@ class CheckpointStore:
             attempted = [k for k, _ in records]
             rewritten = set(attempted)
             # aborted generation: tombstones first, never over a record written now
-            records = [(k, None) for k in self.stale.pop(prefix, [])
+            ready = self.deferred_ready.pop(prefix, [])
+            records = [(k, None) for k in self.stale.pop(prefix, []) + ready
                        if k not in rewritten] + records
             written += sum(len(v) for _, v in records if v is not None)
             body = PartitionCheckpoint(cp.topology, cp.partition, cp.next_offset, [],
@@ -592,6 +607,9 @@ class CheckpointStore:
             self.stale.setdefault(prefix, []).extend(
                 k for k, v in records[:-1] if v is None or k in tried)
             raise
+        moved = self.deferred.pop(prefix, None)
+        if moved:
+            self.deferred_ready.setdefault(prefix, []).extend(moved)
         if cp.names is not None:
             if not cp.incremental:
                 slots.clear()
@@ -644,19 +662,37 @@ class CheckpointStore:
                              partition)
 
     def take_damaged(self, topology: str, partition: int) -> set[str]:
-        """Shards of the partition a fenced writer wrote over since the last call: the
-        caller rewrites them at its next checkpoint, whose records tombstone every other
-        key the fenced writer touched (so no compaction leaves a fenced record last)."""
+        """Repair after a fenced writer: the shards of the partition it wrote over since
+        the last call, for the caller to rewrite in its next checkpoint (call it before
+        building that checkpoint). Every other key it touched gets a tombstone: at once
+        if no committed record lives there, else (the committed record was kept: the
+        cache ignored the fenced one) in the write *after* the rewrite, once that key is
+        no longer committed. So no fenced record stays last on a key, and none of this
+        store's committed records is ever deleted. :meth:`needs_repair` says whether
+        another checkpoint is due for it."""
         prefix = head_key(topology, partition).decode()
         keys = self.cache.damaged.pop(prefix, set())
-        names = set()
+        names: set[str] = set()
+        slots = self.slots.get(prefix, {})
+        gen = self.generations.get(head_key(topology, partition))
         for k in sorted(keys):
+            if k == head_key(topology, partition):
+                continue  # every checkpoint rewrites the head
             got = _parse_shard_key(k) if b"@" in k else None
             if got is not None:
                 names.add(got[1])
-            if k != head_key(topology, partition):
-                self.stale.setdefault(prefix, []).append(k)
+                committed = slots.get(got[1]) == got[2]
+            else:  # a chunk: committed if in the slot of the latest head's generation
+                committed = gen is not None and k.startswith(
+                    f"{prefix}#{gen % 2}#".encode())
+            (self.deferred if committed else self.stale).setdefault(prefix, []).append(k)
         return names
+
+    def needs_repair(self, topology: str, partition: int) -> bool:
+        """A fenced writer's records of the partition still need a checkpoint of ours."""
+        prefix = head_key(topology, partition).decode()
+        return bool(self.cache.damaged.get(prefix) or self.deferred.get(prefix)
+                    or self.deferred_ready.get(prefix))
 
     async def refresh(self, timeout_s: float = 60.0) -> None:
         """Read the checkpoint topic up to a freshly written marker."""

@@ -179,33 +179,44 @@ def test_zombie_is_fenced_before_publishing_and_claimant_republishes_identically
         assert ("t", 0) not in a.parts and a.taken_over is None  # same deployment
         assert a.metrics.value("dpstream_fenced_total", topology="t") == 1
         assert len(envelopes(a)) == 1  # nothing after the claim
-        # a reader now refuses (the zombie's head is the latest on the head key) rather
-        # than restoring an older state or none
+        # a reader now still restores B's checkpoint (A's records are ignored, the valid
+        # records they were written over are still on the topic) ...
+        b_state = b.parts[("t", 0)].shards["r1"].to_bytes()
+        a_claim = next(r.offset for r in log.records if r.value and r.value[:4] == CLAIM_MAGIC)
+        zombie_keys = {r.key for r in log.records if (OWNER_HEADER, str(a_claim).encode())
+                       in r.headers and r.offset > b.store.owners["t/0"]}  # type: ignore
+        committed = f"t/0@2:r1#{b.store.slots['t/0']['r1']}#0".encode()  # type: ignore
+        assert committed in zombie_keys  # the zombie wrote over B's committed record
         late = store(log, "d")
         await late.refresh()
+        got = late.load("t", 0)
+        assert got is not None and got.next_offset == 2 and got.shards == [b_state]
+        assert late.cache.fenced_records > 0
+        # ... but once compaction removed those, it refuses rather than restore stale state
+        lost = store(log.compacted(), "d")
+        await lost.refresh()
         with pytest.raises(SerializationError, match="fenced writer"):
-            late.load("t", 0)
-        # B reads A's zombie records back after its next head, and its checkpoint after
-        # that rewrites or tombstones every key they touched
-        clock.t += 0.5
-        await b.on_timer()
-        assert b.store.cache.damaged  # type: ignore[attr-defined]
+            lost.load("t", 0)
+        # B reads A's zombie records back after its next head and repairs at once (two
+        # more checkpoints: rewrite the shards, then tombstone the keys)
         clock.t += 0.5
         await b.on_timer()
         assert not b.store.cache.damaged  # type: ignore[attr-defined]
-        # a third reader restores B's state, not A's zombie write, also after compaction
-        # (the zombie's keys were all rewritten or tombstoned: none is left last)
+        assert not b.store.needs_repair("t", 0)  # type: ignore[attr-defined]
+        # a third reader restores B's state, also after compaction (the zombie's keys were
+        # all rewritten or tombstoned: none is left last)
         for view in (log, log.compacted()):
             c = store(view, "d")
             await c.refresh()
             cp = c.load("t", 0)
             assert cp is not None and cp.next_offset == 2 and cp.deployment == "d"
+            assert cp.shards == [b.parts[("t", 0)].shards["r1"].to_bytes()]
         assert c.cache.fenced_records == 0
 
     asyncio.run(run())
     rels = [json.loads(v) for v in envelopes(a, b)]
     # B re-published A's last checkpointed release byte for byte (at least once)
-    assert sorted(r["seq"] for r in rels) == [0, 0, 1, 2, 3]
+    assert sorted(r["seq"] for r in rels) == [0, 0, 1, 2]
     report = duplicate_report(envelopes(a, b))
     assert report.conflicting == [] and report.identical == 1
 
@@ -233,16 +244,23 @@ def test_cache_rule_records_of_an_older_owner_after_a_claim_are_fenced() -> None
     cache = CheckpointCache()
     hk = head_key("t", 0)
     head = HEAD_MAGIC + bytes(26)
+    zombie = HEAD_MAGIC + b"\x02\x00" + bytes(24)
     cache.feed(claim_key("t", 0), CLAIM_MAGIC + b'{"deployment": "d"}', None, 0)
     cache.feed(hk, head, [(OWNER_HEADER, b"0")], 1)
-    assert hk in cache.heads
+    assert cache.heads[hk][4] == 0
     cache.feed(claim_key("t", 0), CLAIM_MAGIC + b'{"deployment": "d"}', None, 2)
-    cache.feed(hk, head, [(OWNER_HEADER, b"0")], 3)  # the zombie's head
-    assert hk not in cache.heads and cache.damaged == {"t/0": {hk}}
+    cache.feed(hk, zombie, [(OWNER_HEADER, b"0")], 3)  # the zombie's head: ignored
+    assert cache.heads[hk][4] == 0 and cache.damaged == {"t/0": {hk}}
+    assert not cache.uncertain  # the valid head it was written over was seen
+    # after compaction only the zombie's head is left: the restore is refused
+    cache = CheckpointCache()
+    cache.feed(claim_key("t", 0), CLAIM_MAGIC + b'{"deployment": "d"}', None, 2)
+    cache.feed(hk, zombie, [(OWNER_HEADER, b"0")], 3)
+    assert hk not in cache.heads and cache.uncertain == {"t/0": {hk}}
     with pytest.raises(SerializationError, match="fenced writer"):
         cache.get("t", 0)
     cache.feed(hk, head, [(OWNER_HEADER, b"2")], 4)  # the owner rewrites it
-    assert hk in cache.heads and hk not in cache.fenced_heads
+    assert hk in cache.heads and not cache.uncertain
     # records of an older claim *before* the newer claim stay valid (compaction may have
     # removed that older claim): no claim seen yet, or an older one
     fresh = CheckpointCache()

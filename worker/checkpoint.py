@@ -51,8 +51,10 @@ of the partition with a higher offset before the head means another writer took 
 partition over, and :meth:`CheckpointStore.write` raises :class:`Fenced` (the head is
 void and its pending releases must never be published). Readers apply the same rule in
 log order (:meth:`CheckpointCache.feed`): a record whose owner is older than the latest
-claim seen is a fenced writer's, ignored, and its key is remembered as *damaged* (the
-owner rewrites or tombstones it at its next checkpoint: :meth:`CheckpointStore.take_damaged`).
+claim seen is a fenced writer's: ignored (the key keeps its earlier valid record) and
+remembered as *damaged*; the owner rewrites the shards and then tombstones the keys
+(:meth:`CheckpointStore.take_damaged`). A damaged key whose valid record was never seen
+(compacted away) makes the partition's restore refuse (:attr:`CheckpointCache.uncertain`).
 A checkpoint or claim of another deployment is refused (:class:`ForeignCheckpoint`)
 unless that deployment is named in ``DPSTREAM_TAKEOVER_FROM``.
 

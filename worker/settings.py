@@ -186,7 +186,10 @@ class Settings:
                     ) from None
             elif isinstance(default, tuple):
                 sep = "," if f.name in ("plugins", "takeover_from") else os.pathsep
-                values[f.name] = tuple(p for p in raw.split(sep) if p)
+                parts = raw.split(sep)
+                if f.name == "takeover_from":  # ids: "blue, green" means blue and green
+                    parts = [p.strip() for p in parts]
+                values[f.name] = tuple(p for p in parts if p)
             else:
                 values[f.name] = raw
         return cls(**values)

@@ -34,6 +34,7 @@ from worker.checkpoint import (
     head_key,
 )
 from worker.engine import Engine
+from worker.settings import Settings
 from worker.topology import parse_topology
 
 
@@ -154,6 +155,14 @@ def test_store_refuses_a_foreign_claim_before_writing_its_own() -> None:
         assert [r.key for r in log.records[n:]] == [b"__dpstream_marker__"]  # no claim
 
     asyncio.run(run())
+
+
+def test_settings_deployment_id_defaults_to_the_group_and_takeover_is_comma_separated() -> None:
+    s = Settings.from_env({"DPSTREAM_GROUP_ID": "green",
+                           "DPSTREAM_TAKEOVER_FROM": "blue, ,blue-2"})
+    assert s.deployment == "green" and s.takeover_from == ("blue", "blue-2")
+    assert Settings.from_env({"DPSTREAM_GROUP_ID": "g", "DPSTREAM_DEPLOYMENT_ID": "prod"}
+                             ).deployment == "prod"
 
 
 # ---- zombie fencing ---------------------------------------------------------

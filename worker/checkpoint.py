@@ -330,6 +330,9 @@ class CheckpointCache:
                                                                      bytes]]]]] = {}
         self.claims: dict[str, tuple[int, str]] = {}
         """Per partition prefix: the latest claim seen, ``(offset, deployment)``."""
+        self.claim_log: list[tuple[str, int, str]] = []
+        """The last 64 claims seen ``(prefix, offset, deployment)`` (racing claims:
+        :meth:`CheckpointStore.claim`)."""
         self.damaged: dict[str, set[bytes]] = {}
         """Per partition prefix: keys a fenced writer wrote (the owner repairs them)."""
         self.uncertain: dict[str, set[bytes]] = {}
@@ -352,7 +355,10 @@ class CheckpointCache:
             return
         if value is not None and value[:4] == CLAIM_MAGIC:
             doc = json.loads(value[4:])
-            self.claims[_prefix(key)] = (offset, str(doc.get("deployment", "")))
+            claim = (offset, str(doc.get("deployment", "")))
+            self.claims[_prefix(key)] = claim
+            self.claim_log.append((_prefix(key), *claim))
+            del self.claim_log[:-64]
             return
         owner = _owner(headers)
         if owner is not None:
@@ -644,13 +650,21 @@ class CheckpointStore:
         and every head is verified (:meth:`write`); an older owner is fenced."""
         prefix = head_key(topology, partition).decode()
         self._check_foreign(topology, partition)
+        checked = self.read_offset
         md = await self.producer.send_and_wait(
             self.topic, key=claim_key(topology, partition),
             value=CLAIM_MAGIC + json.dumps({"deployment": self.deployment}).encode(),
             partition=0)
         await self._read_to(md.offset)
         self.owners[prefix] = md.offset
-        self._check_foreign(topology, partition)  # a claim that raced ours
+        self._check_foreign(topology, partition)  # a claim or head after ours
+        # a claim of another deployment written between our check and our claim (both
+        # deployments started at once): ours fenced it, but refuse too (both stop;
+        # neither publishes what the other restored)
+        for pre, off, dep in self.cache.claim_log:
+            if pre == prefix and checked < off < md.offset:
+                check_deployment(dep, self.deployment, self.takeover, topology, partition,
+                                 "ownership claim (written while this worker claimed it)")
 
     def _check_foreign(self, topology: str, partition: int) -> None:
         prefix = head_key(topology, partition).decode()

@@ -157,6 +157,21 @@ def test_store_refuses_a_foreign_claim_before_writing_its_own() -> None:
     asyncio.run(run())
 
 
+def test_a_foreign_claim_racing_ours_is_refused() -> None:
+    """Two deployments claim at the same moment: the one whose check ran before the
+    other's claim landed still sees it after its own claim, and refuses."""
+    log = FakeLog()
+
+    async def run() -> None:
+        green = store(log, "green")
+        await green.refresh()  # green's check will see nothing
+        log.append(claim_key("t", 0), CLAIM_MAGIC + b'{"deployment": "blue"}', None)
+        with pytest.raises(ForeignCheckpoint, match="while this worker claimed it"):
+            await green.claim("t", 0)
+
+    asyncio.run(run())
+
+
 def test_settings_deployment_id_defaults_to_the_group_and_takeover_is_comma_separated() -> None:
     s = Settings.from_env({"DPSTREAM_GROUP_ID": "green",
                            "DPSTREAM_TAKEOVER_FROM": "blue, ,blue-2"})

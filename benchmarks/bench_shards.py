@@ -69,8 +69,10 @@ class MemLog:
     """The checkpoint topic in memory: the producer appends, the consumer reads."""
 
     class _Rec:
-        def __init__(self, offset: int, key: bytes, value: bytes | None) -> None:
+        def __init__(self, offset: int, key: bytes, value: bytes | None,
+                     headers: Any = None) -> None:
             self.offset, self.key, self.value = offset, key, value
+            self.headers = headers  # the owner header (worker/checkpoint.py)
 
     class _Meta:
         def __init__(self, offset: int) -> None:
@@ -79,15 +81,16 @@ class MemLog:
     def __init__(self) -> None:
         self.records: list[Any] = []
 
-    async def send(self, topic: str, key: bytes, value: bytes | None, partition: int) -> Any:
-        self.records.append(self._Rec(len(self.records), key, value))
+    async def send(self, topic: str, key: bytes, value: bytes | None, partition: int,
+                   headers: Any = None) -> Any:
+        self.records.append(self._Rec(len(self.records), key, value, headers))
         fut = asyncio.get_running_loop().create_future()
         fut.set_result(self._Meta(len(self.records) - 1))
         return fut
 
     async def send_and_wait(self, topic: str, key: bytes, value: bytes | None,
-                            partition: int) -> Any:
-        return await (await self.send(topic, key, value, partition))
+                            partition: int, headers: Any = None) -> Any:
+        return await (await self.send(topic, key, value, partition, headers))
 
     def consumer(self) -> Any:
         log, pos = self, [0]

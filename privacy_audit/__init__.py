@@ -13,6 +13,8 @@ bound above the claimed eps refutes the stated guarantee.
 - :mod:`privacy_audit.cases`: the mechanisms, inputs and statistics.
 - :mod:`privacy_audit.audit`: running a case, the results table.
 - :mod:`privacy_audit.collisions`: constructing item-key collisions.
+- :mod:`privacy_audit.duplicates`: release ids published with different payloads
+  (two writers of one release; issue 19).
 
 ``scripts/privacy_audit.py`` writes ``results/privacy_audit.md``;
 ``tests/privacy`` runs a small version in CI.
@@ -27,6 +29,7 @@ from privacy_audit.audit import (
     shift_table,
 )
 from privacy_audit.cases import CASES, Case, Parametric, all_cases, case
+from privacy_audit.duplicates import DuplicateReport, conflicting_releases, duplicate_report
 from privacy_audit.noise import ScaledNoise
 from privacy_audit.stats import (
     AuditBound,
@@ -45,6 +48,7 @@ __all__ = [
     "AuditBound",
     "AuditResult",
     "Case",
+    "DuplicateReport",
     "Parametric",
     "ScaledNoise",
     "ShiftEstimate",
@@ -52,6 +56,8 @@ __all__ = [
     "all_cases",
     "case",
     "clopper_pearson",
+    "conflicting_releases",
+    "duplicate_report",
     "eps_ceiling",
     "eps_lower_bound",
     "gaussian_delta",

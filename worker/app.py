@@ -263,11 +263,13 @@ class Worker:
         ck_tp = TopicPartition(s.checkpoint_topic, 0)
         self.ck_consumer.assign([ck_tp])
         await self.ck_consumer.seek_to_beginning(ck_tp)
-        store = CheckpointStore(self.producer, self.ck_consumer, s.checkpoint_topic)
+        store = CheckpointStore(self.producer, self.ck_consumer, s.checkpoint_topic,
+                                deployment=s.deployment, takeover=s.takeover_from)
         self.engine = Engine(self.topologies, store, KafkaSink(self.producer), self.metrics,
                              crash_points=s.crash_probabilities(),
                              dead_letter_max_bytes=s.producer_max_request_bytes - 4096,
-                             reraise=BROKER_ERRORS, max_open_shards=s.max_open_shards)
+                             reraise=BROKER_ERRORS, max_open_shards=s.max_open_shards,
+                             deployment=s.deployment, takeover_from=s.takeover_from)
         self.engine.batch_is_current = self.batch_is_current
         self.consumer = AIOKafkaConsumer(
             group_id=s.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
@@ -296,8 +298,8 @@ class Worker:
         for task in self._tasks:
             task.add_done_callback(self._on_task_done)
         self.started = True
-        log.info("worker started: %d topologies, group %s, assignment %s", len(self.topologies),
-                 s.group_id, s.assignment)
+        log.info("worker started: %d topologies, group %s, deployment %s, assignment %s",
+                 len(self.topologies), s.group_id, s.deployment, s.assignment)
 
     def _on_task_done(self, task: asyncio.Task[Any]) -> None:
         exc = None if task.cancelled() else task.exception()
@@ -476,6 +478,9 @@ class Worker:
         while not self._stopping.is_set():
             try:
                 await self.engine.on_timer()
+                if self.engine.taken_over is not None:  # another deployment fenced us
+                    self.fail(self.engine.taken_over, "timer (taken over)")
+                    return
                 for failed in self.engine.take_failed_drains():  # event time: held records
                     tp = TopicPartition(failed.topic, failed.partition)
                     if not self.rebalancing and tp in self.consumer.assignment():

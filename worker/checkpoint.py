@@ -40,6 +40,24 @@ pick them up. Meta version 2 adds ``names``, ``incremental`` and ``held``; versi
 checkpoints (one full snapshot, head version 1) still restore, and any other version is
 refused with a :class:`SerializationError` naming the fix.
 
+One writer per partition (issue 19; docs/PRIVACY.md "One writer per release"). The meta
+carries ``deployment``, the id of the deployment that wrote it (``DPSTREAM_DEPLOYMENT_ID``;
+absent in older checkpoints, which restore as before). Before restoring a partition a
+store *claims* it: a record key ``"<topology>/<partition>#owner"``, value ``b"DPOW" |
+JSON {"deployment"}``, whose offset on the (single-partition) topic is the owner id. Every
+record the store then writes for the partition carries the header ``dpstream-owner`` =
+that offset, and after each head the store reads the topic back up to the head: a claim
+of the partition with a higher offset before the head means another writer took the
+partition over, and :meth:`CheckpointStore.write` raises :class:`Fenced` (the head is
+void and its pending releases must never be published). Readers apply the same rule in
+log order (:meth:`CheckpointCache.feed`): a record whose owner is older than the latest
+claim seen is a fenced writer's: ignored (the key keeps its earlier valid record) and
+remembered as *damaged*; the owner rewrites the shards and then tombstones the keys
+(:meth:`CheckpointStore.take_damaged`). A damaged key whose valid record was never seen
+(compacted away) makes the partition's restore refuse (:attr:`CheckpointCache.uncertain`).
+A checkpoint or claim of another deployment is refused (:class:`ForeignCheckpoint`)
+unless that deployment is named in ``DPSTREAM_TAKEOVER_FROM``.
+
 Examples
 --------
 >>> cp = PartitionCheckpoint("t", 3, next_offset=42, shards=[b"s1"], pending=[b"{}"])
@@ -55,12 +73,13 @@ import asyncio
 import json
 import logging
 import struct
+import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sketches.errors import SerializationError
+from sketches.errors import DPStreamError, SerializationError, SpecError
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +90,79 @@ HEAD_VERSIONS = (1, 2)
 """Head version 1: the chunks hold every shard; 2: shards live in per-shard records."""
 CHUNK_BYTES = 512 * 1024
 MARKER_KEY = b"__dpstream_marker__"
+CLAIM_MAGIC = b"DPOW"
+OWNER_HEADER = "dpstream-owner"
+"""Kafka record header: the offset of the claim its writer holds (absent: no claim)."""
+
+
+class ForeignCheckpoint(SpecError):
+    """A checkpoint (or claim) of another deployment: restoring it would make two writers."""
+
+
+class Fenced(DPStreamError):
+    """Another writer claimed the partition after this store's claim: stop writing it.
+
+    ``deployment`` is the claimant's deployment id; the checkpoint just written is void
+    and its pending releases are never published by this store's owner."""
+
+    def __init__(self, topology: str, partition: int, deployment: str, ours: str,
+                 claim: int, owner: int) -> None:
+        self.topology, self.partition, self.deployment = topology, partition, deployment
+        self.ours, self.claim, self.owner = ours, claim, owner
+        super().__init__(
+            f"topology {topology} partition {partition}: deployment {deployment!r} claimed "
+            f"the partition (claim at checkpoint offset {claim}) after this worker's claim "
+            f"({owner}, deployment {ours!r}); this worker stops writing and publishing it"
+            + ("" if deployment == ours else
+               f" (deployment {ours!r} was taken over: stop it; docs/OPERATIONS.md "
+               "\"Blue/green\")"))
+
+
+def check_deployment(found: str | None, ours: str, takeover: tuple[str, ...], topology: str,
+                     partition: int, what: str = "checkpoint") -> None:
+    """Refuse a ``what`` of another deployment (``found``) unless ``takeover`` names it.
+
+    ``found`` None (a checkpoint written before deployment ids existed) or ``ours`` empty
+    (no deployment id configured: unit tests) is accepted.
+
+    >>> check_deployment("blue", "blue", (), "t", 0)
+    >>> check_deployment(None, "green", (), "t", 0)
+    >>> check_deployment("blue", "green", ("blue",), "t", 0)
+    >>> check_deployment("blue", "green", (), "t", 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    worker.checkpoint.ForeignCheckpoint: topology t partition 3: the checkpoint ... 'blue' ...
+    """
+    if found is None or not ours or found == ours or found in takeover:
+        return
+    raise ForeignCheckpoint(
+        f"topology {topology} partition {partition}: the {what} on the checkpoint topic was "
+        f"written by deployment {found!r}, this worker is deployment {ours!r} "
+        "(DPSTREAM_DEPLOYMENT_ID, default DPSTREAM_GROUP_ID); restoring it would make two "
+        f"writers of the same releases (two noise draws per release). Refused. Fix: stop "
+        f"deployment {found!r} and set DPSTREAM_TAKEOVER_FROM={found} on this one (a "
+        "blue/green switch: this deployment then fences the other), or give this "
+        "deployment its own DPSTREAM_CHECKPOINT_TOPIC or the topology a new `name` to start "
+        "fresh state (docs/OPERATIONS.md \"Blue/green\")")
+
+
+def claim_key(topology: str, partition: int) -> bytes:
+    """Compaction key of a partition's ownership claim."""
+    return f"{topology}/{partition}#owner".encode()
+
+
+def _prefix(key: bytes) -> str:
+    """``"<topology>/<partition>"`` of any checkpoint record key (names have no ``#@``)."""
+    text = key.decode()
+    cut = min((i for i in (text.find("#"), text.find("@")) if i >= 0), default=len(text))
+    return text[:cut]
+
+
+def _owner(headers: Any) -> int | None:
+    for k, v in headers or ():
+        if k == OWNER_HEADER:
+            return int(v)
+    return None
 
 
 @dataclass
@@ -94,6 +186,8 @@ class PartitionCheckpoint:
     per-shard records (False: a version-1 full snapshot, to be rewritten shard by shard)."""
     held: int | None = None
     """Number of shards the partition holds (checked on restore of per-shard records)."""
+    deployment: str | None = None
+    """Id of the deployment that wrote it (None: written before deployment ids)."""
 
 
 def encode_checkpoint(cp: PartitionCheckpoint) -> bytes:
@@ -110,6 +204,8 @@ def encode_checkpoint(cp: PartitionCheckpoint) -> bytes:
         doc["incremental"] = True
     if cp.held is not None:
         doc["held"] = int(cp.held)
+    if cp.deployment is not None:
+        doc["deployment"] = cp.deployment
     meta = json.dumps(doc, separators=(",", ":")).encode()
     parts = [MAGIC, struct.pack("<HI", VERSION, len(meta)), meta, struct.pack("<I", len(cp.shards))]
     for s in cp.shards:
@@ -159,7 +255,9 @@ def decode_checkpoint(data: bytes) -> PartitionCheckpoint:
                                else int(meta["watermark"]),
                                None if meta.get("names") is None else list(meta["names"]),
                                bool(meta.get("incremental", False)),
-                               None if meta.get("held") is None else int(meta["held"]))
+                               None if meta.get("held") is None else int(meta["held"]),
+                               None if meta.get("deployment") is None
+                               else str(meta["deployment"]))
 
 
 def head_key(topology: str, partition: int) -> bytes:
@@ -230,16 +328,58 @@ class CheckpointCache:
         # crc, data)
         self.shards: dict[str, dict[str, dict[int, dict[int, tuple[int, int, int, int,
                                                                      bytes]]]]] = {}
+        self.claims: dict[str, tuple[int, str]] = {}
+        """Per partition prefix: the latest claim seen, ``(offset, deployment)``."""
+        self.claim_log: list[tuple[str, int, str]] = []
+        """The last 64 claims seen ``(prefix, offset, deployment)`` (racing claims:
+        :meth:`CheckpointStore.claim`)."""
+        self.damaged: dict[str, set[bytes]] = {}
+        """Per partition prefix: keys a fenced writer wrote (the owner repairs them)."""
+        self.uncertain: dict[str, set[bytes]] = {}
+        """Per partition prefix: keys whose latest record is a fenced writer's and whose
+        earlier valid record was not seen (compacted away, or there was none): the
+        partition's restore is refused until the owner rewrites them."""
+        self.fenced_records = 0
 
-    def feed(self, key: bytes | None, value: bytes | None) -> None:
-        """Consume one record (unknown records are ignored; a tombstone deletes)."""
+    def feed(self, key: bytes | None, value: bytes | None, headers: Any = None,
+             offset: int = -1) -> None:
+        """Consume one record (unknown records are ignored; a tombstone deletes).
+
+        ``headers`` and ``offset`` (the record's) attribute it: a claim is stored at its
+        offset; a record whose ``dpstream-owner`` claim is older than the latest claim
+        of its partition comes from a fenced writer: it is not taken (the key keeps its
+        previous valid content), and the key is noted in :attr:`damaged` and, when no
+        earlier valid record of it was seen (compaction removes it once a later record
+        exists), in :attr:`uncertain`."""
         if key is None or key == MARKER_KEY:
             return
+        if value is not None and value[:4] == CLAIM_MAGIC:
+            doc = json.loads(value[4:])
+            claim = (offset, str(doc.get("deployment", "")))
+            self.claims[_prefix(key)] = claim
+            self.claim_log.append((_prefix(key), *claim))
+            del self.claim_log[:-64]
+            return
+        owner = _owner(headers)
+        if owner is not None:
+            prefix = _prefix(key)
+            cur = self.claims.get(prefix)
+            if cur is not None and cur[0] > owner:
+                self._fenced(prefix, key)
+                return
+        if self.uncertain:  # a valid record settles a key a fenced writer wrote last
+            got_prefix = self.uncertain.get(_prefix(key))
+            if got_prefix is not None:
+                got_prefix.discard(key)
+                if not got_prefix:
+                    del self.uncertain[_prefix(key)]
         if value is None:  # tombstone of a per-shard record (an aborted generation)
             got = _parse_shard_key(key) if b"@" in key else None
             if got is not None:
                 prefix, shard, slot, index = got
                 self.shards.get(prefix, {}).get(shard, {}).get(slot, {}).pop(index, None)
+            else:
+                self.chunks.pop(key, None)
             return
         if value[:4] == HEAD_MAGIC:
             version, gen, n, total, crc = struct.unpack_from("<HQIQI", value, 4)
@@ -254,6 +394,19 @@ class CheckpointCache:
                 gen, _, n, total, crc = struct.unpack_from("<QIIQI", value, 4)
                 self.shards.setdefault(prefix, {}).setdefault(shard, {}).setdefault(
                     slot, {})[index] = (gen, n, total, crc, value[32:])
+
+    def _fenced(self, prefix: str, key: bytes) -> None:
+        """A fenced writer's record on ``key`` (see :meth:`feed`)."""
+        self.fenced_records += 1
+        self.damaged.setdefault(prefix, set()).add(key)
+        if b"@" in key:
+            got = _parse_shard_key(key)
+            held = got is not None and got[3] in self.shards.get(prefix, {}).get(
+                got[1], {}).get(got[2], {})
+        else:
+            held = key in (self.chunks if b"#" in key else self.heads)
+        if not held:
+            self.uncertain.setdefault(prefix, set()).add(key)
 
     def shard_state(self, prefix: str, shard: str, head_gen: int) -> tuple[int, int, bytes]:
         """``(slot, generation, state)``: the shard's latest record committed by the head
@@ -313,9 +466,21 @@ class CheckpointCache:
                         out.append(f"{prefix}@{len(shard)}:{shard}#{slot}#{index}".encode())
         return out
 
-    def get(self, topology: str, partition: int) -> tuple[int, PartitionCheckpoint] | None:
-        """``(generation, checkpoint)`` of the latest complete checkpoint, or None."""
+    def head_body(self, topology: str, partition: int
+                  ) -> tuple[int, int, PartitionCheckpoint] | None:
+        """``(generation, head version, body)`` of the latest head, or None; for head
+        version 2 the body holds no shard states (cheap: meta and pending releases)."""
         key = head_key(topology, partition)
+        lost = self.uncertain.get(key.decode())
+        if lost:
+            raise SerializationError(
+                f"checkpoint {key.decode()}: {len(lost)} records (e.g. "
+                f"{sorted(lost)[0].decode()!r}) were last written by a fenced writer (a "
+                "worker or deployment that had lost the partition) and the valid records "
+                "they replaced are gone from the compacted topic; the owner did not repair "
+                "them before it stopped, so the state cannot be restored exactly. Give the "
+                "topology a new `name` (or a new DPSTREAM_CHECKPOINT_TOPIC) to start fresh "
+                "state")
         if key not in self.heads:
             return None
         gen, n, total, crc, version = self.heads[key]
@@ -334,10 +499,17 @@ class CheckpointCache:
         blob = b"".join(parts)
         if len(blob) != total or zlib.crc32(blob) != crc:
             raise SerializationError(f"checkpoint {key.decode()}: CRC mismatch; corrupt")
-        cp = decode_checkpoint(zlib.decompress(blob))
+        return gen, version, decode_checkpoint(zlib.decompress(blob))
+
+    def get(self, topology: str, partition: int) -> tuple[int, PartitionCheckpoint] | None:
+        """``(generation, checkpoint)`` of the latest complete checkpoint, or None."""
+        got = self.head_body(topology, partition)
+        if got is None:
+            return None
+        gen, version, cp = got
         if version == 1:
             return gen, cp
-        prefix = key.decode()
+        prefix = head_key(topology, partition).decode()
         names = sorted(self.shards.get(prefix, {}))
         states = []
         for shard in list(names):
@@ -361,8 +533,14 @@ class CheckpointStore:
     and reads until it has seen that offset.
     """
 
-    def __init__(self, producer: Any, consumer: Any, topic: str) -> None:
+    def __init__(self, producer: Any, consumer: Any, topic: str, *, deployment: str = "",
+                 takeover: tuple[str, ...] = ()) -> None:
         self.producer, self.consumer, self.topic = producer, consumer, topic
+        self.deployment, self.takeover = deployment, tuple(takeover)
+        self.owners: dict[str, int] = {}
+        """Per partition prefix: the offset of this store's claim (its owner id)."""
+        self.verify_s = 0.0
+        """Seconds spent reading back after heads (the fencing check), for measurements."""
         self.cache = CheckpointCache()
         self.generations: dict[bytes, int] = {}
         self.slots: dict[str, dict[str, int]] = {}
@@ -370,6 +548,13 @@ class CheckpointStore:
         self.stale: dict[str, list[bytes]] = {}
         """Per partition: keys of never-committed shard records, tombstoned at next write."""
         self.bytes_written = 0
+        self.read_offset = -1
+        """The highest offset of the topic fed to the cache."""
+        self.deferred: dict[str, list[bytes]] = {}
+        self.deferred_ready: dict[str, list[bytes]] = {}
+        """Repair tombstones of keys that held committed records (:meth:`take_damaged`):
+        ``deferred`` until a checkpoint that moved those shards is written, then
+        ``deferred_ready`` for the checkpoint after it."""
 
     async def write(self, cp: PartitionCheckpoint) -> int:
         """Write ``cp`` (compressed, chunked), wait for every ack; return bytes written.
@@ -404,19 +589,25 @@ class CheckpointStore:
             attempted = [k for k, _ in records]
             rewritten = set(attempted)
             # aborted generation: tombstones first, never over a record written now
-            records = [(k, None) for k in self.stale.pop(prefix, [])
+            ready = self.deferred_ready.pop(prefix, [])
+            records = [(k, None) for k in self.stale.pop(prefix, []) + ready
                        if k not in rewritten] + records
             written += sum(len(v) for _, v in records if v is not None)
             body = PartitionCheckpoint(cp.topology, cp.partition, cp.next_offset, [],
-                                       cp.pending, cp.done, cp.watermark, [], True, cp.held)
+                                       cp.pending, cp.done, cp.watermark, [], True, cp.held,
+                                       cp.deployment)
             blob = zlib.compress(encode_checkpoint(body), 1)
             records += chunk_records(cp.topology, cp.partition, gen, blob, head_version=2)
+        owner = self.owners.get(prefix)
+        headers = None if owner is None else [(OWNER_HEADER, str(owner).encode())]
         try:
-            futures = [await self.producer.send(self.topic, key=k, value=v, partition=0)
+            futures = [await self.producer.send(self.topic, key=k, value=v, partition=0,
+                                                headers=headers)
                        for k, v in records[:-1]]
             await asyncio.gather(*futures)
             hk, hv = records[-1]
-            await self.producer.send_and_wait(self.topic, key=hk, value=hv, partition=0)
+            md = await self.producer.send_and_wait(self.topic, key=hk, value=hv, partition=0,
+                                                   headers=headers)
         except BaseException:
             # never committed: tombstone them before the next head (which may not rewrite
             # the same shards), so no later generation can pick them up
@@ -424,31 +615,131 @@ class CheckpointStore:
             self.stale.setdefault(prefix, []).extend(
                 k for k, v in records[:-1] if v is None or k in tried)
             raise
+        moved = self.deferred.pop(prefix, None)
+        if moved:
+            self.deferred_ready.setdefault(prefix, []).extend(moved)
         if cp.names is not None:
             if not cp.incremental:
                 slots.clear()
             slots.update(new_slots)
         written += len(blob)
         self.bytes_written += written
+        if owner is not None:
+            await self._verify(cp.topology, cp.partition, owner, md.offset)
         return written
+
+    async def _verify(self, topology: str, partition: int, owner: int, head: int) -> None:
+        """Fencing check: read the topic up to our ``head``; raise :class:`Fenced` if a
+        claim of the partition newer than ``owner`` precedes it (the head is then void:
+        a restore by the claimant never reads it, so its releases must never go out)."""
+        t0 = time.perf_counter()
+        await self._read_to(head)
+        self.verify_s += time.perf_counter() - t0
+        prefix = head_key(topology, partition).decode()
+        cur = self.cache.claims.get(prefix)
+        if cur is not None and cur[0] != owner:
+            self.owners.pop(prefix, None)
+            raise Fenced(topology, partition, cur[1], self.deployment, cur[0], owner)
+
+    async def claim(self, topology: str, partition: int) -> None:
+        """Take ownership of ``(topology, partition)`` before restoring it (call
+        :meth:`refresh` first): refuse another deployment's checkpoint or claim
+        (:class:`ForeignCheckpoint`), write a claim, read up to it and check again.
+
+        From then on every record written for the partition carries the claim's offset
+        and every head is verified (:meth:`write`); an older owner is fenced."""
+        prefix = head_key(topology, partition).decode()
+        self._check_foreign(topology, partition)
+        checked = self.read_offset
+        md = await self.producer.send_and_wait(
+            self.topic, key=claim_key(topology, partition),
+            value=CLAIM_MAGIC + json.dumps({"deployment": self.deployment}).encode(),
+            partition=0)
+        await self._read_to(md.offset)
+        self.owners[prefix] = md.offset
+        self._check_foreign(topology, partition)  # a claim or head after ours
+        # a claim of another deployment written between our check and our claim (both
+        # deployments started at once): ours fenced it, but refuse too (both stop;
+        # neither publishes what the other restored)
+        for pre, off, dep in self.cache.claim_log:
+            if pre == prefix and checked < off < md.offset:
+                check_deployment(dep, self.deployment, self.takeover, topology, partition,
+                                 "ownership claim (written while this worker claimed it)")
+
+    def _check_foreign(self, topology: str, partition: int) -> None:
+        prefix = head_key(topology, partition).decode()
+        cur = self.cache.claims.get(prefix)
+        if cur is not None and cur[0] != self.owners.get(prefix):
+            check_deployment(cur[1], self.deployment, self.takeover, topology, partition,
+                             "latest ownership claim of the partition")
+        got = self.cache.head_body(topology, partition)
+        if got is not None:
+            check_deployment(got[2].deployment, self.deployment, self.takeover, topology,
+                             partition)
+
+    def take_damaged(self, topology: str, partition: int) -> set[str]:
+        """Repair after a fenced writer: the shards of the partition it wrote over since
+        the last call, for the caller to rewrite in its next checkpoint (call it before
+        building that checkpoint). Every other key it touched gets a tombstone: at once
+        if no committed record lives there, else (the committed record was kept: the
+        cache ignored the fenced one) in the write *after* the rewrite, once that key is
+        no longer committed. So no fenced record stays last on a key, and none of this
+        store's committed records is ever deleted. :meth:`needs_repair` says whether
+        another checkpoint is due for it."""
+        prefix = head_key(topology, partition).decode()
+        keys = self.cache.damaged.pop(prefix, set())
+        names: set[str] = set()
+        slots = self.slots.get(prefix, {})
+        gen = self.generations.get(head_key(topology, partition))
+        for k in sorted(keys):
+            if k == head_key(topology, partition):
+                continue  # every checkpoint rewrites the head
+            got = _parse_shard_key(k) if b"@" in k else None
+            if got is not None:
+                names.add(got[1])
+                committed = slots.get(got[1]) == got[2]
+            else:  # a chunk: committed if in the slot of the latest head's generation
+                committed = gen is not None and k.startswith(
+                    f"{prefix}#{gen % 2}#".encode())
+            (self.deferred if committed else self.stale).setdefault(prefix, []).append(k)
+        return names
+
+    def needs_repair(self, topology: str, partition: int) -> bool:
+        """A fenced writer's records of the partition still need a checkpoint of ours."""
+        prefix = head_key(topology, partition).decode()
+        return bool(self.cache.damaged.get(prefix) or self.deferred.get(prefix)
+                    or self.deferred_ready.get(prefix))
 
     async def refresh(self, timeout_s: float = 60.0) -> None:
         """Read the checkpoint topic up to a freshly written marker."""
         md = await self.producer.send_and_wait(
             self.topic, key=MARKER_KEY, value=uuid.uuid4().bytes, partition=0)
-        target = md.offset
+        await self._read_to(md.offset, timeout_s)
+
+    async def _read_to(self, target: int, timeout_s: float = 60.0) -> None:
+        """Feed the cache with every record up to offset ``target`` (written by us)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        seen = -1
-        while seen < target:
-            if loop.time() > deadline:
-                raise TimeoutError(f"checkpoint topic {self.topic}: marker at offset {target} "
-                                   f"not read back within {timeout_s:.0f}s")
-            batches = await self.consumer.getmany(timeout_ms=200, max_records=10_000)
-            for records in batches.values():
-                for r in records:
-                    self.cache.feed(r.key, r.value)
-                    seen = max(seen, r.offset)
+        # Paused between reads: a fetch sent when the records are already there returns
+        # at once, while a background fetch waiting at the broker may not be woken by
+        # our write (the embedded broker answers it after fetch_max_wait_ms: ~250 ms per
+        # read-back on average, measured; docs/OPERATIONS.md "One writer")
+        tps = list(self.consumer.assignment()) if hasattr(self.consumer, "pause") else []
+        if tps:
+            self.consumer.resume(*tps)
+        try:
+            while self.read_offset < target:
+                if loop.time() > deadline:
+                    raise TimeoutError(f"checkpoint topic {self.topic}: offset {target} not "
+                                       f"read back within {timeout_s:.0f}s")
+                batches = await self.consumer.getmany(timeout_ms=200, max_records=10_000)
+                for records in batches.values():
+                    for r in records:
+                        self.cache.feed(r.key, r.value, r.headers, r.offset)
+                        self.read_offset = max(self.read_offset, r.offset)
+        finally:
+            if tps:
+                self.consumer.pause(*tps)
 
     def load(self, topology: str, partition: int) -> PartitionCheckpoint | None:
         """Latest checkpoint of ``(topology, partition)`` from the cache (call refresh first)."""
@@ -486,4 +777,4 @@ def merge_checkpoint(prev: PartitionCheckpoint | None,
     names = sorted(states)
     return PartitionCheckpoint(cp.topology, cp.partition, cp.next_offset,
                                [states[n] for n in names], list(cp.pending), list(cp.done),
-                               cp.watermark, names, True, len(names))
+                               cp.watermark, names, True, len(names), cp.deployment)

@@ -62,7 +62,7 @@ import numpy as np
 
 from sketches import lookup
 from sketches.errors import SpecError
-from worker.checkpoint import PartitionCheckpoint
+from worker.checkpoint import Fenced, PartitionCheckpoint, check_deployment
 from worker.composition import Composition, share_of
 from worker.decode import (
     DEAD_LETTER_MAX_BYTES,
@@ -102,7 +102,8 @@ class Engine:
                  clock: Callable[[], float] = time.time,
                  dead_letter_max_bytes: int = DEAD_LETTER_MAX_BYTES,
                  reraise: tuple[type[BaseException], ...] = (),
-                 max_open_shards: int = 0) -> None:
+                 max_open_shards: int = 0, deployment: str = "",
+                 takeover_from: tuple[str, ...] = ()) -> None:
         self.topologies = {t.name: t for t in topologies}
         self.by_topic: dict[str, list[Topology]] = {}
         for t in topologies:
@@ -111,6 +112,12 @@ class Engine:
         self.specs = {t.name: self.entries[t.name].build_spec(t.spec_params())
                       for t in topologies}
         self.store, self.sink = store, sink
+        self.deployment, self.takeover_from = deployment, tuple(takeover_from)
+        """This deployment's id, written into every checkpoint; a checkpoint of another
+        one is refused on restore unless named in ``takeover_from`` (issue 19)."""
+        self.taken_over: Fenced | None = None
+        """Set when another *deployment* fenced a partition of this worker: the driver
+        stops the worker (it has been replaced)."""
         self.metrics = metrics or Metrics()
         self.crash_points = crash_points or {}
         self.clock = clock
@@ -341,10 +348,15 @@ class Engine:
                 return {}
             await self.store.refresh()
             out: dict[tuple[str, int], int | None] = {}
+            # the Kafka store claims a partition before restoring it (fences the previous
+            # writer: worker.checkpoint); in-memory test stores have no claims
+            claim = getattr(self.store, "claim", None)
             for topic, p in tps:
                 for topo in self.by_topic[topic]:
                     ps = self.parts.get((topo.name, p))
                     if ps is None:
+                        if claim is not None:
+                            await claim(topo.name, p)
                         ps = await self._restore(topo, p)
                         await self._add_allowed_shards(ps)
                         self.parts[(topo.name, p)] = ps
@@ -372,6 +384,7 @@ class Engine:
             if ps.events is not None:  # the schedule starts at wall clock - lateness
                 ps.events.resume(None, self.now_ms())
             return ps
+        check_deployment(cp.deployment, self.deployment, self.takeover_from, topo.name, p)
         entry = self.entries[topo.name]
         for i, blob in enumerate(cp.shards):
             if i % YIELD_EVERY == YIELD_EVERY - 1:
@@ -504,7 +517,7 @@ class Engine:
     async def checkpoint_all(self) -> None:
         """Checkpoint every owned partition (graceful shutdown)."""
         async with self.lock:
-            for ps in self.parts.values():
+            for ps in list(self.parts.values()):  # a fenced partition leaves self.parts
                 await self._commit(ps, force=True)
 
     async def process_batch(self, topic: str, partition: int, records: Sequence[Record]) -> int:
@@ -532,7 +545,7 @@ class Engine:
                 ps.dirty = True
                 self.metrics.batch_latency.labels(topology=topo.name).observe(
                     time.perf_counter() - t0)
-            for ps in self.parts.values():
+            for ps in list(self.parts.values()):  # a fenced partition leaves self.parts
                 # Arrival clock (replace: the stream length is public): epochs end by
                 # event count, so their final releases go out now. Tick-clock releases
                 # are published only by the timer (their timing is data-independent).
@@ -790,6 +803,24 @@ class Engine:
         if ps.pending or (ps.dirty and now - ps.last_commit_ms >= period):
             await self._commit(ps)
 
+    def _fenced(self, ps: PartitionState, exc: Fenced) -> None:
+        """Another writer claimed ``ps`` (this worker is a zombie, or was replaced by
+        another deployment): drop its state and its pending releases unpublished. The
+        claimant restored a checkpoint this worker wrote before the claim and publishes
+        from there (one writer per release: docs/PRIVACY.md)."""
+        topo = ps.topology
+        self.metrics.fenced.labels(topology=topo.name).inc()
+        log.error("%s; its %d pending releases are withheld (never published by this "
+                  "worker) and its state is dropped", exc, len(ps.pending))
+        if self.parts.get((topo.name, ps.partition)) is ps:
+            del self.parts[(topo.name, ps.partition)]
+        ps.pending.clear()
+        ps.gate.release()
+        for shard in ps.shards:
+            self._forget_shard(topo, shard)
+        if exc.deployment != self.deployment and self.taken_over is None:
+            self.taken_over = exc
+
     def _gauge_children(self, topo: Topology, shard: str) -> tuple[Any, ...]:
         """The shard's gauge children, looked up once (``labels()`` costs ~15 us each;
         10,000 shards release together). Dropped with :meth:`_forget_shard`."""
@@ -841,28 +872,44 @@ class Engine:
         if ps.events is not None:  # event time: records still waiting are read again
             resume = ps.events.resume_offset(ps.next_offset)
             done, wm = ps.events.covered_above(resume), ps.events.watermark
-        # incremental: only the shards changed since the last checkpoint (issue 12)
-        changed = [st for st in ps.shards.values() if st.changed]
-        states = []
-        for i, st in enumerate(changed):
-            states.append(st.to_bytes())
-            if i % YIELD_EVERY == YIELD_EVERY - 1:
-                await asyncio.sleep(0)  # the heartbeat, as in _schedule
-        cp = PartitionCheckpoint(topo.name, ps.partition, resume, states,
-                                 [raw for _, _, raw, _, _ in ps.pending], done, wm,
-                                 names=[st.shard for st in changed], incremental=True,
-                                 held=len(ps.shards))
-        try:
-            written = await self.store.write(cp)
-        except Exception:
-            self.metrics.checkpoint_failures.labels(topology=topo.name).inc()
-            raise
+        # the Kafka store's read-back may find a fenced writer's records of this partition
+        # (a zombie's last write): they are repaired by up to two more checkpoints at once
+        # (rewrite the shards, then tombstone the keys), before anything is published
+        take_damaged = getattr(self.store, "take_damaged", None)
+        written = 0
+        for _ in range(3):
+            if take_damaged is not None:
+                for shard in take_damaged(topo.name, ps.partition):
+                    if shard in ps.shards:
+                        ps.shards[shard].changed = True
+            # incremental: only the shards changed since the last checkpoint (issue 12)
+            changed = [st for st in ps.shards.values() if st.changed]
+            states = []
+            for i, st in enumerate(changed):
+                states.append(st.to_bytes())
+                if i % YIELD_EVERY == YIELD_EVERY - 1:
+                    await asyncio.sleep(0)  # the heartbeat, as in _schedule
+            cp = PartitionCheckpoint(topo.name, ps.partition, resume, states,
+                                     [raw for _, _, raw, _, _ in ps.pending], done, wm,
+                                     names=[st.shard for st in changed], incremental=True,
+                                     held=len(ps.shards), deployment=self.deployment or None)
+            try:
+                written += await self.store.write(cp)
+            except Fenced as exc:
+                self._fenced(ps, exc)
+                return
+            except Exception:
+                self.metrics.checkpoint_failures.labels(topology=topo.name).inc()
+                raise
+            for st in changed:
+                st.changed = False
+            if take_damaged is None or not self.store.needs_repair(  # type: ignore[attr-defined]
+                    topo.name, ps.partition):
+                break
         self.metrics.checkpoint_latency.labels(topology=topo.name).observe(
             time.perf_counter() - t0)
         self.metrics.checkpoint_bytes.labels(topology=topo.name).inc(written)
         ps.dirty, ps.last_commit_ms, ps.covered_offset = False, self.now_ms(), resume
-        for st in changed:
-            st.changed = False
         if not ps.pending:
             return
         self._crash("after_checkpoint")

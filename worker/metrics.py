@@ -88,6 +88,10 @@ class Metrics:
                                            "that failed (the releases they cover stay queued; "
                                            "nothing is published before its checkpoint)",
                                            t, registry=r)
+        self.fenced = Counter("dpstream_fenced", "Partitions this worker stopped writing "
+                              "because another writer claimed them (a zombie or another "
+                              "deployment; docs/PRIVACY.md \"One writer per release\"): "
+                              "their pending releases were withheld", t, registry=r)
         self.timer_errors = Counter("dpstream_timer_errors", "Release-timer rounds of a "
                                     "partition that raised (not a broker error): its "
                                     "releases stay queued and are retried next round", t,

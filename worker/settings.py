@@ -52,6 +52,15 @@ class Settings:
         Topology files or directories (``os.pathsep``-separated in the env).
     group_id
         Consumer group shared by all workers of one deployment.
+    deployment_id
+        This deployment's identity (default: :attr:`group_id`), written into every
+        checkpoint and ownership claim; a worker refuses to restore a checkpoint of
+        another deployment (two deployments would publish the same releases with two
+        noise draws: docs/PRIVACY.md "One writer per release").
+    takeover_from
+        Deployment ids (comma-separated) whose checkpoints this deployment may restore:
+        a blue/green switch; this deployment's claims then fence the named one
+        (docs/OPERATIONS.md "Blue/green").
     assignment
         ``group`` (default: workers split partitions through the consumer
         group) or ``static`` (one worker owns every partition; no group join,
@@ -100,6 +109,8 @@ class Settings:
     embedded_broker: bool = True
     topologies: tuple[str, ...] = ("topologies",)
     group_id: str = "dpstream"
+    deployment_id: str = ""
+    takeover_from: tuple[str, ...] = ()
     assignment: str = "group"
     checkpoint_topic: str = "dpstream-checkpoints"
     metrics_host: str = "127.0.0.1"
@@ -174,11 +185,23 @@ class Settings:
                         f"set it to a whole number such as {default}"
                     ) from None
             elif isinstance(default, tuple):
-                sep = "," if f.name == "plugins" else os.pathsep
-                values[f.name] = tuple(p for p in raw.split(sep) if p)
+                sep = "," if f.name in ("plugins", "takeover_from") else os.pathsep
+                parts = raw.split(sep)
+                if f.name == "takeover_from":  # ids: "blue, green" means blue and green
+                    parts = [p.strip() for p in parts]
+                values[f.name] = tuple(p for p in parts if p)
             else:
                 values[f.name] = raw
         return cls(**values)
+
+    @property
+    def deployment(self) -> str:
+        """The deployment id: :attr:`deployment_id`, else :attr:`group_id`.
+
+        >>> Settings(group_id="blue").deployment, Settings(deployment_id="x").deployment
+        ('blue', 'x')
+        """
+        return self.deployment_id or self.group_id
 
     def with_broker(self, broker: str) -> Settings:
         """A copy pointing at ``broker``."""

@@ -89,8 +89,10 @@ class _Meta:
 
 
 class _Rec:
-    def __init__(self, offset: int, key: bytes, value: bytes | None) -> None:
+    def __init__(self, offset: int, key: bytes, value: bytes | None,
+                 headers: Any = None) -> None:
         self.offset, self.key, self.value = offset, key, value
+        self.headers = headers  # the owner header (worker/checkpoint.py)
 
 
 class FakeLog:
@@ -101,18 +103,19 @@ class FakeLog:
         self.records: list[_Rec] = []
         self.fail_on_head = False
 
-    async def send(self, topic: str, key: bytes, value: bytes | None, partition: int) -> Any:
-        self.records.append(_Rec(len(self.records), key, value))
+    async def send(self, topic: str, key: bytes, value: bytes | None, partition: int,
+                   headers: Any = None) -> Any:
+        self.records.append(_Rec(len(self.records), key, value, headers))
         fut = asyncio.get_running_loop().create_future()
         fut.set_result(_Meta(len(self.records) - 1))
         return fut
 
     async def send_and_wait(self, topic: str, key: bytes, value: bytes | None,
-                            partition: int) -> _Meta:
+                            partition: int, headers: Any = None) -> _Meta:
         if self.fail_on_head and value is not None and value[:4] == b"DPCH":
             self.fail_on_head = False
             raise OSError("broker gone before the head")
-        return await (await self.send(topic, key, value, partition))
+        return await (await self.send(topic, key, value, partition, headers))
 
     def consumer(self) -> Any:
         log, pos = self, [0]

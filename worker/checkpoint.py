@@ -147,8 +147,12 @@ def check_deployment(found: str | None, ours: str, takeover: tuple[str, ...], to
 
 
 def claim_key(topology: str, partition: int) -> bytes:
-    """Compaction key of a partition's ownership claim."""
-    return f"{topology}/{partition}#owner".encode()
+    """Compaction key of one ownership claim of a partition: unique per claim, so
+    compaction never removes a claim that fences a record (a later claim of the same
+    partition would otherwise replace it: found by the second review of issue 19). The
+    owner tombstones older claims once no fenced record of the partition needs them
+    (:meth:`CheckpointStore.prune_claims`)."""
+    return f"{topology}/{partition}#owner#{uuid.uuid4().hex}".encode()
 
 
 def _prefix(key: bytes) -> str:
@@ -330,9 +334,11 @@ class CheckpointCache:
                                                                      bytes]]]]] = {}
         self.claims: dict[str, tuple[int, str]] = {}
         """Per partition prefix: the latest claim seen, ``(offset, deployment)``."""
-        self.claim_log: list[tuple[str, int, str]] = []
-        """The last 64 claims seen ``(prefix, offset, deployment)`` (racing claims:
-        :meth:`CheckpointStore.claim`)."""
+        self.claim_log: dict[str, list[tuple[int, str]]] = {}
+        """Per partition prefix: its last 64 claims ``(offset, deployment)`` (racing
+        claims: :meth:`CheckpointStore.claim`)."""
+        self.claim_keys: dict[str, dict[bytes, int]] = {}
+        """Per partition prefix: the keys of its live (not pruned) claims and offsets."""
         self.damaged: dict[str, set[bytes]] = {}
         """Per partition prefix: keys a fenced writer wrote (the owner repairs them)."""
         self.uncertain: dict[str, set[bytes]] = {}
@@ -357,16 +363,23 @@ class CheckpointCache:
             doc = json.loads(value[4:])
             claim = (offset, str(doc.get("deployment", "")))
             self.claims[_prefix(key)] = claim
-            self.claim_log.append((_prefix(key), *claim))
-            del self.claim_log[:-64]
+            log_ = self.claim_log.setdefault(_prefix(key), [])
+            log_.append(claim)
+            del log_[:-64]
+            self.claim_keys.setdefault(_prefix(key), {})[key] = offset
+            return
+        if value is None and b"#owner#" in key:  # an older claim, pruned by its owner
+            self.claim_keys.get(_prefix(key), {}).pop(key, None)
             return
         owner = _owner(headers)
-        if owner is not None:
-            prefix = _prefix(key)
-            cur = self.claims.get(prefix)
-            if cur is not None and cur[0] > owner:
-                self._fenced(prefix, key)
-                return
+        prefix = _prefix(key)
+        cur = self.claims.get(prefix)
+        # a record after a claim of its partition carries its writer's claim; one without
+        # (a pre-claim worker of an older version) after a claim is fenced as well
+        if cur is not None and (owner is None or cur[0] > owner) and value is not None \
+                and value[:4] in (HEAD_MAGIC, CHUNK_MAGIC, SHARD_MAGIC):
+            self._fenced(prefix, key)
+            return
         if self.uncertain:  # a valid record settles a key a fenced writer wrote last
             got_prefix = self.uncertain.get(_prefix(key))
             if got_prefix is not None:
@@ -626,7 +639,24 @@ class CheckpointStore:
         self.bytes_written += written
         if owner is not None:
             await self._verify(cp.topology, cp.partition, owner, md.offset)
+            if not self.needs_repair(cp.topology, cp.partition):
+                await self.prune_claims(cp.topology, cp.partition, owner)
         return written
+
+    async def prune_claims(self, topology: str, partition: int, owner: int) -> int:
+        """Tombstone the partition's claims older than ours (``owner``); return how many.
+
+        Safe once no fenced record of the partition awaits repair: a record fenced only
+        by an older claim precedes our claim, so we read it before claiming and repaired
+        it; a zombie's record written later is fenced by our own claim, which we keep.
+        Keeps the compacted topic from growing by one claim per assignment."""
+        prefix = head_key(topology, partition).decode()
+        live = self.cache.claim_keys.get(prefix, {})
+        old = sorted(k for k, off in live.items() if off < owner)
+        for key in old:
+            await self.producer.send_and_wait(self.topic, key=key, value=None, partition=0)
+            live.pop(key, None)
+        return len(old)
 
     async def _verify(self, topology: str, partition: int, owner: int, head: int) -> None:
         """Fencing check: read the topic up to our ``head``; raise :class:`Fenced` if a
@@ -661,8 +691,8 @@ class CheckpointStore:
         # a claim of another deployment written between our check and our claim (both
         # deployments started at once): ours fenced it, but refuse too (both stop;
         # neither publishes what the other restored)
-        for pre, off, dep in self.cache.claim_log:
-            if pre == prefix and checked < off < md.offset:
+        for off, dep in self.cache.claim_log.get(prefix, []):
+            if checked < off < md.offset:
                 check_deployment(dep, self.deployment, self.takeover, topology, partition,
                                  "ownership claim (written while this worker claimed it)")
 

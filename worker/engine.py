@@ -360,6 +360,11 @@ class Engine:
                         ps = await self._restore(topo, p)
                         await self._add_allowed_shards(ps)
                         self.parts[(topo.name, p)] = ps
+                        needs_repair = getattr(self.store, "needs_repair", None)
+                        if needs_repair is not None and needs_repair(topo.name, p):
+                            # a fenced writer's records are last on some keys: repair them
+                            # now, not at the next release (second review of issue 19)
+                            await self._commit(ps, force=True)
                     if self.metrics.value("dpstream_last_release_timestamp_seconds",
                                           topology=topo.name) is None:
                         # the "no release for N periods" alert counts from the assignment

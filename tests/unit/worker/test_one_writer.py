@@ -43,10 +43,12 @@ class FakeLog:
 
     def __init__(self) -> None:
         self.records: list[SimpleNamespace] = []
+        self.next_offset = 0  # offsets keep growing after compaction, as in Kafka
 
     def append(self, key: bytes, value: bytes | None, headers: Any) -> SimpleNamespace:
-        r = SimpleNamespace(offset=len(self.records), key=key, value=value,
+        r = SimpleNamespace(offset=self.next_offset, key=key, value=value,
                             headers=tuple(headers or ()))
+        self.next_offset += 1
         self.records.append(r)
         return r
 
@@ -55,6 +57,7 @@ class FakeLog:
         last = {r.key: r.offset for r in self.records}
         out = FakeLog()
         out.records = [r for r in self.records if last[r.key] == r.offset]
+        out.next_offset = self.next_offset
         return out
 
 
@@ -290,3 +293,93 @@ def test_cache_rule_records_of_an_older_owner_after_a_claim_are_fenced() -> None
     fresh = CheckpointCache()
     fresh.feed(hk, head, [(OWNER_HEADER, b"7")], 8)
     assert hk in fresh.heads
+
+
+# ---- second review of issue 19 ---------------------------------------------------------
+
+@pytest.mark.parametrize("repair_on_restore", [True, False])
+def test_compaction_keeps_the_claim_that_fences_a_zombie(repair_on_restore: bool,
+                                                         monkeypatch) -> None:
+    """The successor B is killed before it reads the zombie A's write back; C claims and
+    restores, and is killed before its first checkpoint; compaction runs; D restores.
+    With one compaction key for all claims, compaction dropped the claim that fenced A's
+    head and D re-published A's withheld seq 1 (a conflicting release). Claims now have
+    a key each (pruned by their owner only once nothing needs them), so D still sees A's
+    records as fenced: if nobody repaired them, D refuses the restore (the valid records
+    under them are compacted away: never a wrong state, never a second payload); and a
+    restore that finds a fenced writer's records repairs them at once (C), so the refusal
+    needs C to die within that commit."""
+    log, clock = FakeLog(), Clock(1_000_000.0)
+    a = engine(store(log, "d"), clock, "d")
+    b = engine(store(log, "d"), clock, "d")
+
+    async def run() -> tuple[Engine, Engine]:
+        await a.assign([("in", 0)])
+        await a.process_batch("in", 0, [ev(0, "r1", "x")])
+        clock.t += 0.5
+        await a.on_timer()
+        await b.assign([("in", 0)])
+        await b.process_batch("in", 0, [ev(1, "r1", "y")])
+        clock.t += 0.5
+        await b.on_timer()
+        await a.process_batch("in", 0, [ev(1, "r1", "z"), ev(2, "r1", "z")])
+        await a.on_timer()  # fenced: its seq 1 withheld, but its records are in the log
+        assert ("t", 0) not in a.parts
+        c = engine(store(log, "d"), clock, "d")
+        if not repair_on_restore:  # C is killed before it repairs anything
+            monkeypatch.setattr(c.store, "needs_repair", lambda *_: False)
+        await c.assign([("in", 0)])
+        d = engine(store(log.compacted(), "d"), clock, "d")
+        if repair_on_restore:
+            await d.assign([("in", 0)])
+            clock.t += 0.5
+            await d.on_timer()
+        else:
+            with pytest.raises(SerializationError, match="fenced writer"):
+                await d.assign([("in", 0)])
+        return c, d
+
+    c, d = asyncio.run(run())
+    report = duplicate_report(envelopes(a, b, c, d))
+    assert report.conflicting == []
+    if repair_on_restore:
+        assert d.parts[("t", 0)].next_offset == 2  # B's state, not the zombie's
+
+
+def test_a_racing_foreign_claim_is_found_among_many_other_claims() -> None:
+    """The race check kept the last 64 claims of all partitions: a foreign claim of our
+    partition followed by 64 others was forgotten. It now keeps 64 per partition."""
+    from worker.checkpoint import CLAIM_MAGIC, claim_key
+
+    log = FakeLog()
+
+    async def run() -> None:
+        green = store(log, "green")
+        await green.refresh()
+        log.append(claim_key("t", 0), CLAIM_MAGIC + b'{"deployment": "blue"}', None)
+        for p in range(1, 100):
+            log.append(claim_key("t", p), CLAIM_MAGIC + b'{"deployment": "blue"}', None)
+        await green.claim("t", 0)
+
+    with pytest.raises(ForeignCheckpoint):
+        asyncio.run(run())
+
+
+def test_a_headerless_record_after_a_claim_is_fenced() -> None:
+    """A worker of a version before claims writes no owner header; after a claim of its
+    partition its records are a fenced writer's, not the owner's."""
+    log, clock = FakeLog(), Clock(1_000_000.0)
+    a = engine(store(log, "d"), clock, "d")
+
+    async def run() -> None:
+        await a.assign([("in", 0)])
+        await a.process_batch("in", 0, [ev(0, "r1", "x")])
+        clock.t += 0.5
+        await a.on_timer()
+
+    asyncio.run(run())
+    head = [r for r in log.records if r.key == b"t/0"][-1]
+    log.append(b"t/0", head.value, None)  # the same bytes, no owner header
+    st = store(log, "d")
+    asyncio.run(st.refresh())
+    assert st.cache.fenced_records >= 1

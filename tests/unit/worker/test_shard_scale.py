@@ -227,8 +227,12 @@ def test_version_1_full_snapshots_restore_and_unknown_versions_are_refused() -> 
     assert _states(e3) == _states(eng)
     head = [r for r in log.records if r.key == b"t/0"][-1]
     assert struct.unpack_from("<H", head.value, 4) == (2,)
+    # written by the partition's latest owner (its header): a headerless record after a
+    # claim would be a pre-claim worker's and is fenced (second review of issue 19)
+    owner = e3.store.owners["t/0"]  # type: ignore[attr-defined]
     log.records.append(_Rec(len(log.records), b"t/0",
-                            head.value[:4] + struct.pack("<H", 9) + head.value[6:]))
+                            head.value[:4] + struct.pack("<H", 9) + head.value[6:],
+                            [("dpstream-owner", str(owner).encode())]))
     e4 = Engine([topo], _store(log), MemSink(), clock=clock)
     with pytest.raises(SerializationError, match=r"unknown head version 9.*new `name`"):
         asyncio.run(e4.assign([("in", 0)]))

@@ -75,6 +75,7 @@ from sketches.continual.lazy_schedule import batch_steps, pushed_columns, split_
 from sketches.continual.lazy_spec import LazySketchSpec, error_bound
 from sketches.core.release import estimate
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
+from sketches.counters.factorization import CounterKind
 from sketches.counters.family import make_counters
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.privacy import Calibration, Clock
@@ -97,6 +98,11 @@ class _LazySketch:
             raise SpecError(f"spec: expected LazySketchSpec, got {type(spec).__name__}")
         self.spec = spec
         self.hash = spec.hash_spec
+        if spec.counter is CounterKind.BLT_INT and spec.steps_per_round != 1:
+            raise SpecError(
+                "counter: 'blt_int' releases a round once, when it opens, so every column must"
+                " be pushed at once: use the tick clock with columns_per_tick unset (= width),"
+                f" got clock={spec.clock.value!r}, columns_per_tick={spec.columns_per_tick!r}")
         self.calibration: Calibration = spec.calibration(signed=self.signed)
         self._noise = noise
         d, w = spec.depth, spec.width

@@ -152,6 +152,10 @@ class LazySketchSpec:
         """Refuse counter/calibrator pairs without a guarantee and a too-large ``sqrt``."""
         if self.counter is CounterKind.TREE:
             return
+        if self.counter is CounterKind.BLT_INT and self.calibrator is not Calibrator.DISCRETE:
+            raise SpecError(
+                "counter: 'blt_int' adds exact discrete Gaussian noise on a lattice; it needs"
+                f" calibrator 'discrete', got {self.calibrator.value!r}")
         if self.calibrator is Calibrator.PAPER:
             raise SpecError(
                 f"counter: {self.counter.value!r} needs calibrator 'discrete' (or 'analytic');"
@@ -200,7 +204,8 @@ class LazySketchSpec:
         return calibrate_counter(
             self.counter, self.eps, self.delta,
             m=neighbouring_cells(self.relation, self.depth, signed=signed),
-            rounds=self.rounds, calibrator=self.calibrator, unit_cap=self.unit_cap)
+            rounds=self.rounds, calibrator=self.calibrator, unit_cap=self.unit_cap,
+            cells=self.depth * self.width)
 
     def sigma(self, *, signed: bool = False) -> float:
         """Per-draw noise standard deviation (tree: per node; factorized: of ``z``)."""
@@ -244,7 +249,11 @@ def error_bound(spec: LazySketchSpec, cal: Calibration, estimator: str,
     cms = estimator == "min"
     lag = spec.steps_per_round
     extra: dict[str, Any] = {}
-    if spec.counter is not CounterKind.TREE:
+    if spec.counter is CounterKind.BLT_INT:
+        extra = {"counter": spec.counter.value,
+                 "noise_reference": "docs/PRIVACY.md 13 Lattice BLT: (sigma_L / s) sqrt(2"
+                                    " max_row(B)^2 ln(2 rounds d w / beta)) + bias + 1/2"}
+    elif spec.counter is not CounterKind.TREE:
         extra = {"counter": spec.counter.value,
                  "noise_reference": "docs/PRIVACY.md Factorized counters: sigma sqrt(2"
                                     " max_row(B)^2 ln(2 rounds d w / beta)) + 1/2"}

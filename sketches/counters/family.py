@@ -27,18 +27,47 @@ from __future__ import annotations
 
 from typing import Any
 
+from sketches.core.noise_tables import validate_discrete_sigma
 from sketches.counters.factorization import CounterKind, factorization
 from sketches.counters.factorized import FactorizedCounters
 from sketches.counters.gauss_bm import ContinualCounters, GaussianNoise
+from sketches.counters.lattice import (
+    LATTICE_MAX_COUNT,
+    LatticeCounters,
+    LatticeParams,
+    calibrate_lattice,
+)
+from sketches.errors import SpecError
 from sketches.privacy import Calibration, Calibrator, calibrate
 
 __all__ = ["calibrate_counter", "counter_memory_bytes", "make_counters"]
 
 
 def calibrate_counter(kind: str | CounterKind, eps: float, delta: float, *, m: int,
-                      rounds: int, calibrator: Calibrator, unit_cap: int = 1) -> Calibration:
-    """:func:`sketches.privacy.calibrate` for counters of ``kind`` (module docstring)."""
+                      rounds: int, calibrator: Calibrator, unit_cap: int = 1,
+                      cells: int | None = None,
+                      max_count: int = LATTICE_MAX_COUNT) -> Calibration:
+    """:func:`sketches.privacy.calibrate` for counters of ``kind`` (module docstring).
+
+    ``blt_int`` also uses ``cells`` (counters in the release: bounds the counters one
+    unit changes) and ``max_count`` (public bound on ``sum_t |x_t|`` per counter);
+    it needs the ``discrete`` calibrator.
+    """
     k = CounterKind(kind)
+    if k is CounterKind.BLT_INT:
+        if Calibrator(calibrator) is not Calibrator.DISCRETE:
+            raise SpecError("counter: 'blt_int' is the exact discrete Gaussian on a lattice;"
+                            " it needs calibrator 'discrete', got"
+                            f" {Calibrator(calibrator).value!r}")
+        lat = calibrate_lattice(rounds, eps=eps, delta=delta, m=m, unit_cap=unit_cap,
+                                cells=cells, max_count=max_count)
+        validate_discrete_sigma(lat.sigma)
+        p = lat.params
+        return Calibration(sigma=lat.sigma, calibrator=Calibrator.DISCRETE, eps=float(eps),
+                           delta=float(delta), m=m, levels=int(rounds).bit_length(),
+                           unit_cap=unit_cap, integer_noise=True, counter=k.value,
+                           column_norm_sq=p.column_norm_sq, row_norm_sq=p.row_norm_sq,
+                           lattice=p, lattice_sensitivity=lat.sensitivity)
     if k is CounterKind.TREE:
         return calibrate(eps, delta, m=m, rounds=rounds, calibrator=calibrator,
                          unit_cap=unit_cap)
@@ -54,13 +83,18 @@ def make_counters(kind: str | CounterKind, n: int, rounds: int, cal: Calibration
     k = CounterKind(kind)
     if k is CounterKind.TREE:
         return ContinualCounters(n, rounds, cal.sigma, cal.integer_noise, noise)
+    if k is CounterKind.BLT_INT:
+        if not isinstance(cal.lattice, LatticeParams):
+            raise SpecError("calibration: counter blt_int needs a lattice calibration"
+                            " (calibrate_counter('blt_int', ...))")
+        return LatticeCounters(n, rounds, cal.lattice, cal.sigma, noise)
     return FactorizedCounters(n, rounds, cal.sigma, cal.integer_noise, noise, kind=k.value)
 
 
 def counter_memory_bytes(kind: str | CounterKind, n: int, rounds: int) -> int:
     """Bytes of counter state for ``n`` counters over ``rounds`` (prefix included):
     tree ``(levels + 2) * 8`` per counter (prefix, nodes, query cache), BLT ``(k + 3) * 8``,
-    square root ``(rounds + 3) * 8`` at the epoch's end."""
+    lattice BLT ``(2k + 4) * 8``, square root ``(rounds + 3) * 8`` at the epoch's end."""
     k = CounterKind(kind)
     f = factorization(k, rounds)
     if k is CounterKind.TREE:

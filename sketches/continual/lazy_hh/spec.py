@@ -227,7 +227,20 @@ class LazyHHSpec:
         cells = 2 * d if self.truncated else neighbouring_cells(self.relation, d)
         return calibrate_counter(self.counter, eps_s, delta_s, m=cells,
                                  rounds=self.sketch_rounds(), calibrator=self.calibrator,
-                                 unit_cap=self.unit_cap)
+                                 unit_cap=self.unit_cap, cells=d * self.k_tilde,
+                                 **({"max_count": self.cell_count_bound}
+                                    if self.cell_count_bound else {}))
+
+    @property
+    def cell_count_bound(self) -> int | None:
+        """Public bound on the events one sketch cell receives in an epoch (``blt_int``'s
+        float error bound uses it): ``event_horizon`` when truncated, the horizon on the
+        arrival clock (events), else None (the counter's default bound)."""
+        if self.truncated:
+            return int(self.event_horizon)
+        if self.clock is Clock.ARRIVAL:
+            return int(self.horizon)
+        return None
 
     def error_bound_per_release(self, beta: float) -> float:
         """Noise of one output: w.p. ``>= 1 - beta`` every read sketch cell (``d k~``) of one
@@ -383,10 +396,15 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams) -> float:
     """
     if spec.calibrator is not Calibrator.DISCRETE:
         return 0.0
-    # a factorized sketch counter draws no table samples (its caveat: docs/PRIVACY.md
-    # "Factorized counters"); the length counter is a tree
-    sketch_draws = params.depth * spec.k_tilde * 2 * spec.horizon \
-        if spec.counter is CounterKind.TREE else 0
+    # a float factorized sketch counter draws no table samples (its caveat: docs/PRIVACY.md
+    # "Factorized counters"); blt_int draws one per cell and round; the length counter is a
+    # tree
+    if spec.counter is CounterKind.TREE:
+        sketch_draws = params.depth * spec.k_tilde * 2 * spec.horizon
+    elif spec.counter is CounterKind.BLT_INT:
+        sketch_draws = params.depth * spec.k_tilde * spec.sketch_rounds()
+    else:
+        sketch_draws = 0
     draws = sketch_draws + 2 * spec.horizon
     return (1.0 + math.exp(spec.eps)) * draws * SAMPLER_TV_PER_DRAW
 
@@ -423,6 +441,10 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
             "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch, "beta": beta,
                        "calibrator": spec.calibrator.value, "sigma": sketch_sigma,
                        **({} if spec.counter is CounterKind.TREE else {
+                           "counter": spec.counter.value,
+                           "noise": "exact discrete Gaussian on the lattice (scale s); "
+                                    "certified (docs/PRIVACY.md 13, Lattice BLT)"}
+                          if spec.counter is CounterKind.BLT_INT else {
                            "counter": spec.counter.value,
                            "noise_caveat": "Gaussian z from a float64 sampler, rounded "
                                            "integer noise (docs/PRIVACY.md Factorized "

@@ -194,6 +194,8 @@ def test_insecure_noise_releases_say_not_private() -> None:
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: blt}", False),
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: sqrt}", False),
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: tree}", True),
+    # the lattice BLT: exact discrete Gaussian on integers (certified, PRIVACY.md 13)
+    ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: blt_int}", True),
 ])
 def test_float_noise_releases_say_not_private(mech: str, params: str, private: bool) -> None:
     """Old code stamped `private: true` on releases drawn with float noise (a non-production

@@ -105,8 +105,13 @@ class LazySketchSpec:
         Toeplitz factorization: about 3x lower noise at equal privacy for
         ``10^3-10^4`` rounds, 7 floats per cell) or ``sqrt`` (the exact square-root
         factorization, ``rounds`` floats per cell: a reference for small
-        sketches, refused above ``SQRT_MAX_VALUES``). See docs/PRIVACY.md
-        "Factorized counters" for the guarantee of each.
+        sketches, refused above ``SQRT_MAX_VALUES``) or ``blt_int`` (the BLT on an
+        integer lattice with exact discrete Gaussian noise: certified, the error of
+        ``blt`` within about 1%; tick clock with every column per tick). See
+        docs/PRIVACY.md 13 for the guarantee of each. The dataclass default is
+        ``tree`` (a stored spec without the field); a spec built from topology
+        parameters without ``counter`` gets ``blt_int`` where it wins
+        (:func:`sketches.continual.lazy.default_counter`).
     """
 
     depth: int

@@ -40,7 +40,12 @@ from sketches.counters.lattice import (
 from sketches.errors import SpecError
 from sketches.privacy import Calibration, Calibrator, calibrate
 
-__all__ = ["calibrate_counter", "counter_memory_bytes", "make_counters"]
+__all__ = ["MEMORY_TOLERANCE", "calibrate_counter", "counter_memory_bytes", "lattice_wins",
+           "make_counters"]
+
+#: ``blt_int`` becomes the default counter of a new spec only when its state is at most this
+#: many times the tree's ("acceptable memory", issue 20) and its error bound is lower.
+MEMORY_TOLERANCE = 1.5
 
 
 def calibrate_counter(kind: str | CounterKind, eps: float, delta: float, *, m: int,
@@ -100,3 +105,15 @@ def counter_memory_bytes(kind: str | CounterKind, n: int, rounds: int) -> int:
     if k is CounterKind.TREE:
         return 8 * n * (f.values_per_counter() + 2)
     return 8 * n * (f.values_per_counter() + 1)
+
+
+def lattice_wins(tree_error: float, lattice_error: float, tree_bytes: int,
+                 lattice_bytes: int) -> bool:
+    """The default-counter rule of a new spec (issue 20): ``blt_int`` when its stated error
+    bound is below the tree's at the same ``(eps, delta)`` and its state is at most
+    :data:`MEMORY_TOLERANCE` times the tree's.
+
+    >>> lattice_wins(600.0, 200.0, 1000, 900), lattice_wins(600.0, 200.0, 1000, 1600)
+    (True, False)
+    """
+    return lattice_error < tree_error and lattice_bytes <= MEMORY_TOLERANCE * tree_bytes

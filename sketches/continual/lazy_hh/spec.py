@@ -118,8 +118,11 @@ class LazyHHSpec:
     output_every: int = 1
     count_fraction: float = 0.1
     unit_cap: int = 1
-    #: the sketch cells' continual counter (``tree`` | ``blt`` | ``sqrt``; docs/PRIVACY.md
-    #: "Factorized counters"); the length counter stays a tree (one counter)
+    #: the sketch cells' continual counter (``tree`` | ``blt`` | ``sqrt`` | ``blt_int``;
+    #: docs/PRIVACY.md 13); the length counter stays a tree (one counter). The dataclass
+    #: default is ``tree`` (stored specs without the field); a spec built from topology
+    #: parameters without ``counter`` gets ``blt_int`` where it wins
+    #: (:func:`sketches.continual.lazy_hh.sketch.default_counter`)
     counter: CounterKind = field(default=CounterKind.TREE,
                                  metadata={"omit_if_default": True})
 
@@ -153,6 +156,9 @@ class LazyHHSpec:
                             " events of a horizon of `horizon` events; leave both unset")
         sketch_delta = self.sketch_budget[1]
         check_lemma6_delta(sketch_delta, name="delta")
+        if self.counter is CounterKind.BLT_INT and self.calibrator is not Calibrator.DISCRETE:
+            raise SpecError("counter: 'blt_int' adds exact discrete Gaussian noise on a lattice;"
+                            f" it needs calibrator 'discrete', got {self.calibrator.value!r}")
         if self.counter is not CounterKind.TREE and self.calibrator is Calibrator.PAPER:
             raise SpecError(f"counter: {self.counter.value!r} needs calibrator 'discrete' (or"
                             " 'analytic'); 'paper' reproduces paper 002's tree: use counter: tree")

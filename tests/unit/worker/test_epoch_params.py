@@ -314,3 +314,38 @@ def test_version_1_state_restored_under_secure_noise_is_not_stamped_private() ->
     new = [r for r in rels if r["epoch"] == 200_001]
     assert old and all(r["private"] is False for r in old)
     assert new and all(r["private"] is True for r in new)
+
+
+@pytest.mark.parametrize("version_1", [False, True])
+def test_a_tree_checkpoint_restores_under_the_lattice_default_then_new_epochs_use_it(
+        version_1: bool) -> None:
+    """Issue 20: a topology without `counter` now builds `blt_int` for LazyCMS (it wins at
+    equal (eps, delta)). A checkpoint written with the tree (the old default: its spec bytes
+    have no counter field) keeps restoring with the tree until its epoch ends; the next
+    epoch is built with the new default, and its releases state the counter."""
+    from worker.checkpoint import decode_checkpoint, encode_checkpoint
+
+    store, clock = MemStore(), Clock(1_000_000.0)
+    tree = topo(params="{depth: 2, width: 16, hash_seed: 1, counter: tree}")
+    run_epoch_start(tree, store, clock, [ev(0, "r1", "a", "u1")])
+    if version_1:
+        cp = decode_checkpoint(store.data[("views", 0)])
+        cp.shards = [_as_version_1(s) for s in cp.shards]
+        store.data[("views", 0)] = encode_checkpoint(cp)
+    eng = Engine([topo()], store, MemSink(), clock=clock)
+    assert eng.specs["views"].counter == "blt_int"
+
+    async def go() -> None:
+        await eng.assign([("in", 0)])
+        st: ShardState = eng.parts[("views", 0)].shards["r1"]
+        assert st.mechanism.spec.counter == "tree" and "counter" not in st.mechanism.spec.to_dict()
+        clock.t += 5.0  # past the epoch's end: the rest of the epoch, then the next one
+        await eng.on_timer()
+
+    asyncio.run(go())
+    rels = released(eng.sink)  # type: ignore[arg-type]
+    old = [r for r in rels if r["epoch"] == 200_000]
+    new = [r for r in rels if r["epoch"] == 200_001]
+    assert old and all("counter" not in r["payload"]["error_bound"] for r in old)
+    assert new and all(r["payload"]["error_bound"]["counter"] == "blt_int" for r in new)
+    assert eng.parts[("views", 0)].shards["r1"].mechanism.spec.counter == "blt_int"

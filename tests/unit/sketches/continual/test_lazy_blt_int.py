@@ -144,3 +144,42 @@ def test_lazyhh_spec_planning_methods_match_the_sketch(kw) -> None:
     assert spec.sketch_calibration() == hh.calibration
     assert spec.error_bound_epoch(hh.spec.beta_value / 2) == pytest.approx(hh.params.gamma)
     assert 0.5 < spec.memory_bytes() / hh.memory_bytes() < 2.0
+
+
+# ------------------------------------------------------------------ the default (issue 20)
+PROD = {"depth": 4, "width": 256, "horizon": 3600, "eps": 1.0, "delta": 1e-6,
+        "relation": "add_remove", "clock": "tick", "unit_cap": 1}
+
+
+@pytest.mark.parametrize("name", ["lazy_cms", "lazy_cs"])
+def test_new_specs_without_a_counter_get_blt_int_where_it_wins(name: str) -> None:
+    from sketches import lookup
+
+    build = lookup(name).build_spec
+    assert build(PROD).counter == "blt_int"
+    assert build({**PROD, "counter": "tree"}).counter == "tree"  # a pinned counter stays
+    assert build({**PROD, "columns_per_tick": 64}).counter == "tree"  # not eligible
+    assert build({**PROD, "calibrator": "analytic"}).counter == "tree"
+    assert build({**PROD, "relation": "replace", "clock": "arrival"}).counter == "tree"
+    # a stored spec (checkpoint) without the field is the tree: the dataclass default
+    from sketches.core.serialization import spec_from_params
+
+    assert spec_from_params(LazySketchSpec, PROD).counter == "tree"
+
+
+def test_the_rule_needs_lower_error_and_acceptable_memory() -> None:
+    from sketches.counters.family import lattice_wins
+
+    assert lattice_wins(3.0, 1.0, 100, 150) and not lattice_wins(3.0, 1.0, 100, 151)
+    assert not lattice_wins(1.0, 1.0, 100, 50)
+
+
+def test_lazyhh_new_specs_get_blt_int() -> None:
+    from sketches import lookup
+
+    params = {"k": 64, "k_tilde": 512, "horizon": 3600, "eps": 1.0, "delta": 1e-6,
+              "event_horizon": 50_000_000, "output_every": 1, "relation": "add_remove",
+              "clock": "tick", "unit_cap": 1}
+    build = lookup("lazy_hh").build_spec
+    assert build(params).counter == "blt_int"
+    assert build({**params, "counter": "tree"}).counter == "tree"

@@ -77,6 +77,7 @@ from sketches.continual.lazy_schedule import batch_steps, pushed_columns, split_
 from sketches.continual.lazy_spec import LazySketchSpec, error_bound
 from sketches.core.release import estimate
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
+from sketches.counters import family
 from sketches.counters.factorization import CounterKind
 from sketches.counters.family import make_counters
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
@@ -337,7 +338,7 @@ def default_counter(spec: LazySketchSpec, *, signed: bool) -> LazySketchSpec:
 
 def _build_spec(params: Any, *, signed: bool = False) -> LazySketchSpec:
     spec = spec_from_params(LazySketchSpec, params)
-    if "counter" not in params:
+    if "counter" not in params and family.DEFAULT_TO_LATTICE:
         spec = default_counter(spec, signed=signed)
     return spec
 

@@ -73,6 +73,7 @@ from sketches.core.candidates import CandidateSet, top_order, unique_pairs
 from sketches.core.hashing import HashSpec
 from sketches.core.keyed_prf import siphash24, siphash24_multi
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
+from sketches.counters import family
 from sketches.counters.factorization import CounterKind
 from sketches.counters.factorized import FactorizedCounters
 from sketches.counters.family import make_counters
@@ -593,7 +594,7 @@ def default_counter(spec: LazyHHSpec) -> LazyHHSpec:
 
 def _build_spec(params: Mapping[str, Any]) -> LazyHHSpec:
     spec = spec_from_params(LazyHHSpec, params)
-    if "counter" not in params:
+    if "counter" not in params and family.DEFAULT_TO_LATTICE:
         spec = default_counter(spec)
     return spec
 

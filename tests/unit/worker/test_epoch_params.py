@@ -318,12 +318,16 @@ def test_version_1_state_restored_under_secure_noise_is_not_stamped_private() ->
 
 @pytest.mark.parametrize("version_1", [False, True])
 def test_a_tree_checkpoint_restores_under_the_lattice_default_then_new_epochs_use_it(
-        version_1: bool) -> None:
-    """Issue 20: a topology without `counter` now builds `blt_int` for LazyCMS (it wins at
-    equal (eps, delta)). A checkpoint written with the tree (the old default: its spec bytes
-    have no counter field) keeps restoring with the tree until its epoch ends; the next
-    epoch is built with the new default, and its releases state the counter."""
+        version_1: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: with the lattice default on, a topology without `counter` builds `blt_int`
+    for LazyCMS (it wins at equal (eps, delta)). A checkpoint written with the tree (the
+    old default: its spec bytes have no counter field) keeps restoring with the tree until
+    its epoch ends; the next epoch is built with the new default, and its releases state
+    the counter."""
+    from sketches.counters import family
     from worker.checkpoint import decode_checkpoint, encode_checkpoint
+
+    monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", True)
 
     store, clock = MemStore(), Clock(1_000_000.0)
     tree = topo(params="{depth: 2, width: 16, hash_seed: 1, counter: tree}")

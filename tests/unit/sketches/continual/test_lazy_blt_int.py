@@ -152,18 +152,20 @@ PROD = {"depth": 4, "width": 256, "horizon": 3600, "eps": 1.0, "delta": 1e-6,
 
 
 @pytest.mark.parametrize("name", ["lazy_cms", "lazy_cs"])
-def test_new_specs_without_a_counter_get_blt_int_where_it_wins(name: str) -> None:
+def test_the_default_rule_picks_blt_int_where_it_wins(name: str, monkeypatch) -> None:
     from sketches import lookup
+    from sketches.core.serialization import spec_from_params
+    from sketches.counters import family
 
     build = lookup(name).build_spec
+    assert build(PROD).counter == "tree"  # DEFAULT_TO_LATTICE is off (speed, issue 20)
+    monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", True)
     assert build(PROD).counter == "blt_int"
     assert build({**PROD, "counter": "tree"}).counter == "tree"  # a pinned counter stays
     assert build({**PROD, "columns_per_tick": 64}).counter == "tree"  # not eligible
     assert build({**PROD, "calibrator": "analytic"}).counter == "tree"
     assert build({**PROD, "relation": "replace", "clock": "arrival"}).counter == "tree"
     # a stored spec (checkpoint) without the field is the tree: the dataclass default
-    from sketches.core.serialization import spec_from_params
-
     assert spec_from_params(LazySketchSpec, PROD).counter == "tree"
 
 
@@ -174,12 +176,15 @@ def test_the_rule_needs_lower_error_and_acceptable_memory() -> None:
     assert not lattice_wins(1.0, 1.0, 100, 50)
 
 
-def test_lazyhh_new_specs_get_blt_int() -> None:
+def test_lazyhh_default_rule(monkeypatch) -> None:
     from sketches import lookup
+    from sketches.counters import family
 
     params = {"k": 64, "k_tilde": 512, "horizon": 3600, "eps": 1.0, "delta": 1e-6,
               "event_horizon": 50_000_000, "output_every": 1, "relation": "add_remove",
               "clock": "tick", "unit_cap": 1}
     build = lookup("lazy_hh").build_spec
+    assert build(params).counter == "tree"
+    monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", True)
     assert build(params).counter == "blt_int"
     assert build({**params, "counter": "tree"}).counter == "tree"

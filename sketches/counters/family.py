@@ -1,7 +1,8 @@
 """The continual-counter family behind one interface: calibrate and build by kind.
 
 ``kind`` is :class:`~sketches.counters.factorization.CounterKind` (``tree``,
-``blt``, ``sqrt``). :func:`calibrate_counter` gives the
+``blt``, ``sqrt``, ``blt_int``: :mod:`sketches.counters.lattice`).
+:func:`calibrate_counter` gives the
 :class:`~sketches.privacy.Calibration` of ``n`` counters of that kind
 (sensitivity from the factorization's column norm, error from its row norm);
 :func:`make_counters` builds them. Both kinds share the interface the

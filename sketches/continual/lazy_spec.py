@@ -255,8 +255,9 @@ def error_bound(spec: LazySketchSpec, cal: Calibration, estimator: str,
     lag = spec.steps_per_round
     extra: dict[str, Any] = {}
     if spec.counter is CounterKind.BLT_INT:
-        extra = {"counter": spec.counter.value,
-                 "noise_reference": "docs/PRIVACY.md 13 Lattice BLT: (sigma_L / s) sqrt(2"
+        extra = {"counter": spec.counter.value, "lattice_scale": cal.lattice.scale,
+                 "sigma_lattice": cal.sigma, "sigma_counts": cal.release_sigma,
+                 "noise_reference": "docs/PRIVACY.md 13.1 Lattice BLT: (sigma_L / s) sqrt(2"
                                     " max_row(B)^2 ln(2 rounds d w / beta)) + bias + 1/2"}
     elif spec.counter is not CounterKind.TREE:
         extra = {"counter": spec.counter.value,

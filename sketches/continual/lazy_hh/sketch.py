@@ -526,7 +526,9 @@ class LazyHH:
 
         See :func:`~sketches.continual.lazy_hh.spec.guarantee`.
         """
-        return guarantee(self.spec, self.params, self.calibration.sigma)
+        lat = self.calibration.lattice
+        return guarantee(self.spec, self.params, self.calibration.sigma,
+                         lattice_scale=None if lat is None else int(lat.scale))
 
     def release(self) -> dict[str, Any]:
         """Public ``heavy_hitters`` payload of the last output (ARCHITECTURE.md)."""

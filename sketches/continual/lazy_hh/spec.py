@@ -415,7 +415,8 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams) -> float:
     return (1.0 + math.exp(spec.eps)) * draws * SAMPLER_TV_PER_DRAW
 
 
-def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[str, Any]:
+def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
+              lattice_scale: int | None = None) -> dict[str, Any]:
     """The ``(eps, delta_tilde)`` guarantee of a LazyHH epoch and its budget split.
 
     Examples
@@ -447,9 +448,10 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
             "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch, "beta": beta,
                        "calibrator": spec.calibrator.value, "sigma": sketch_sigma,
                        **({} if spec.counter is CounterKind.TREE else {
-                           "counter": spec.counter.value,
-                           "noise": "exact discrete Gaussian on the lattice (scale s); "
-                                    "certified (docs/PRIVACY.md 13, Lattice BLT)"}
+                           "counter": spec.counter.value, "lattice_scale": lattice_scale,
+                           "noise": "exact discrete Gaussian on the lattice (scale s); sigma "
+                                    "is sigma_L, in lattice units; certified (docs/PRIVACY.md"
+                                    " 13.1, Lattice BLT)"}
                           if spec.counter is CounterKind.BLT_INT else {
                            "counter": spec.counter.value,
                            "noise_caveat": "Gaussian z from a float64 sampler, rounded "

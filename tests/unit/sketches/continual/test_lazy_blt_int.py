@@ -58,6 +58,8 @@ def test_round_trip_release_and_restore_with_another_counter_refused() -> None:
     assert b.to_bytes() == a.to_bytes()
     rel = a.release()
     assert rel["error_bound"]["counter"] == "blt_int" and not rel["float_noise"]
+    eb = rel["error_bound"]
+    assert eb["sigma_counts"] == pytest.approx(eb["sigma_lattice"] / eb["lattice_scale"])
     assert isinstance(rel["matrix"][0][0], int)
     assert _spec("blt_int").to_dict()["counter"] == "blt_int"
     for other in ("tree", "blt"):
@@ -104,6 +106,7 @@ def test_lazyhh_gamma_sampler_term_and_round_trip() -> None:
     assert again.to_bytes() == blob
     g = lat.privacy()
     assert g["budget"]["sketch"]["counter"] == "blt_int"
+    assert g["budget"]["sketch"]["lattice_scale"] == cal.lattice.scale
     assert "noise_caveat" not in g["budget"]["sketch"]
 
 

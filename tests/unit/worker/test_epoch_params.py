@@ -353,3 +353,34 @@ def test_a_tree_checkpoint_restores_under_the_lattice_default_then_new_epochs_us
     assert old and all("counter" not in r["payload"]["error_bound"] for r in old)
     assert new and all(r["payload"]["error_bound"]["counter"] == "blt_int" for r in new)
     assert eng.parts[("views", 0)].shards["r1"].mechanism.spec.counter == "blt_int"
+
+
+def test_a_production_topology_with_the_lattice_counter_runs_and_says_private() -> None:
+    """Issue 20's "done": a `production: true` topology with `counter: blt_int` validates,
+    runs on secure noise, and its releases say `private: true` and state the counter."""
+    t = parse_topology(
+        TOPO.format(eps=1.0, cap=1, mech="lazy_cms",
+                    params="{depth: 2, width: 16, counter: blt_int}", tick_ms=100,
+                    noise="secure", extra="", shards="shards: {allowed: [r1]}")
+        .replace("name: views", "name: views\nproduction: true")
+        .replace("allow_insecure_noise: true", "allow_insecure_noise: false"))
+    assert t.production and t.privacy.time == "event"
+    clock = Clock(1_000_000.0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+
+    async def go() -> None:
+        await eng.assign([("in", 0)])
+        now = int(clock.t * 1000)
+        await eng.process_batch("in", 0, [(0, b"r1", json.dumps(
+            {"r": "r1", "i": "a", "u": "u1"}).encode(), now)])  # LogAppendTime: now
+        clock.t += 1.0  # 10 ticks: two release slots
+        eng.log_end("in", 0, int(clock.t * 1000))  # the log is read to its end
+        await eng.on_timer()
+
+    asyncio.run(go())
+    rels = released(eng.sink)  # type: ignore[arg-type]
+    assert rels
+    for rel in rels:
+        assert rel["private"] is True and rel["noise"] == "secure"
+        eb = rel["payload"]["error_bound"]
+        assert eb["counter"] == "blt_int" and eb["lattice_scale"] > 1

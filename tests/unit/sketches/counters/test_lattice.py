@@ -269,3 +269,31 @@ def test_released_noise_variance_matches_sigma_over_s() -> None:
 def test_memory_is_twelve_numbers_per_counter() -> None:
     c = counters(100, 3600, zero())
     assert c.memory_bytes() == 100 * 12 * 8
+
+
+def test_sensitivity_brute_force_with_a_unit_cap_over_two_cells() -> None:
+    """A unit of c = 2 events may hit two cells of a row: the rounding term counts both
+    cells (changed = min(cells, c m) = 2), which the calibrated Delta_2 covers at every
+    placement (the brief's sqrt(m) (1 + 2 eta) sqrt(n) would count one)."""
+    n = 6
+    lat = calibrate_lattice(n, eps=1.0, delta=1e-6, m=1, unit_cap=2, cells=2, max_count=10**6)
+    p = lat.params
+    assert changed_counters(1, 2, 2) == 2
+
+    def f_of(x: np.ndarray) -> np.ndarray:
+        c = LatticeCounters(2, n, p, 0.0, zero())  # type: ignore[arg-type]
+        c._f_log = []
+        c.advance(x)
+        return np.concatenate(c._f_log).astype(np.float64)
+
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        x = rng.integers(0, 1000, size=(n, 2))
+        fx = f_of(x)
+        for t1 in range(n):
+            for t2 in range(n):
+                for cells in ((0, 1), (0, 0)):
+                    y = x.copy()
+                    y[t1, cells[0]] += 1
+                    y[t2, cells[1]] += 1
+                    assert float(np.linalg.norm(f_of(y) - fx)) <= lat.sensitivity

@@ -9,6 +9,10 @@ release to one number (:meth:`Case.run`). Larger statistic = "looks like X'".
 
 The statistics (and why they are the strongest we found)
 --------------------------------------------------------
+- LazyCMS over a factorized counter (``lazy_cms_blt``, float sampler;
+  ``lazy_cms_blt_int``, the lattice BLT with the exact sampler): the
+  ``(B_R B_R^T)^-1 1``-weighted sum of the item's cells over rounds ``1..R``
+  (:func:`_lazy_factorized`).
 - Continual sketches (LazyCMS/LazyCS on the tick clock): the differing event
   is at tick 0, so it enters round 1, and with it *every* dyadic node of the
   binary mechanism on the path of round 1 in each of its ``d`` cells. The
@@ -209,6 +213,7 @@ def _lazy_factorized(counter: str, observed: int = 128) -> Case:
 
     spec = LazySketchSpec(depth=4, width=16, horizon=3600, eps=1.0, delta=1e-6,
                           hash_seed=20240601, counter=CounterKind(counter))
+    lattice = CounterKind(counter) is CounterKind.BLT_INT
     f = factorization(counter, spec.rounds)
     b = f.b_coeffs(observed) if hasattr(f, "b_coeffs") else sqrt_coeffs(observed)
     i, j = np.indices((observed, observed))
@@ -227,8 +232,12 @@ def _lazy_factorized(counter: str, observed: int = 128) -> Case:
             sums[r - 1] = _cells_sum(sk.release(), [IP_INT], signed=False)
         return float(w @ sums)
 
+    # blt_int: the releases are round(B y / s), y = f + Z with Z ~ N_Z(0, sigma_L^2): the same
+    # weights, noise standard deviation sigma_L / s per unit of B (docs/PRIVACY.md 13)
+    sigma = LazyCMS(spec, SecureNoise()).calibration.release_sigma
+    sampler = "exact lattice sampler, production path" if lattice else "float sampler"
     return Case(
-        name=f"lazy_cms_{counter}", mechanism=f"lazy_cms (counter: {counter}, float sampler)",
+        name=f"lazy_cms_{counter}", mechanism=f"lazy_cms (counter: {counter}, {sampler})",
         clock="tick", relation="add_remove",
         source=f"topologies/netmon_prefixes.yaml with counter: {counter} (width 16, d=4)",
         statistic=f"(B_R B_R^T)^-1 1 weighted sum of the item's {spec.depth} cells over the"
@@ -236,8 +245,7 @@ def _lazy_factorized(counter: str, observed: int = 128) -> Case:
         inputs="X: 4 background events at tick 0; X' = X + 1 event of the item at tick 0",
         run=run, claim=(spec.eps, spec.delta),
         parametric=Parametric(
-            mu_calibrated=math.sqrt(spec.depth * float(c_r @ c_r))
-            / LazyCMS(spec, SecureNoise()).calibration.sigma,
+            mu_calibrated=math.sqrt(spec.depth * float(c_r @ c_r)) / sigma,
             claim=(spec.eps, spec.delta), claim_note="release", mean0=_mean0(run)))
 
 
@@ -601,6 +609,8 @@ CASES: dict[str, Callable[[], Case]] = {
     "lazy_cms": lambda: _lazy("cms"),
     "lazy_cs": lambda: _lazy("cs"),
     "lazy_cms_blt": lambda: _lazy_factorized("blt"),
+    # the lattice BLT at the production noise path (SecureNoise's exact table sampler)
+    "lazy_cms_blt_int": lambda: _lazy_factorized("blt_int", observed=512),
     "columnar_neighbour": _columnar,
     "dp_cms": lambda: _dp_linear("cms"),
     "dp_cs": lambda: _dp_linear("cs"),

@@ -49,6 +49,7 @@ counted in ``dpstream_events_over_horizon_total``), never a whole batch.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -440,7 +441,13 @@ class Engine:
         if st.params is None:
             spec = getattr(st.mechanism, "spec", None)
             try:
-                same = spec is not None and bool(spec == self.specs[topo.name])
+                ours = self.specs[topo.name]
+                if "counter" not in topo.mechanism_params and hasattr(ours, "counter") \
+                        and hasattr(spec, "counter"):
+                    # an unpinned counter is a default of new specs (issue 20): a checkpoint
+                    # keeps the counter it recorded (a tree, if it has no such field)
+                    ours = dataclasses.replace(ours, counter=spec.counter)  # type: ignore[union-attr]
+                same = spec is not None and bool(spec == ours)
             except (TypeError, ValueError):  # not comparable: treat as different
                 same = False
             if not same:

@@ -121,13 +121,42 @@ def sigmas(p: Probe) -> dict[str, float]:
     out: dict[str, float] = {}
     cal = getattr(p.mechanism, "calibration", None)
     if cal is not None and hasattr(cal, "sigma"):
-        out["sketch"] = float(cal.sigma)
+        # in counts: the lattice counter's sigma_L is on a lattice scaled by s
+        out["sketch"] = float(getattr(cal, "release_sigma", cal.sigma))
     if isinstance(p.payload.get("sigma"), int | float):
         out["sketch"] = float(p.payload["sigma"])
     length = ((p.payload.get("budget") or {}).get("length") or {})
     if isinstance(length.get("sigma"), int | float):
         out["length_counter"] = float(length["sigma"])
     return out
+
+
+COUNTER_NOTES = {
+    "tree": "binary tree (paper 002), exact discrete Gaussian",
+    "blt": "BLT factorization, float64 Gaussian (not certified)",
+    "sqrt": "square-root factorization, float64 Gaussian (not certified)",
+    "blt_int": "lattice BLT, exact discrete Gaussian (certified, docs/PRIVACY.md 13)",
+}
+
+
+def counter(p: Probe) -> dict[str, Any] | None:
+    """The continual counter of a sketch (``counter`` param) and its stated per-cell error.
+
+    ``error``: w.p. ``>= 1 - beta`` every released cell of the epoch is within it of its
+    exact count (the release's ``error_bound.noise``; LazyHH: ``gamma``).
+    """
+    kind = getattr(p.spec, "counter", None)
+    if kind is None:
+        return None
+    name = str(getattr(kind, "value", kind))
+    eb = p.payload.get("error_bound") or {}
+    params = getattr(p.mechanism, "params", None)
+    err = getattr(params, "gamma", None) if p.mechanism.name == "lazy_hh" else eb.get("noise")
+    cal = getattr(p.mechanism, "calibration", None)
+    lat = getattr(cal, "lattice", None)
+    return {"counter": name, "note": COUNTER_NOTES.get(name, name),
+            "error": None if err is None else float(err),
+            "scale": None if lat is None else int(lat.scale)}
 
 
 def memory(p: Probe) -> dict[str, Any]:
@@ -538,7 +567,8 @@ def plan_topology(topo: Topology, *, rate: float | None = None,
     out = {
         "topology": topo.name, "source": topo.source, "mechanism": topo.mechanism,
         "private": private, "privacy_note": privacy_note(p.envelope),
-        "guarantee": g, "sigma": sigmas(p), "timing": t, "shares": list(shares),
+        "guarantee": g, "sigma": sigmas(p), "counter": counter(p), "timing": t,
+        "shares": list(shares),
         "bounds": b, "memory": memory(p),
         "event_horizon": getattr(p.spec, "event_horizon", None) or None,
         "verdict": verdict(p, b, t, shares, private),
@@ -613,6 +643,12 @@ def _render_one(p: dict[str, Any]) -> str:
     sig = p["sigma"]
     out.append("   noise sigma: " + (", ".join(f"{k} {v:,.1f}" for k, v in sig.items())
                                      if sig else "none (see the stated error bound)"))
+    c = p.get("counter")
+    if c:
+        out.append(f"   counter: {c['counter']} ({c['note']}"
+                   + (f", lattice scale s = {c['scale']}" if c.get("scale") else "") + ")"
+                   + ("" if c.get("error") is None else
+                      f"; every released cell within +/-{_num(c['error'])} of its count"))
     rate = t["rate"]
     when = (f"release every {_dur(t['release_s'])}, epoch "
             f"{_dur(t['epoch_s']) if t['epoch_s'] else '-'}")

@@ -300,8 +300,9 @@ def _check_production(top: SpecReader, allowed: frozenset[str] | None,
                         "float sampler's distance to the ideal Gaussian is not bounded, so its "
                         "guarantee is not certified, docs/PRIVACY.md section 13); refused in a "
                         "production topology",
-                        "use `counter: tree` (exact integer noise), or set `production: false` "
-                        "to evaluate it (its releases say private: false)")
+                        "use `counter: blt_int` (the same factorization with exact integer "
+                        "noise on a lattice, certified) or `counter: tree`, or set "
+                        "`production: false` to evaluate it (its releases say private: false)")
     if field == "mechanism.params.calibrator":
         calibrator = params.get("calibrator")
         raise top.error("mechanism.params.calibrator", f"{calibrator!r} calibrates float noise "
@@ -315,9 +316,10 @@ def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:
 
     Float noise (``calibrator: analytic|paper``, PMG's ``noise: laplace``, a
     mechanism registered ``float_noise_only`` such as PAMG) is open to the
-    floating-point attack (Mironov 2012); a factorized counter (``counter:
+    floating-point attack (Mironov 2012); a float factorized counter (``counter:
     blt|sqrt``) rounds its continuous Gaussian before it meets the data, but the
-    float sampler's gap to the ideal Gaussian is not bounded. Production
+    float sampler's gap to the ideal Gaussian is not bounded (``counter: blt_int``,
+    exact integer noise on a lattice, is not float noise). Production
     topologies refuse both, and the releases of any other topology using them
     say ``private: false``: only certified guarantees are stated.
 
@@ -330,9 +332,10 @@ def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:
         return "mechanism.params.noise"
     if params.get("calibrator", "discrete") != "discrete":
         return "mechanism.params.calibrator"
-    if params.get("counter", "tree") != "tree":
+    if params.get("counter", "tree") not in ("tree", "blt_int"):
         # BLT / sqrt: a continuous Gaussian, rounded before it meets the data (no
-        # Mironov leak), but the float sampler's gap to the ideal is not bounded
+        # Mironov leak), but the float sampler's gap to the ideal is not bounded;
+        # blt_int is the exact discrete Gaussian on a lattice (certified, PRIVACY.md 13)
         return "mechanism.params.counter"
     if mechanism:
         from sketches import lookup, registered

@@ -67,6 +67,8 @@ True
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -75,9 +77,11 @@ from sketches.continual.lazy_schedule import batch_steps, pushed_columns, split_
 from sketches.continual.lazy_spec import LazySketchSpec, error_bound
 from sketches.core.release import estimate
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
+from sketches.counters import family
+from sketches.counters.factorization import CounterKind
 from sketches.counters.family import make_counters
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
-from sketches.privacy import Calibration, Clock
+from sketches.privacy import Calibration, Calibrator, Clock
 
 if TYPE_CHECKING:
     from sketches.core.noise import NoiseSource
@@ -97,6 +101,11 @@ class _LazySketch:
             raise SpecError(f"spec: expected LazySketchSpec, got {type(spec).__name__}")
         self.spec = spec
         self.hash = spec.hash_spec
+        if spec.counter is CounterKind.BLT_INT and spec.steps_per_round != 1:
+            raise SpecError(
+                "counter: 'blt_int' releases a round once, when it opens, so every column must"
+                " be pushed at once: use the tick clock with columns_per_tick unset (= width),"
+                f" got clock={spec.clock.value!r}, columns_per_tick={spec.columns_per_tick!r}")
         self.calibration: Calibration = spec.calibration(signed=self.signed)
         self._noise = noise
         d, w = spec.depth, spec.width
@@ -301,8 +310,37 @@ class LazyCS(_LazySketch):
     signed = True
 
 
-def _build_spec(params: Any) -> LazySketchSpec:
-    return spec_from_params(LazySketchSpec, params)
+def default_counter(spec: LazySketchSpec, *, signed: bool) -> LazySketchSpec:
+    """``spec`` with ``counter: blt_int`` when the lattice BLT wins (issue 20), else ``spec``.
+
+    Applies to specs built from topology parameters without a ``counter`` key (new
+    epochs); a checkpoint keeps its own recorded counter (a stored spec without the
+    field is a tree: the dataclass default). ``blt_int`` wins when it is eligible
+    (``discrete`` calibrator, tick clock, every column per tick, a lattice scale within
+    the sampler's range) and :func:`sketches.counters.family.lattice_wins` (lower epoch
+    error bound at the same ``(eps, delta)``, memory within 1.5x of the tree's).
+    """
+    from sketches.counters.family import lattice_wins
+
+    if spec.counter is not CounterKind.TREE or spec.calibrator is not Calibrator.DISCRETE \
+            or spec.clock is not Clock.TICK or spec.steps_per_round != 1:
+        return spec
+    try:
+        lat = dataclasses.replace(spec, counter=CounterKind.BLT_INT)
+        lat_err = lat.error_bound_epoch(0.05, signed=signed)
+    except SpecError:  # e.g. sigma_L beyond the exact sampler's range
+        return spec
+    if lattice_wins(spec.error_bound_epoch(0.05, signed=signed), lat_err, spec.memory_bytes(),
+                    lat.memory_bytes()):
+        return lat
+    return spec
+
+
+def _build_spec(params: Any, *, signed: bool = False) -> LazySketchSpec:
+    spec = spec_from_params(LazySketchSpec, params)
+    if "counter" not in params and family.DEFAULT_TO_LATTICE:
+        spec = default_counter(spec, signed=signed)
+    return spec
 
 
 def _register() -> None:
@@ -311,7 +349,7 @@ def _register() -> None:
     for cls in (LazyCMS, LazyCS):
         register(MechanismEntry(
             name=cls.name,
-            build_spec=_build_spec,
+            build_spec=functools.partial(_build_spec, signed=cls.signed),
             build=cls,
             from_bytes=cls.from_bytes,
             continual=True,

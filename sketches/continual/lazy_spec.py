@@ -105,8 +105,13 @@ class LazySketchSpec:
         Toeplitz factorization: about 3x lower noise at equal privacy for
         ``10^3-10^4`` rounds, 7 floats per cell) or ``sqrt`` (the exact square-root
         factorization, ``rounds`` floats per cell: a reference for small
-        sketches, refused above ``SQRT_MAX_VALUES``). See docs/PRIVACY.md
-        "Factorized counters" for the guarantee of each.
+        sketches, refused above ``SQRT_MAX_VALUES``) or ``blt_int`` (the BLT on an
+        integer lattice with exact discrete Gaussian noise: certified, the error of
+        ``blt`` within about 1%; tick clock with every column per tick). See
+        docs/PRIVACY.md 13 for the guarantee of each. The dataclass default is
+        ``tree`` (a stored spec without the field); a spec built from topology
+        parameters without ``counter`` gets ``blt_int`` where it wins
+        (:func:`sketches.continual.lazy.default_counter`).
     """
 
     depth: int
@@ -152,6 +157,10 @@ class LazySketchSpec:
         """Refuse counter/calibrator pairs without a guarantee and a too-large ``sqrt``."""
         if self.counter is CounterKind.TREE:
             return
+        if self.counter is CounterKind.BLT_INT and self.calibrator is not Calibrator.DISCRETE:
+            raise SpecError(
+                "counter: 'blt_int' adds exact discrete Gaussian noise on a lattice; it needs"
+                f" calibrator 'discrete', got {self.calibrator.value!r}")
         if self.calibrator is Calibrator.PAPER:
             raise SpecError(
                 f"counter: {self.counter.value!r} needs calibrator 'discrete' (or 'analytic');"
@@ -200,7 +209,8 @@ class LazySketchSpec:
         return calibrate_counter(
             self.counter, self.eps, self.delta,
             m=neighbouring_cells(self.relation, self.depth, signed=signed),
-            rounds=self.rounds, calibrator=self.calibrator, unit_cap=self.unit_cap)
+            rounds=self.rounds, calibrator=self.calibrator, unit_cap=self.unit_cap,
+            cells=self.depth * self.width)
 
     def sigma(self, *, signed: bool = False) -> float:
         """Per-draw noise standard deviation (tree: per node; factorized: of ``z``)."""
@@ -244,7 +254,12 @@ def error_bound(spec: LazySketchSpec, cal: Calibration, estimator: str,
     cms = estimator == "min"
     lag = spec.steps_per_round
     extra: dict[str, Any] = {}
-    if spec.counter is not CounterKind.TREE:
+    if spec.counter is CounterKind.BLT_INT:
+        extra = {"counter": spec.counter.value, "lattice_scale": cal.lattice.scale,
+                 "sigma_lattice": cal.sigma, "sigma_counts": cal.release_sigma,
+                 "noise_reference": "docs/PRIVACY.md 13.1 Lattice BLT: (sigma_L / s) sqrt(2"
+                                    " max_row(B)^2 ln(2 rounds d w / beta)) + bias + 1/2"}
+    elif spec.counter is not CounterKind.TREE:
         extra = {"counter": spec.counter.value,
                  "noise_reference": "docs/PRIVACY.md Factorized counters: sigma sqrt(2"
                                     " max_row(B)^2 ln(2 rounds d w / beta)) + 1/2"}

@@ -10,7 +10,9 @@
   skipped rounds (same nodes, same bytes as round-by-round);
 - :mod:`~sketches.counters.factorization`, :mod:`~sketches.counters.factorized`,
   :mod:`~sketches.counters.family`: the BLT and square-root factorization
-  counters behind the same interface, calibrated and built by kind.
+  counters behind the same interface, calibrated and built by kind;
+- :mod:`~sketches.counters.lattice`: the lattice BLT (``counter: blt_int``), the
+  BLT factorization with exact discrete Gaussian noise on an integer lattice.
 
 May import: :mod:`sketches.errors`, ``sketches.core``, ``sketches.privacy`` and
 ``sketches.counters`` itself. Never continual or windowed, never Kafka.

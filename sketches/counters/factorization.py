@@ -95,6 +95,9 @@ class CounterKind(StrEnum):
     TREE = "tree"
     BLT = "blt"
     SQRT = "sqrt"
+    #: BLT on an integer lattice with exact discrete Gaussian noise (certified;
+    #: :mod:`sketches.counters.lattice`)
+    BLT_INT = "blt_int"
 
 
 #: Largest ``rounds x counters`` (noise values kept) the exact square root accepts
@@ -288,6 +291,10 @@ class BLTFactorization(Factorization):
         return float(np.sum(b * b))
 
     def values_per_counter(self) -> int:
+        """Float BLT: ``k`` buffers, released noise now and before; lattice BLT
+        (``blt_int``): ``2k`` buffers, ``sum |x|``, released value now and before."""
+        if self.kind is CounterKind.BLT_INT:
+            return 2 * len(self.theta) + 3
         return len(self.theta) + 2
 
 
@@ -380,7 +387,8 @@ def factorization(kind: str | CounterKind, rounds: int) -> Factorization:
     try:
         k = CounterKind(kind)
     except ValueError:
-        raise SpecError(f"counter: unknown value {kind!r}; use one of tree, blt, sqrt") from None
+        raise SpecError(f"counter: unknown value {kind!r}; use one of tree, blt, sqrt,"
+                        " blt_int") from None
     if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < 1:
         raise SpecError(f"rounds: must be an integer >= 1, got {rounds!r}")
     n = int(rounds)

@@ -65,6 +65,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from sketches.core.noise_compose import validate_discrete_sigma
 from sketches.errors import PrivacyError, SpecError
@@ -237,14 +238,28 @@ class Calibration:
     #: (error); None for the tree (both are ``levels``)
     column_norm_sq: float | None = None
     row_norm_sq: float | None = None
+    #: lattice BLT (``counter: blt_int``): its public parameters
+    #: (:class:`sketches.counters.lattice.LatticeParams`: scale ``s``, ``eta``, bias terms)
+    #: and the sensitivity of ``f`` on the lattice; ``sigma`` is then ``sigma_L``
+    lattice: Any = None
+    lattice_sensitivity: float | None = None
 
     @property
     def sensitivity(self) -> float:
         """L2 sensitivity ``Δ_2`` of the full release (tree: ``c sqrt(m h)``; a factorized
-        counter: ``c sqrt(m max_col(C)^2)``, docs/PRIVACY.md "Factorized counters" [D])."""
+        counter: ``c sqrt(m max_col(C)^2)``, docs/PRIVACY.md "Factorized counters" [D];
+        lattice BLT: ``s c sqrt(m max_col(C)^2) + (1 + 2 eta) sqrt(rounds changed)``, 13)."""
+        if self.lattice_sensitivity is not None:
+            return self.lattice_sensitivity
         if self.column_norm_sq is not None:
             return self.unit_cap * math.sqrt(self.m * self.column_norm_sq)
         return l2_sensitivity(self.m, self.levels, self.unit_cap)
+
+    @property
+    def release_sigma(self) -> float:
+        """Noise standard deviation per unit of ``sqrt(noise_levels)`` in count units
+        (``sigma``; lattice BLT: ``sigma_L / s``)."""
+        return self.sigma if self.lattice is None else self.sigma / self.lattice.scale
 
     @property
     def noise_levels(self) -> float:
@@ -274,6 +289,11 @@ class Calibration:
         if self.row_norm_sq is None:
             return counter_error_bound(self.sigma, levels=self.levels, n=n, steps=steps,
                                        beta=beta)
+        if self.lattice is not None:  # (sigma_L / s) ... + bias + float error + rounding
+            lat = self.lattice
+            return counter_error_bound(self.sigma / lat.scale, levels=1, n=n, steps=steps,
+                                       beta=beta) * math.sqrt(self.row_norm_sq) \
+                + lat.bias() + lat.zeta + 0.5
         return counter_error_bound(self.sigma, levels=1, n=n, steps=steps, beta=beta) \
             * math.sqrt(self.row_norm_sq) + (0.5 if self.integer_noise else 0.0)
 

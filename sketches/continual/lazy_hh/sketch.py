@@ -46,6 +46,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -72,13 +73,14 @@ from sketches.core.candidates import CandidateSet, top_order, unique_pairs
 from sketches.core.hashing import HashSpec
 from sketches.core.keyed_prf import siphash24, siphash24_multi
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
+from sketches.counters import family
 from sketches.counters.factorization import CounterKind
 from sketches.counters.factorized import FactorizedCounters
 from sketches.counters.family import make_counters
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
-from sketches.privacy import Clock
+from sketches.privacy import Calibrator, Clock
 
 if TYPE_CHECKING:
     from sketches.core.noise import NoiseSource
@@ -524,7 +526,9 @@ class LazyHH:
 
         See :func:`~sketches.continual.lazy_hh.spec.guarantee`.
         """
-        return guarantee(self.spec, self.params, self.calibration.sigma)
+        lat = self.calibration.lattice
+        return guarantee(self.spec, self.params, self.calibration.sigma,
+                         lattice_scale=None if lat is None else int(lat.scale))
 
     def release(self) -> dict[str, Any]:
         """Public ``heavy_hitters`` payload of the last output (ARCHITECTURE.md)."""
@@ -567,8 +571,34 @@ def _depth(spec: LazyHHSpec) -> int:
     return derive_params(spec, None, None).depth
 
 
+def default_counter(spec: LazyHHSpec) -> LazyHHSpec:
+    """``spec`` with ``counter: blt_int`` when the lattice BLT wins (issue 20), else ``spec``.
+
+    As :func:`sketches.continual.lazy.default_counter`: only for specs built from topology
+    parameters without a ``counter`` key; ``discrete`` calibrator, a lattice scale within
+    the sampler's range, lower noise bound (``gamma``'s) and memory within 1.5x.
+    """
+    from sketches.counters.family import lattice_wins
+
+    if spec.counter is not CounterKind.TREE or spec.calibrator is not Calibrator.DISCRETE:
+        return spec
+    beta = spec.beta_value / 2
+    try:
+        lat = dataclasses.replace(spec, counter=CounterKind.BLT_INT)
+        lat_err = lat.error_bound_epoch(beta)
+    except SpecError:
+        return spec
+    if lattice_wins(spec.error_bound_epoch(beta), lat_err, spec.memory_bytes(),
+                    lat.memory_bytes()):
+        return lat
+    return spec
+
+
 def _build_spec(params: Mapping[str, Any]) -> LazyHHSpec:
-    return spec_from_params(LazyHHSpec, params)
+    spec = spec_from_params(LazyHHSpec, params)
+    if "counter" not in params and family.DEFAULT_TO_LATTICE:
+        spec = default_counter(spec)
+    return spec
 
 
 for _name in (LazyHH.name, "LazyHH"):

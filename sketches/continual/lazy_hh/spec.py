@@ -120,8 +120,11 @@ class LazyHHSpec:
     output_every: int = 1
     count_fraction: float = 0.1
     unit_cap: int = 1
-    #: the sketch cells' continual counter (``tree`` | ``blt`` | ``sqrt``; docs/PRIVACY.md
-    #: "Factorized counters"); the length counter stays a tree (one counter)
+    #: the sketch cells' continual counter (``tree`` | ``blt`` | ``sqrt`` | ``blt_int``;
+    #: docs/PRIVACY.md 13); the length counter stays a tree (one counter). The dataclass
+    #: default is ``tree`` (stored specs without the field); a spec built from topology
+    #: parameters without ``counter`` gets ``blt_int`` where it wins
+    #: (:func:`sketches.continual.lazy_hh.sketch.default_counter`)
     counter: CounterKind = field(default=CounterKind.TREE,
                                  metadata={"omit_if_default": True})
 
@@ -162,6 +165,9 @@ class LazyHHSpec:
                             " events of a horizon of `horizon` events; leave both unset")
         sketch_delta = self.sketch_budget[1]
         check_lemma6_delta(sketch_delta, name="delta")
+        if self.counter is CounterKind.BLT_INT and self.calibrator is not Calibrator.DISCRETE:
+            raise SpecError("counter: 'blt_int' adds exact discrete Gaussian noise on a lattice;"
+                            f" it needs calibrator 'discrete', got {self.calibrator.value!r}")
         if self.counter is not CounterKind.TREE and self.calibrator is Calibrator.PAPER:
             raise SpecError(f"counter: {self.counter.value!r} needs calibrator 'discrete' (or"
                             " 'analytic'); 'paper' reproduces paper 002's tree: use counter: tree")
@@ -236,7 +242,20 @@ class LazyHHSpec:
         cells = 2 * d if self.truncated else neighbouring_cells(self.relation, d)
         return calibrate_counter(self.counter, eps_s, delta_s, m=cells,
                                  rounds=self.sketch_rounds(), calibrator=self.calibrator,
-                                 unit_cap=self.unit_cap)
+                                 unit_cap=self.unit_cap, cells=d * self.k_tilde,
+                                 **({"max_count": self.cell_count_bound}
+                                    if self.cell_count_bound else {}))
+
+    @property
+    def cell_count_bound(self) -> int | None:
+        """Public bound on the events one sketch cell receives in an epoch (``blt_int``'s
+        float error bound uses it): ``event_horizon`` when truncated, the horizon on the
+        arrival clock (events), else None (the counter's default bound)."""
+        if self.truncated:
+            return int(self.event_horizon)
+        if self.clock is Clock.ARRIVAL:
+            return int(self.horizon)
+        return None
 
     def error_bound_per_release(self, beta: float) -> float:
         """Noise of one output: w.p. ``>= 1 - beta`` every read sketch cell (``d k~``) of one
@@ -403,15 +422,21 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams, sketch_sigma: float | None
     """
     if spec.calibrator is not Calibrator.DISCRETE:
         return 0.0
-    # a factorized sketch counter draws no table samples (its caveat: docs/PRIVACY.md
-    # "Factorized counters"); the length counter is a tree
-    sketch_draws = params.depth * spec.k_tilde * 2 * spec.horizon \
-        if spec.counter is CounterKind.TREE else 0
+    # a float factorized sketch counter draws no table samples (its caveat: docs/PRIVACY.md
+    # "Factorized counters"); blt_int draws one per cell and round; the length counter is a
+    # tree
+    if spec.counter is CounterKind.TREE:
+        sketch_draws = params.depth * spec.k_tilde * 2 * spec.horizon
+    elif spec.counter is CounterKind.BLT_INT:
+        sketch_draws = params.depth * spec.k_tilde * spec.sketch_rounds()
+    else:
+        sketch_draws = 0
     draws = sketch_draws + 2 * spec.horizon
     return (1.0 + math.exp(spec.eps)) * draws * sampler_tv_per_draw(params, sketch_sigma)
 
 
-def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[str, Any]:
+def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
+              lattice_scale: int | None = None) -> dict[str, Any]:
     """The ``(eps, delta_tilde)`` guarantee of a LazyHH epoch and its budget split.
 
     Examples
@@ -443,6 +468,11 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float) -> dict[s
             "sketch": {"eps": eps_s, "delta": delta_s, "delta_tilde": dt_sketch, "beta": beta,
                        "calibrator": spec.calibrator.value, "sigma": sketch_sigma,
                        **({} if spec.counter is CounterKind.TREE else {
+                           "counter": spec.counter.value, "lattice_scale": lattice_scale,
+                           "noise": "exact discrete Gaussian on the lattice (scale s); sigma "
+                                    "is sigma_L, in lattice units; certified (docs/PRIVACY.md"
+                                    " 13.1, Lattice BLT)"}
+                          if spec.counter is CounterKind.BLT_INT else {
                            "counter": spec.counter.value,
                            "noise_caveat": "Gaussian z from a float64 sampler, rounded "
                                            "integer noise (docs/PRIVACY.md Factorized "

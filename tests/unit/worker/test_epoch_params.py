@@ -194,6 +194,8 @@ def test_insecure_noise_releases_say_not_private() -> None:
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: blt}", False),
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: sqrt}", False),
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: tree}", True),
+    # the lattice BLT: exact discrete Gaussian on integers (certified, PRIVACY.md 13)
+    ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: blt_int}", True),
 ])
 def test_float_noise_releases_say_not_private(mech: str, params: str, private: bool) -> None:
     """Old code stamped `private: true` on releases drawn with float noise (a non-production
@@ -312,3 +314,73 @@ def test_version_1_state_restored_under_secure_noise_is_not_stamped_private() ->
     new = [r for r in rels if r["epoch"] == 200_001]
     assert old and all(r["private"] is False for r in old)
     assert new and all(r["private"] is True for r in new)
+
+
+@pytest.mark.parametrize("version_1", [False, True])
+def test_a_tree_checkpoint_restores_under_the_lattice_default_then_new_epochs_use_it(
+        version_1: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: with the lattice default on, a topology without `counter` builds `blt_int`
+    for LazyCMS (it wins at equal (eps, delta)). A checkpoint written with the tree (the
+    old default: its spec bytes have no counter field) keeps restoring with the tree until
+    its epoch ends; the next epoch is built with the new default, and its releases state
+    the counter."""
+    from sketches.counters import family
+    from worker.checkpoint import decode_checkpoint, encode_checkpoint
+
+    monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", True)
+
+    store, clock = MemStore(), Clock(1_000_000.0)
+    tree = topo(params="{depth: 2, width: 16, hash_seed: 1, counter: tree}")
+    run_epoch_start(tree, store, clock, [ev(0, "r1", "a", "u1")])
+    if version_1:
+        cp = decode_checkpoint(store.data[("views", 0)])
+        cp.shards = [_as_version_1(s) for s in cp.shards]
+        store.data[("views", 0)] = encode_checkpoint(cp)
+    eng = Engine([topo()], store, MemSink(), clock=clock)
+    assert eng.specs["views"].counter == "blt_int"
+
+    async def go() -> None:
+        await eng.assign([("in", 0)])
+        st: ShardState = eng.parts[("views", 0)].shards["r1"]
+        assert st.mechanism.spec.counter == "tree" and "counter" not in st.mechanism.spec.to_dict()
+        clock.t += 5.0  # past the epoch's end: the rest of the epoch, then the next one
+        await eng.on_timer()
+
+    asyncio.run(go())
+    rels = released(eng.sink)  # type: ignore[arg-type]
+    old = [r for r in rels if r["epoch"] == 200_000]
+    new = [r for r in rels if r["epoch"] == 200_001]
+    assert old and all("counter" not in r["payload"]["error_bound"] for r in old)
+    assert new and all(r["payload"]["error_bound"]["counter"] == "blt_int" for r in new)
+    assert eng.parts[("views", 0)].shards["r1"].mechanism.spec.counter == "blt_int"
+
+
+def test_a_production_topology_with_the_lattice_counter_runs_and_says_private() -> None:
+    """Issue 20's "done": a `production: true` topology with `counter: blt_int` validates,
+    runs on secure noise, and its releases say `private: true` and state the counter."""
+    t = parse_topology(
+        TOPO.format(eps=1.0, cap=1, mech="lazy_cms",
+                    params="{depth: 2, width: 16, counter: blt_int}", tick_ms=100,
+                    noise="secure", extra="", shards="shards: {allowed: [r1]}")
+        .replace("name: views", "name: views\nproduction: true")
+        .replace("allow_insecure_noise: true", "allow_insecure_noise: false"))
+    assert t.production and t.privacy.time == "event"
+    clock = Clock(1_000_000.0)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+
+    async def go() -> None:
+        await eng.assign([("in", 0)])
+        now = int(clock.t * 1000)
+        await eng.process_batch("in", 0, [(0, b"r1", json.dumps(
+            {"r": "r1", "i": "a", "u": "u1"}).encode(), now)])  # LogAppendTime: now
+        clock.t += 1.0  # 10 ticks: two release slots
+        eng.log_end("in", 0, int(clock.t * 1000))  # the log is read to its end
+        await eng.on_timer()
+
+    asyncio.run(go())
+    rels = released(eng.sink)  # type: ignore[arg-type]
+    assert rels
+    for rel in rels:
+        assert rel["private"] is True and rel["noise"] == "secure"
+        eb = rel["payload"]["error_bound"]
+        assert eb["counter"] == "blt_int" and eb["lattice_scale"] > 1

@@ -103,7 +103,9 @@ def test_the_worker_refuses_to_start_over_the_limit(tmp_path) -> None:
     from worker.app import create_worker
 
     path = tmp_path / "t.yaml"
-    path.write_text(TOPO.format(mech="lazy_cms", params="{depth: 4, width: 1024}",
+    # the tree pinned: the byte count below is its state (blt_int, the default where it
+    # wins, is 425,984 bytes a shard)
+    path.write_text(TOPO.format(mech="lazy_cms", params="{depth: 4, width: 1024, counter: tree}",
                                 shards="shards: {allowed: [a, b]}", name="big"))
     ok = Settings(broker="127.0.0.1:1", memory_limit_bytes=1 << 30)
     assert create_worker(ok, [str(path)]).topologies[0].name == "big"

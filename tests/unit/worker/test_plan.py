@@ -90,8 +90,9 @@ def test_lazy_hh_detection_times_match_the_closed_form_of_alg6_thresholds() -> N
     t_up = n + E + c); an item with share s passes at the largest root of each piece, and
     gamma = sigma sqrt(2 h ln(4 |I| d k~ / beta)) (Lemma 6, exact sigma)."""
     k, kt, epoch, rate = 4, 32, 600, 50.0
-    t = topo("lazy_hh", f"{{k: {k}, k_tilde: {kt}, event_horizon: 100000}}", epoch=epoch,
-             every=5, noise="zero")
+    # the tree pinned: the closed form below is its gamma (blt_int is the default)
+    t = topo("lazy_hh", f"{{k: {k}, k_tilde: {kt}, event_horizon: 100000, counter: tree}}",
+             epoch=epoch, every=5, noise="zero")
     p = planmod.plan_topology(t, rate=2 * rate, shares=(0.2, 0.5, 0.9))
     pr = planmod.probe(t)
     spec, params = pr.spec, pr.mechanism.params
@@ -294,11 +295,36 @@ def test_what_if_lists_each_other_counter_when_the_spec_has_a_counter_field() ->
                       "counter blt", "counter sqrt"]
     change = dict(planmod.variations(t, _SpecWithCounter()))["counter sqrt"]
     assert change(t).mechanism_params["counter"] == "sqrt"
-    assert planmod.counter_choices(planmod.probe(t).spec) == ["tree", "blt", "sqrt"]
+    assert planmod.counter_choices(planmod.probe(t).spec) == ["tree", "blt", "sqrt", "blt_int"]
     rows = {r["label"]: r for r in planmod.plan_topology(t, rate=100.0)["what_if"]}
     # BLT's bound is about a third of the tree's, but its releases are not certified private
     assert 0.2 < rows["counter blt"]["headline_ratio"] < 0.5
     assert rows["counter blt"]["private"] is False and rows["eps x2"]["private"] is True
+    # the lattice BLT (issue 20): the same third, certified
+    assert 0.2 < rows["counter blt_int"]["headline_ratio"] < 0.5
+    assert rows["counter blt_int"]["private"] is True
+
+
+@pytest.mark.parametrize("mech", ["lazy_cms", "lazy_hh"])
+def test_plan_shows_the_counter_its_error_and_lazyhh_detection(mech: str) -> None:
+    params = ("{depth: 4, width: 256, counter: blt_int}" if mech == "lazy_cms" else
+              "{k: 10, k_tilde: 64, event_horizon: 50000000, output_every: 1,"
+              " counter: blt_int}")
+    tree_params = params.replace("blt_int", "tree")
+    p = planmod.plan_topology(topo(mech=mech, params=params), rate=2000.0, with_what_if=False)
+    q = planmod.plan_topology(topo(mech=mech, params=tree_params), rate=2000.0,
+                              with_what_if=False)
+    c, ct = p["counter"], q["counter"]
+    assert c["counter"] == "blt_int" and c["scale"] > 1 and "certified" in c["note"]
+    assert ct["counter"] == "tree" and ct["scale"] is None
+    assert 0.25 < c["error"] / ct["error"] < 0.4
+    assert p["private"] is True
+    text = planmod.render([p])
+    assert "counter: blt_int (lattice BLT" in text and "every released cell within" in text
+    if mech == "lazy_hh":  # detection is sooner with the smaller noise
+        for d, dt in zip(p["bounds"]["detection"], q["bounds"]["detection"], strict=True):
+            if dt["events"] is not None:
+                assert d["events"] is not None and d["events"] < dt["events"]
 
 
 def test_what_if_variations_change_the_bound_in_the_expected_direction() -> None:

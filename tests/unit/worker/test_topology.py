@@ -305,6 +305,20 @@ def test_punctual_refuses_the_tick_clock_naming_the_fix(name: str) -> None:
                           "unit_cap": 1})
 
 
+@pytest.mark.parametrize("mech", ["lazy_cms", "lazy_cs"])
+def test_production_accepts_the_lattice_counter(mech: str) -> None:
+    """`counter: blt_int` is the exact discrete Gaussian on a lattice (docs/PRIVACY.md 13):
+    certified, so a production topology validates with it."""
+    load_mechanisms()
+    doc = yaml.safe_load(yaml.safe_dump(BASE))
+    doc["production"] = True
+    doc["shards"] = {"allowed": ["r1"]}
+    doc["mechanism"]["name"] = mech
+    doc["mechanism"]["params"]["counter"] = "blt_int"
+    t = parse_topology(yaml.safe_dump(doc), "p.yaml")
+    assert t.production and t.mechanism_params["counter"] == "blt_int"
+
+
 @pytest.mark.parametrize("counter", ["blt", "sqrt"])
 def test_production_refuses_a_factorized_counter_naming_the_fix(counter: str) -> None:
     """BLT/sqrt noise is a float Gaussian (rounded, data-independent): its sampler's gap to
@@ -314,7 +328,8 @@ def test_production_refuses_a_factorized_counter_naming_the_fix(counter: str) ->
     doc["production"] = True
     doc["shards"] = {"allowed": ["r1"]}
     doc["mechanism"]["params"]["counter"] = counter
-    with pytest.raises(SpecError, match=r"mechanism\.params\.counter.*counter: tree"):
+    with pytest.raises(SpecError, match=r"mechanism\.params\.counter.*counter: blt_int.*"
+                                        r"counter: tree"):
         parse_topology(yaml.safe_dump(doc), "p.yaml")
 
 

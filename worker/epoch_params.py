@@ -55,7 +55,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from sketches.errors import SpecError
-from worker.topology import Topology, float_noise_field
+from worker.topology import (
+    UNBOUNDED_LATTICE,
+    Topology,
+    float_noise_field,
+    unbounded_lattice_cells,
+)
 
 PARAMS_VERSION = 1
 
@@ -131,6 +136,8 @@ def not_private_reason(mechanism: str, noise: str, mechanism_params: Mapping[str
     """
     if noise != "secure":
         return f"{noise} noise"
+    if unbounded_lattice_cells(mechanism, mechanism_params):
+        return UNBOUNDED_LATTICE
     field = float_noise_field(mechanism, mechanism_params)
     if field == "mechanism.params.counter":
         return (f"float noise ({field}: a continuous Gaussian sampler whose gap to the ideal "

@@ -263,7 +263,7 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
     topo = Topology(name, source, production, inp, allowed, mech_name, params, privacy,
                     noise, release, dlq_topic, top.get("description", str, ""))
     if production:
-        _check_production(top, allowed, params)
+        _check_production(top, allowed, params, mech_name)
         reason = topo.message_unit_reason()
         if reason is not None:
             raise top.error("input.max_events_per_message" if not privacy.unit_field
@@ -275,7 +275,7 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
 
 
 def _check_production(top: SpecReader, allowed: frozenset[str] | None,
-                      params: Mapping[str, Any]) -> None:
+                      params: Mapping[str, Any], mechanism: str = "") -> None:
     """Rules only a ``production: true`` topology must obey (docs/TOPOLOGY.md).
 
     - a closed shard set: with an open set, which shards exist and the tick of
@@ -289,6 +289,11 @@ def _check_production(top: SpecReader, allowed: frozenset[str] | None,
         raise top.error("shards.allowed", "a production topology needs a closed shard set "
                         "(with an open set, a shard's first-event time is public)",
                         "list every shard key under `shards: {allowed: [r1, r2, ...]}`")
+    if unbounded_lattice_cells(mechanism, params):
+        raise top.error("mechanism.params.counter", UNBOUNDED_LATTICE
+                        + "; refused in a production topology",
+                        "use `counter: tree`, or `counter: blt_int` with lazy_hh (its cells are "
+                        "bounded by the truncated event_horizon)")
     field = float_noise_field("", params)
     if field == "mechanism.params.noise":  # PMG/PAMG: float Laplace noise
         raise top.error("mechanism.params.noise", "'laplace' draws float noise (floating-point "
@@ -309,6 +314,29 @@ def _check_production(top: SpecReader, allowed: frozenset[str] | None,
                         "(floating-point attack); refused in a production topology",
                         "use `calibrator: discrete` (integer noise), or set "
                         "`production: false` to reproduce a paper")
+
+
+UNBOUNDED_LATTICE = (
+    "counter 'blt_int' on lazy_cms/lazy_cs has no enforced per-cell count bound: its "
+    "float-error bound assumes at most 2**31 events per cell and epoch (reachable: one "
+    "item at 600k events/s for an hour), and a cell past it stops the shard's releases, "
+    "which one event can decide (independent review of issue 20)")
+"""Why ``blt_int`` under LazyCMS/LazyCS is not certified yet (docs/PRIVACY.md §13.1)."""
+
+
+def unbounded_lattice_cells(mechanism: str, params: Mapping[str, Any]) -> bool:
+    """``counter: blt_int`` on a sketch whose cells have no public, enforced count bound.
+
+    LazyHH's cells are bounded by its truncated ``event_horizon`` (arrival clock: the
+    horizon); LazyCMS/LazyCS have only the lattice's default ``2**31`` per cell, enforced
+    by an error, so they are refused in production and not private elsewhere.
+
+    >>> unbounded_lattice_cells("lazy_cms", {"counter": "blt_int"})
+    True
+    >>> unbounded_lattice_cells("lazy_hh", {"counter": "blt_int"})
+    False
+    """
+    return mechanism in ("lazy_cms", "lazy_cs") and params.get("counter") == "blt_int"
 
 
 def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:

@@ -544,7 +544,16 @@ class LatticeCounters(PrefixCounters):
         return {"rounds": self.rounds, "sigma": self.sigma, "integer_noise": True,
                 "horizon": self.horizon, "counter": self.kind.value,
                 "counter_version": _STATE_VERSION, "scale": self.params.scale,
-                "max_count": self.params.max_count}
+                "max_count": self.params.max_count, "blt": self._blt_digest()}
+
+    def _blt_digest(self) -> str:
+        """The BLT parameters the buffers were built with (a restored S buffer combined
+        with other theta/omega would break |f - sCx| <= 1/2 + eta: independent review)."""
+        import hashlib
+
+        raw = np.ascontiguousarray(self._theta, dtype="<f8").tobytes() + \
+            np.ascontiguousarray(self._omega, dtype="<f8").tobytes()
+        return hashlib.sha256(raw).hexdigest()[:32]
 
     def _load(self, arrays: dict[str, np.ndarray], rounds: int) -> None:
         self.rounds = rounds
@@ -574,6 +583,11 @@ class LatticeCounters(PrefixCounters):
                 f" max_count={header.get('max_count')} differ from the current sigma="
                 f"{self.sigma}, scale={self.params.scale}, max_count={self.params.max_count};"
                 " start a new epoch instead of restoring")
+        if header.get("blt") != self._blt_digest():
+            raise IncompatibleSpecError(
+                f"counter: the checkpoint's BLT parameters ({header.get('blt')!r}) differ from "
+                f"this build's ({self._blt_digest()!r}: BLT_TABLE changed); start a new epoch "
+                "instead of restoring")
         rounds = int(header.get("rounds", -1))
         if not 0 <= rounds <= self.horizon:
             raise SerializationError(f"counters: rounds {rounds} outside [0, {self.horizon}]")

@@ -195,7 +195,8 @@ def test_insecure_noise_releases_say_not_private() -> None:
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: sqrt}", False),
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: tree}", True),
     # the lattice BLT: exact discrete Gaussian on integers (certified, PRIVACY.md 13)
-    ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: blt_int}", True),
+    # blt_int under LazyCMS: no enforced per-cell count bound (issue 20 review, finding 1)
+    ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: blt_int}", False),
 ])
 def test_float_noise_releases_say_not_private(mech: str, params: str, private: bool) -> None:
     """Old code stamped `private: true` on releases drawn with float noise (a non-production
@@ -234,7 +235,8 @@ def test_float_noise_releases_say_not_private(mech: str, params: str, private: b
         assert ("NOT PRIVATE" in privacy_label(rel)) is not private
         assert (not_private_warning(rel) is None) is private
         if not private:
-            assert "float noise" in reason and "float noise" in privacy_note(rel)
+            why = "per-cell count bound" if "blt_int" in params else "float noise"
+            assert why in reason and why in privacy_note(rel)
 
 
 def test_open_shard_set_releases_say_shard_presence_is_not_covered() -> None:
@@ -357,10 +359,20 @@ def test_a_tree_checkpoint_restores_under_the_lattice_default_then_new_epochs_us
 
 def test_a_production_topology_with_the_lattice_counter_runs_and_says_private() -> None:
     """Issue 20's "done": a `production: true` topology with `counter: blt_int` validates,
-    runs on secure noise, and its releases say `private: true` and state the counter."""
+    runs on secure noise, and its releases say `private: true` and state the counter.
+    LazyHH (its cells are bounded by the truncated event_horizon); LazyCMS/LazyCS with
+    blt_int are refused in production (no enforced per-cell count bound)."""
+    with pytest.raises(SpecError, match="no enforced per-cell count bound"):
+        parse_topology(
+            TOPO.format(eps=1.0, cap=1, mech="lazy_cms",
+                        params="{depth: 2, width: 16, counter: blt_int}", tick_ms=100,
+                        noise="secure", extra="", shards="shards: {allowed: [r1]}")
+            .replace("name: views", "name: views\nproduction: true")
+            .replace("allow_insecure_noise: true", "allow_insecure_noise: false"))
     t = parse_topology(
-        TOPO.format(eps=1.0, cap=1, mech="lazy_cms",
-                    params="{depth: 2, width: 16, counter: blt_int}", tick_ms=100,
+        TOPO.format(eps=1.0, cap=1, mech="lazy_hh",
+                    params="{k: 4, k_tilde: 16, event_horizon: 100000, counter: blt_int}",
+                    tick_ms=100,
                     noise="secure", extra="", shards="shards: {allowed: [r1]}")
         .replace("name: views", "name: views\nproduction: true")
         .replace("allow_insecure_noise: true", "allow_insecure_noise: false"))
@@ -382,5 +394,4 @@ def test_a_production_topology_with_the_lattice_counter_runs_and_says_private() 
     assert rels
     for rel in rels:
         assert rel["private"] is True and rel["noise"] == "secure"
-        eb = rel["payload"]["error_bound"]
-        assert eb["counter"] == "blt_int" and eb["lattice_scale"] > 1
+        assert rel["payload"]["budget"]["sketch"]["counter"] == "blt_int"

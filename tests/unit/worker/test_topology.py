@@ -305,18 +305,25 @@ def test_punctual_refuses_the_tick_clock_naming_the_fix(name: str) -> None:
                           "unit_cap": 1})
 
 
-@pytest.mark.parametrize("mech", ["lazy_cms", "lazy_cs"])
-def test_production_accepts_the_lattice_counter(mech: str) -> None:
+def test_production_accepts_the_lattice_counter_on_lazy_hh_only() -> None:
     """`counter: blt_int` is the exact discrete Gaussian on a lattice (docs/PRIVACY.md 13):
-    certified, so a production topology validates with it."""
+    certified where every cell's count has an enforced public bound (LazyHH: the truncated
+    event_horizon). LazyCMS/LazyCS have only the lattice's 2**31 per cell, enforced by an
+    error that one event can trigger (independent review of issue 20): refused."""
     load_mechanisms()
     doc = yaml.safe_load(yaml.safe_dump(BASE))
     doc["production"] = True
     doc["shards"] = {"allowed": ["r1"]}
-    doc["mechanism"]["name"] = mech
-    doc["mechanism"]["params"]["counter"] = "blt_int"
+    doc["privacy"]["time"] = "event"
+    doc["mechanism"] = {"name": "lazy_hh", "params": {"k": 4, "k_tilde": 16,
+                                                      "event_horizon": 10_000,
+                                                      "counter": "blt_int"}}
     t = parse_topology(yaml.safe_dump(doc), "p.yaml")
     assert t.production and t.mechanism_params["counter"] == "blt_int"
+    for mech in ("lazy_cms", "lazy_cs"):
+        doc["mechanism"] = {"name": mech, "params": {"counter": "blt_int"}}
+        with pytest.raises(SpecError, match="no enforced per-cell count bound"):
+            parse_topology(yaml.safe_dump(doc), "p.yaml")
 
 
 @pytest.mark.parametrize("counter", ["blt", "sqrt"])

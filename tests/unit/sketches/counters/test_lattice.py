@@ -297,3 +297,25 @@ def test_sensitivity_brute_force_with_a_unit_cap_over_two_cells() -> None:
                     y[t1, cells[0]] += 1
                     y[t2, cells[1]] += 1
                     assert float(np.linalg.norm(f_of(y) - fx)) <= lat.sensitivity
+
+
+def test_restore_refuses_other_blt_parameters() -> None:
+    """Independent review of issue 20, finding 3: the checkpoint pins theta/omega; S
+    buffers restored under re-optimised BLT parameters would break |f - sCx| <= 1/2 + eta."""
+    import dataclasses
+
+    from sketches.core.noise import make_noise
+    from sketches.counters.lattice import LatticeCounters, calibrate_lattice
+    from sketches.errors import IncompatibleSpecError
+
+    lat = calibrate_lattice(64, eps=1.0, delta=1e-6, m=2, unit_cap=1, cells=8)
+    noise = make_noise("fast", seed=1, allow_insecure=True)
+    a = LatticeCounters(8, 64, lat.params, lat.sigma, noise)
+    a.advance(np.arange(8, dtype=np.int64)[None, :])
+    header, arrays = a.state_header(), a.state_arrays()
+    b = LatticeCounters(8, 64, lat.params, lat.sigma, noise)
+    b.restore(header, arrays)
+    other = dataclasses.replace(lat.params, theta=tuple(0.9 * t for t in lat.params.theta))
+    c = LatticeCounters(8, 64, other, lat.sigma, noise)
+    with pytest.raises(IncompatibleSpecError, match="BLT parameters"):
+        c.restore(header, arrays)

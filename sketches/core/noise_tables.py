@@ -76,6 +76,10 @@ MAX_DISCRETE_LAPLACE_SCALE = (MAX_HALF_WIDTH - 2) / _K_PER_SCALE
 U64Source = Callable[[int], np.ndarray]
 
 
+_SORTED_SEARCH_MIN = 4096
+"""Draws and table entries from which :meth:`IntegerTable.sample` sorts its queries."""
+
+
 @dataclass(frozen=True, eq=False)
 class IntegerTable:
     """A sorted 128-bit CDF table of an integer distribution on ``[offset, -offset]``.
@@ -119,7 +123,15 @@ class IntegerTable:
             int64 samples, same shape as ``u_hi``.
         """
         flat = u_hi.reshape(-1)
-        idx = self.hi.searchsorted(flat, side="right")
+        if flat.size >= _SORTED_SEARCH_MIN and self.hi.size >= _SORTED_SEARCH_MIN:
+            # the same indices, searched in sorted order: sequential table access instead
+            # of a cache miss per draw (measured 1M draws: 2.1x faster at sigma 1,000,
+            # 4.1x at 68,000; the per-round draws of counter blt_int)
+            order = np.argsort(flat)
+            idx = np.empty(flat.size, dtype=np.intp)
+            idx[order] = self.hi.searchsorted(flat[order], side="right")
+        else:
+            idx = self.hi.searchsorted(flat, side="right")
         # entries with hi == u_hi are ambiguous: resolve with the low word.
         # prev_hi[i] = hi[i-1] (prev_hi[0] = hi[0] > u_hi whenever idx == 0)
         tie = self.prev_hi[idx] == flat

@@ -308,3 +308,23 @@ def test_power_m_too_large_for_the_fine_table() -> None:
                             fine=discrete_gaussian_variance_table(p.fine_variance))
     bad = _failures(_draws(lumpy, 13), sigma, (p.m,))
     assert "residue20000" in bad, bad
+
+
+def test_sorted_search_gives_the_same_samples(monkeypatch) -> None:
+    """IntegerTable.sample searches large batches in sorted order: the same samples as
+    the unsorted search, ties included (their low words are drawn in the original order)."""
+    from sketches.core import noise_tables
+    from sketches.core.noise_tables import _SORTED_SEARCH_MIN, discrete_gaussian_table
+
+    table = discrete_gaussian_table(1000.0)
+    rng = np.random.default_rng(3)
+    u = rng.integers(0, 2**63, 3 * _SORTED_SEARCH_MIN, dtype=np.uint64) * np.uint64(2)
+    u[:50] = table.hi[rng.integers(0, table.hi.size, 50)]  # forced ties
+    lows = rng.integers(0, 2**63, 1000, dtype=np.uint64)
+
+    def draw(n: int) -> np.ndarray:
+        return lows[:n].copy()
+
+    got = table.sample(u, draw)
+    monkeypatch.setattr(noise_tables, "_SORTED_SEARCH_MIN", 1 << 62)  # the plain search
+    assert np.array_equal(got, table.sample(u, draw))

@@ -383,3 +383,43 @@ def test_create_time_records_fail_production_and_warn_once_otherwise(caplog) -> 
         guard.check("in", 0)
     assert sum("CreateTime" in r.message for r in caplog.records) == 1
     TimestampTypeGuard([topo("processing")]).check("in", 0)  # processing time: no check
+
+
+def test_a_record_stamped_ahead_of_the_clock_never_moves_the_watermark_past_now_minus_lateness(
+) -> None:
+    """The watermark never passes ``now - allowed_lateness_ms`` (module docstring, (a)):
+    a record stamped ahead of the wall clock (a broker clock ahead of ours, within the
+    ``lateness + tick`` window it is held for) must not close ticks early. Without the
+    cap the issue's reproduction gave a watermark of 10,050 instead of 9,750 and turned
+    on-time records into ``late`` dead letters (issue 24 survivor). Every path that
+    moves the watermark: progress between batches (``watermark_ms``), progress inside a
+    batch (``add``), the end of the log (``reached_end``), and a wall clock stepping
+    back (the watermark never moves back)."""
+    from worker.event_time import EventTimeQueue
+
+    rec = lambda off, ts: (off, b"k", b"{}", ts)  # noqa: E731
+    # between batches: the read stamp 10,300 is capped at 10,000 - 250
+    q = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    q.resume(None, 10_000)
+    late, future = q.add([rec(0, 10_300)], 10_000)  # 300 ms ahead: held, not "future"
+    assert (late, future) == ([], []) and len(q) == 1
+    assert q.watermark_ms(10_000) == 9_750
+    assert q.add([rec(1, 9_800)], 10_000)[0] == []  # tick 98 is still open at 10,000
+    # inside one batch (a restored partition catching up from its checkpointed 9,000):
+    # the stamp 10,300 moves the watermark to 9,750, not 10,050, so the next record of
+    # the batch (tick 99) is on time
+    r = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    r.resume(9_000, 10_000)
+    late, _ = r.add([rec(0, 10_300), rec(1, 9_900)], 10_000)
+    assert late == [] and r.watermark_ms(10_000) == 9_750
+    # the wall clock steps back 200 ms: a newer stamp never moves the watermark back
+    b = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    b.resume(None, 10_000)
+    assert b.add([rec(0, 10_100)], 9_800) == ([], [])
+    assert b.watermark_ms(9_800) == 9_750
+    # the log's end seen at a time ahead of the clock
+    e = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    e.resume(None, 10_000)
+    e.reached_end(10_400)
+    assert e.watermark_ms(10_000) == 9_750
+    assert e.add([rec(0, 9_760)], 10_000)[0] == []

@@ -5,6 +5,7 @@ releases say whether they are private (item 5) and whether shard presence is cov
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import struct
 from typing import Any
@@ -12,9 +13,10 @@ from typing import Any
 import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
-from sketches.errors import SpecError
+from sketches.errors import SerializationError, SpecError
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
 from worker.engine import Engine
+from worker.epoch_params import HARD, check_hard, epoch_params
 from worker.mechanisms import load_mechanisms
 from worker.shard_state import STATE_MAGIC, ShardState
 from worker.topology import parse_topology
@@ -24,7 +26,8 @@ name: views
 input: {{topic: in, partitions: 1, fields: {{shard: r, item: i, unit: u}}}}
 {shards}
 mechanism: {{name: {mech}, params: {params}}}
-privacy: {{eps: {eps}, delta: 1.0e-6, tick_ms: {tick_ms}, epoch_ticks: 50, unit_cap: {cap}}}
+privacy: {{eps: {eps}, delta: 1.0e-6, tick_ms: {tick_ms}, epoch_ticks: {epoch_ticks},
+          unit_cap: {cap}}}
 noise: {{kind: {noise}, {extra}allow_insecure_noise: true}}
 release: {{every_ticks: 5, topic: out}}
 dead_letter: {{topic: dlq}}
@@ -33,12 +36,12 @@ dead_letter: {{topic: dlq}}
 
 def topo(eps: float = 4.0, cap: int = 1, mech: str = "lazy_cms",
          params: str = "{depth: 2, width: 16, hash_seed: 1}", tick_ms: int = 100,
-         noise: str = "fast", shards: str = "") -> Any:
+         noise: str = "fast", shards: str = "", epoch_ticks: int = 50) -> Any:
     load_mechanisms()
     extra = "seed: 5, " if noise == "fast" else ""
     return parse_topology(TOPO.format(eps=eps, cap=cap, mech=mech, params=params,
                                       tick_ms=tick_ms, noise=noise, extra=extra,
-                                      shards=shards))
+                                      shards=shards, epoch_ticks=epoch_ticks))
 
 
 def released(sink: MemSink) -> list[dict[str, Any]]:
@@ -127,18 +130,68 @@ def test_checkpointed_unit_cap_is_applied_until_the_epoch_ends() -> None:
     assert last["payload"]["counts"] == {"a": 1} and last["unit_cap"] == 1
 
 
-@pytest.mark.parametrize("edit, field", [
-    (dict(tick_ms=200), "privacy.tick_ms"),
-    (dict(noise="zero"), "noise.kind"),
-    (dict(mech="lazy_cs"), "mechanism.name"),
+@pytest.mark.parametrize("edit, field, exc, says", [
+    (dict(tick_ms=200), "privacy.tick_ms", SpecError, "changed from 100 to 200"),
+    (dict(epoch_ticks=60), "privacy.epoch_ticks", SpecError, "changed from 50 to 60"),
+    (dict(noise="zero"), "noise.kind", SpecError, "changed from 'fast' to 'zero'"),
+    # the shard state itself names its mechanism: refused while decoding it
+    (dict(mech="lazy_cs"), "mechanism.name", SerializationError, "mechanism 'lazy_cms', not"),
 ])
-def test_structural_edit_mid_epoch_is_refused_naming_the_field(edit: dict, field: str) -> None:
+def test_structural_edit_mid_epoch_is_refused_naming_the_field(
+        edit: dict, field: str, exc: type, says: str) -> None:
+    """A restart under an edited structural field is refused naming the field, both values
+    and the fix (a new topology `name`), before any shard is restored."""
     store, clock = MemStore(), Clock(1_000_000.0)
     run_epoch_start(topo(), store, clock, [ev(0, "r1", "a", "u1")])
     e2 = Engine([topo(**edit)], store, MemSink(), clock=clock)
-    with pytest.raises(Exception, match=field.replace(".", r"\.")) as err:
+    with pytest.raises(exc, match=field.replace(".", r"\.")) as err:
         asyncio.run(e2.assign([("in", 0)]))
-    assert "new `name`" in str(err.value) or "mechanism" in field
+    assert says in str(err.value) and "new `name`" in str(err.value)
+
+
+# Listed here on purpose, not read from worker.epoch_params.HARD: a field dropped from
+# HARD must make this test fail (issue 24: 6 of the 9 could be dropped unnoticed).
+STRUCTURAL = [
+    ("mechanism", "mechanism.name", lambda t: dataclasses.replace(t, mechanism="lazy_cs")),
+    ("clock", "privacy.clock", lambda t: _privacy(t, clock="arrival", relation="replace",
+                                                  epoch_events=1000)),
+    ("time", "privacy.time", lambda t: _privacy(t, time="event")),
+    ("tick_ms", "privacy.tick_ms", lambda t: _privacy(t, tick_ms=200)),
+    ("epoch_ticks", "privacy.epoch_ticks", lambda t: _privacy(t, epoch_ticks=60)),
+    ("epoch_events", "privacy.epoch_events", lambda t: _privacy(t, epoch_events=7)),
+    ("unit", "input.fields.unit", lambda t: _privacy(t, unit_field="v")),
+    ("noise", "noise.kind", lambda t: dataclasses.replace(
+        t, noise=dataclasses.replace(t.noise, kind="zero"))),
+    ("item_type", "input.item_type", lambda t: dataclasses.replace(
+        t, input=dataclasses.replace(t.input, item_type="int"))),
+]
+
+
+def _privacy(t: Any, **kw: Any) -> Any:
+    return dataclasses.replace(t, privacy=dataclasses.replace(t.privacy, **kw))
+
+
+@pytest.mark.parametrize(("key", "path", "edit"), STRUCTURAL, ids=[s[0] for s in STRUCTURAL])
+def test_every_structural_field_edited_mid_epoch_is_refused(key: str, path: str, edit) -> None:
+    """Each of the nine structural fields decides which tick/epoch an event belongs to or
+    the epoch's noise: the checkpointed block must record it (``epoch_params``) and a
+    change of it alone must be refused by ``check_hard`` naming the topology path, both
+    values and the fix, while an edit of a privacy knob alone is not refused."""
+    old_t = topo()
+    new_t = edit(old_t)
+    old, new = epoch_params(old_t), epoch_params(new_t)
+    assert old[key] != new[key], "the edit must change the recorded field"
+    with pytest.raises(SpecError) as err:
+        check_hard(old, new, "v.yaml", "r1")
+    msg = str(err.value)
+    assert msg.startswith(f"v.yaml: {path}: changed from {old[key]!r} to {new[key]!r}")
+    assert "shard 'r1'" in msg and "new `name`" in msg
+    check_hard(old, epoch_params(topo(eps=0.5, cap=20)), "v.yaml", "r1")  # soft only
+
+
+def test_structural_fields_are_exactly_the_nine() -> None:
+    """Adding a structural field means adding its case to STRUCTURAL above."""
+    assert {k: p for k, p, _ in STRUCTURAL} == HARD
 
 
 def _as_version_1(blob: bytes) -> bytes:
@@ -210,7 +263,8 @@ def test_float_noise_releases_say_not_private(mech: str, params: str, private: b
     t = topo(eps=eps, noise="secure", mech=mech, params=params)
     if mech != "lazy_cms":  # windowed: one release per epoch
         t = parse_topology(TOPO.format(eps=eps, cap=1, mech=mech, params=params, tick_ms=100,
-                                       noise="secure", extra="", shards="")
+                                       noise="secure", extra="", shards="",
+                                           epoch_ticks=50)
                            .replace("every_ticks: 5", "every_ticks: 50"))
     eng = Engine([t], MemStore(), MemSink(), clock=(clock := Clock(1_000_000.0)))
 
@@ -297,7 +351,8 @@ def test_version_1_state_restored_under_secure_noise_is_not_stamped_private() ->
     cp.shards = [_as_version_1(s) for s in cp.shards]
     store.data[("views", 0)] = encode_checkpoint(cp)
     secure = parse_topology(TOPO.format(eps=4.0, cap=1, mech=mech, params=params, tick_ms=100,
-                                        noise="secure", extra="", shards="").replace(
+                                        noise="secure", extra="", shards="",
+                                           epoch_ticks=50).replace(
         "allow_insecure_noise: true", "allow_insecure_noise: false"))
     eng = Engine([secure], store, MemSink(), clock=clock)
 

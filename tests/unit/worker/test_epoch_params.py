@@ -16,7 +16,7 @@ import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_co
 from sketches.errors import SerializationError, SpecError
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
 from worker.engine import Engine
-from worker.epoch_params import HARD, check_hard, epoch_params
+from worker.epoch_params import HARD, check_hard, epoch_params, soft_changes
 from worker.mechanisms import load_mechanisms
 from worker.shard_state import STATE_MAGIC, ShardState
 from worker.topology import parse_topology
@@ -186,7 +186,53 @@ def test_every_structural_field_edited_mid_epoch_is_refused(key: str, path: str,
     msg = str(err.value)
     assert msg.startswith(f"v.yaml: {path}: changed from {old[key]!r} to {new[key]!r}")
     assert "shard 'r1'" in msg and "new `name`" in msg
+    assert f"set {path} back to {old[key]!r}" in msg
     check_hard(old, epoch_params(topo(eps=0.5, cap=20)), "v.yaml", "r1")  # soft only
+
+
+def test_the_block_records_its_version_the_unit_and_canonical_mechanism_params() -> None:
+    """The checkpointed block: version ``v``, ``unit`` = the unit field or ``event`` (cap 1
+    at event level, whatever the topology's cap), mechanism params as canonical JSON (sorted
+    keys: the same params in another YAML order give the same checkpoint bytes; values JSON
+    cannot hold, like a YAML date, as strings)."""
+    import datetime
+
+    t = topo(cap=3)
+    block = epoch_params(t)
+    assert block["v"] == 1 and block["unit"] == "u" and block["unit_cap"] == 3
+    event = epoch_params(_privacy(t, unit_field=None))
+    assert event["unit"] == "event" and event["unit_cap"] == 1
+    odd = epoch_params(dataclasses.replace(
+        t, mechanism_params={"width": 16, "day": datetime.date(2026, 1, 2), "depth": 2}))
+    assert odd["mechanism_params"] == {"day": "2026-01-02", "depth": 2, "width": 16}
+    assert list(odd["mechanism_params"]) == ["day", "depth", "width"]
+    assert json.dumps(odd) == json.dumps(epoch_params(dataclasses.replace(
+        t, mechanism_params={"depth": 2, "day": datetime.date(2026, 1, 2), "width": 16})))
+
+
+def test_not_private_reason_names_the_float_noise_field_or_the_mechanism() -> None:
+    """Why a release is not private, as stated in it: a factorized counter is uncertified
+    (not the floating-point attack); a mechanism registered float-noise-only (PAMG) is
+    judged by its name, with no parameter pointing at it."""
+    from worker.epoch_params import not_private_reason
+
+    blt = not_private_reason("lazy_cms", "secure", {"counter": "blt"})
+    assert blt is not None and blt.startswith("float noise (mechanism.params.counter: a "
+                                              "continuous Gaussian sampler")
+    assert "not certified" in blt and "Mironov" not in blt
+    load_mechanisms()
+    pamg = not_private_reason("pamg", "secure", {})
+    assert pamg is not None and pamg.startswith("float noise (") and "Mironov" in pamg
+    assert epoch_params(topo(mech="pamg", params="{k: 8, item_kind: str}",
+                             noise="secure"))["private"] is False
+
+
+def test_soft_changes_name_each_edited_knob_with_both_values() -> None:
+    """What the restart warning lists: ``{field: (checkpointed, topology)}``, only the
+    knobs that differ."""
+    old, new = epoch_params(topo(eps=4.0, cap=1)), epoch_params(topo(eps=0.5, cap=20))
+    assert soft_changes(old, new) == {"eps": (4.0, 0.5), "unit_cap": (1, 20)}
+    assert soft_changes(old, old) == {}
 
 
 def test_structural_fields_are_exactly_the_nine() -> None:

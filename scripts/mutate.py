@@ -15,6 +15,10 @@ Usage::
     python scripts/mutate.py --changed-vs main    # those changed vs main (git diff)
     python scripts/mutate.py --fresh --write results/mutation.md   # the committed score
 
+Code mutmut cannot mutate (every method of a decorated class, i.e. all dataclasses, and
+decorated functions) is covered by the hand-written mutants of
+``scripts/mutation_manual.toml``, run after the module's mutmut mutants.
+
 Message text is not mutated (``do_not_mutate_patterns``: lines that are only a string
 literal, ``raise X("...``, ``log.x(``): it is not privacy semantics, and the tests
 match on the field a message names, not its wording.
@@ -23,10 +27,13 @@ match on the field a message names, not its wording.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,16 +41,42 @@ import mutation_report
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SCOPE = {
-    # the decoders' dead-letter path: the dead-letter record (the rest of decode_common is
-    # field extraction, outside the privacy-critical set)
-    "worker/decode_common.py": "xǁDeadLetterǁ*",
-}
+mutant_glob = mutation_report.mutant_glob
 
 
-def mutant_glob(module: str) -> str:
-    dotted = module.removesuffix(".py").replace("/", ".")
-    return f"{dotted}.{SCOPE.get(module, '*')}"
+def manual_mutants(module: str) -> list[dict[str, object]]:
+    doc = tomllib.loads((ROOT / "scripts" / "mutation_manual.toml").read_text())
+    return [m for m in doc.get("mutant", []) if m["module"] == module]
+
+
+def run_manual(module: str) -> None:
+    """Apply each hand-written mutant of ``module`` to its mutants/ copy, run its tests."""
+    path = ROOT / "mutants" / "manual-results.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+    target = ROOT / "mutants" / module
+    for m in manual_mutants(module):
+        key = f"manual:{m['id']}"
+        src = target.read_text()
+        old, new = str(m["old"]), str(m["new"])
+        if src.count(old) != 1:
+            print(f"   {key}: `old` found {src.count(old)} times in {target}", file=sys.stderr)
+            results[key] = None
+            continue
+        target.write_text(src.replace(old, new))
+        try:
+            # MUTANT_UNDER_TEST empty: mutmut's trampolines call the original functions
+            env = dict(os.environ, MUTANT_UNDER_TEST="")
+            cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                   "--doctest-modules", "-m", "not golden", "--timeout=300",
+                   *map(str, m["tests"]), module]  # type: ignore[call-overload]
+            rc = subprocess.run(cmd, cwd=ROOT / "mutants", env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, timeout=1800).returncode
+        finally:
+            target.write_text(src)
+        results[key] = 1 if rc == 1 else (0 if rc == 0 else None)
+        print(f"   {key}: {'killed' if rc == 1 else 'SURVIVED' if rc == 0 else f'error {rc}'}",
+              flush=True)
+        path.write_text(json.dumps(results, indent=1, sort_keys=True))
 
 
 def changed_modules(ref: str) -> list[str]:
@@ -59,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
     ap.add_argument("--fresh", action="store_true", help="delete mutants/ first")
     ap.add_argument("--write", metavar="MD", help="write the table into this file's block")
+    ap.add_argument("--manual-only", action="store_true",
+                    help="only the hand-written mutants (scripts/mutation_manual.toml)")
     args = ap.parse_args(argv)
     mods = args.modules or mutation_report.modules()
     if args.changed_vs:
@@ -70,17 +105,26 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"not in [tool.mutmut] only_mutate: {unknown}", file=sys.stderr)
         return 2
-    if args.fresh:
+    if args.fresh and not args.manual_only:
         shutil.rmtree(ROOT / "mutants", ignore_errors=True)
     else:  # tests are copied once: refresh them so edited tests count
         shutil.rmtree(ROOT / "mutants" / "tests", ignore_errors=True)
+        if args.manual_only:
+            shutil.copytree(ROOT / "tests", ROOT / "mutants" / "tests")
     for mod in mods:
+        if args.manual_only:
+            if manual_mutants(mod):
+                print(f"== {mod} (manual mutants)", flush=True)
+                run_manual(mod)
+            continue
         t0 = time.monotonic()
         print(f"== {mod} ({mutant_glob(mod)})", flush=True)
         rc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children",
                              str(args.jobs), mutant_glob(mod)], cwd=ROOT,
                             stdout=subprocess.DEVNULL).returncode
         print(f"   mutmut exit {rc}, {time.monotonic() - t0:.0f} s", flush=True)
+        if manual_mutants(mod):
+            run_manual(mod)
     report = ["--survivors"] + (["--write", args.write] if args.write else [])
     return mutation_report.main(report)
 

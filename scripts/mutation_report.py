@@ -1,6 +1,8 @@
 """Mutation score per privacy-critical module, from mutmut's results (``make mutate``).
 
-Reads ``mutants/<module>.py.meta`` (written by ``mutmut run``) for every module of
+Reads ``mutants/<module>.py.meta`` (written by ``mutmut run``), and the results of the
+hand-written mutants of ``scripts/mutation_manual.toml`` (``mutants/manual-results.json``),
+for every module of
 ``[tool.mutmut] only_mutate`` in pyproject.toml and the reviewed equivalent mutants in
 ``scripts/mutation_equivalent.toml`` (mutant name -> one-line reason), and prints a
 markdown table: killed / survived / equivalent / not run, and the score
@@ -22,6 +24,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import sys
 import tomllib
@@ -31,6 +34,18 @@ ROOT = Path(__file__).resolve().parent.parent
 KILLED = {1, 3, 36, 24, -24, 152, 255, -9, -11}  # a failing test run, a timeout, a crash
 SURVIVED = {0, 33}  # the tests passed; no test calls the function
 BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
+
+SCOPE = {
+    # the decoders' dead-letter path: the dead-letter record (the rest of decode_common is
+    # field extraction, outside the privacy-critical set)
+    "worker/decode_common.py": "xǁDeadLetterǁ*",
+}
+
+
+def mutant_glob(module: str) -> str:
+    """The mutmut name pattern of ``module``'s mutants in scope."""
+    dotted = module.removesuffix(".py").replace("/", ".")
+    return f"{dotted}.{SCOPE.get(module, '*')}"
 
 
 def modules() -> list[str]:
@@ -49,7 +64,17 @@ def results(module: str) -> dict[str, int | None] | None:
     meta = ROOT / "mutants" / f"{module}.meta"
     if not meta.exists():
         return None
-    return dict(json.loads(meta.read_text())["exit_code_by_key"])
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    pattern = mutant_glob(module)
+    out = {k: v for k, v in codes.items() if fnmatch.fnmatch(k, pattern)}
+    # hand-written mutants of code mutmut cannot mutate (scripts/mutation_manual.toml)
+    manual = tomllib.loads((ROOT / "scripts" / "mutation_manual.toml").read_text())
+    done_path = ROOT / "mutants" / "manual-results.json"
+    done = json.loads(done_path.read_text()) if done_path.exists() else {}
+    for m in manual.get("mutant", []):
+        if m["module"] == module:
+            out[f"manual:{m['id']}"] = done.get(f"manual:{m['id']}")
+    return out
 
 
 def table(show_survivors: bool = False) -> tuple[str, list[str]]:

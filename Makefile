@@ -62,7 +62,8 @@ mutate: install
 	$(BIN)/python scripts/mutate.py --jobs $(MUTATE_JOBS) \
 	  $(if $(MODULES),--modules $(MODULES),--fresh --write results/mutation.md)
 
-# the privacy-critical modules changed vs origin's main (git diff --name-only main): a few
+# the privacy-critical modules this branch changed vs main (git diff --name-only against
+# the merge base, uncommitted changes included): a few
 # minutes for one module; run it before submitting privacy code
 mutate-fast: install
 	$(BIN)/python scripts/mutate.py --jobs $(MUTATE_JOBS) --changed-vs main

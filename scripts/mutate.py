@@ -80,7 +80,12 @@ def run_manual(module: str) -> None:
 
 
 def changed_modules(ref: str) -> list[str]:
-    out = subprocess.run(["git", "diff", "--name-only", ref, "--"], cwd=ROOT, check=True,
+    """Privacy-critical modules this branch changed (committed or not) since it left ``ref``
+    (``git diff --name-only $(git merge-base ref HEAD)``: changes merged into ``ref`` since
+    then are not this branch's)."""
+    base = subprocess.run(["git", "merge-base", ref, "HEAD"], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    out = subprocess.run(["git", "diff", "--name-only", base, "--"], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout.split()
     return [m for m in mutation_report.modules() if m in out]
 

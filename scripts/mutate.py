@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
     ap.add_argument("--fresh", action="store_true", help="delete mutants/ first")
     ap.add_argument("--write", metavar="MD", help="write the table into this file's block")
+    ap.add_argument("--survivors", action="store_true",
+                    help="re-run only the surviving mutants of the modules (after adding tests:"
+                         " a test added can kill a survivor, never revive a killed mutant)")
     ap.add_argument("--manual-only", action="store_true",
                     help="only the hand-written mutants (scripts/mutation_manual.toml)")
     args = ap.parse_args(argv)
@@ -123,10 +126,19 @@ def main(argv: list[str] | None = None) -> int:
                 run_manual(mod)
             continue
         t0 = time.monotonic()
-        print(f"== {mod} ({mutant_glob(mod)})", flush=True)
-        rc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children",
-                             str(args.jobs), mutant_glob(mod)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL).returncode
+        names = [mutant_glob(mod)]
+        if args.survivors:
+            res = mutation_report.results(mod) or {}
+            names = sorted(m for m, c in res.items() if c in mutation_report.SURVIVED
+                           and not m.startswith("manual:")
+                           and m not in mutation_report.equivalents())
+        print(f"== {mod} ({len(names)} survivors)" if args.survivors else f"== {mod} ({names[0]})",
+              flush=True)
+        rc = 0
+        if names:
+            rc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children",
+                                 str(args.jobs), *names], cwd=ROOT,
+                                stdout=subprocess.DEVNULL).returncode
         print(f"   mutmut exit {rc}, {time.monotonic() - t0:.0f} s", flush=True)
         if manual_mutants(mod):
             run_manual(mod)

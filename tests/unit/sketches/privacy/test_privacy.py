@@ -353,3 +353,82 @@ def test_accountant() -> None:
     assert zcdp_delta(100 * cal.rho, g2.eps) <= 100e-6
     with pytest.raises(SpecError):
         acc.per_unit(shards=0)
+
+
+# ------------------------------------------------------------ issue 24: mutation score
+@pytest.mark.parametrize(("call", "field"), [
+    (lambda: neighbouring_cells(Relation.REPLACE, 0), "depth"),
+    (lambda: neighbouring_cells(Relation.ADD_REMOVE, True), "depth"),  # a bool is no depth
+    (lambda: calibrate(1.0, 1e-6, m=0, rounds=8, calibrator=Calibrator.ANALYTIC), "m"),
+    (lambda: calibrate(1.0, 1e-6, m=2, rounds=8, calibrator=Calibrator.ANALYTIC,
+                       unit_cap=0), "unit_cap"),
+    (lambda: calibrate(1.0, 1e-6, m=2, rounds=0, calibrator=Calibrator.ANALYTIC), "rounds"),
+    (lambda: tree_levels(0), "rounds"),
+    (lambda: l2_sensitivity(0, 3), "m"),
+    (lambda: l2_sensitivity(2, 0), "levels"),
+    (lambda: l2_sensitivity(2, 3, unit_cap=0), "unit_cap"),
+])
+def test_invalid_calibration_inputs_are_refused_naming_the_field(call, field: str) -> None:
+    """A non-positive (or bool) count is a configuration error: refused with a SpecError
+    that starts with the parameter's name, so the operator knows which one to fix."""
+    with pytest.raises(SpecError, match=rf"^{field}: must be an integer >= 1, got "):
+        call()
+
+
+@pytest.mark.parametrize("norms", [
+    {"counter": "blt"},                                            # no norms at all
+    {"counter": "blt", "column_norm_sq": 4.0},                     # a row norm missing
+    {"counter": "blt", "row_norm_sq": 4.0},                        # a column norm missing
+    {"counter": "blt", "column_norm_sq": 4.0, "row_norm_sq": 0.5},  # below 1
+    {"counter": "blt", "column_norm_sq": 0.5, "row_norm_sq": 4.0},
+    {"counter": "blt", "column_norm_sq": math.inf, "row_norm_sq": 4.0},
+    {"counter": "blt", "column_norm_sq": 4.0, "row_norm_sq": math.nan},
+    {"column_norm_sq": 4.0},                                       # norms without a counter
+])
+def test_a_factorized_calibration_needs_both_finite_norms(norms: dict) -> None:
+    """A factorized counter is calibrated from its column norm (sensitivity) and row norm
+    (error): a missing or invalid one must be refused, never silently calibrated as a tree
+    (whose sensitivity ``sqrt(m h)`` is not the counter's)."""
+    kw = {"counter": "tree", "column_norm_sq": None, "row_norm_sq": None} | norms
+    if "counter" not in norms:
+        kw["row_norm_sq"] = None
+    with pytest.raises(SpecError, match=r"^counter: .* needs finite column_norm_sq"):
+        calibrate(1.0, 1e-6, m=2, rounds=64, calibrator=Calibrator.ANALYTIC, **kw)
+
+
+@pytest.mark.parametrize("calibrator", [Calibrator.ANALYTIC, Calibrator.DISCRETE])
+@pytest.mark.parametrize("norm", [1.0, 4.0])
+def test_factorized_calibration_records_every_input(calibrator: Calibrator, norm: float) -> None:
+    """The returned Calibration is the full record of what the noise was derived from
+    (releases and checkpoints state it): sigma from ``Δ = c sqrt(m col)``, every input
+    as given, integer noise exactly for ``discrete``. Norms of exactly 1 (one round) are
+    valid."""
+    from sketches.privacy import Calibration
+
+    cal = calibrate(0.8, 1e-7, m=2, rounds=100, calibrator=calibrator, unit_cap=3,
+                    counter="blt", column_norm_sq=norm, row_norm_sq=norm + 1.0)
+    sens = 3 * math.sqrt(2 * norm)
+    want = (analytic_gaussian_sigma if calibrator is Calibrator.ANALYTIC
+            else discrete_gaussian_sigma)(0.8, 1e-7, sens)
+    assert cal == Calibration(sigma=want, calibrator=calibrator, eps=0.8, delta=1e-7, m=2,
+                              levels=7, unit_cap=3,
+                              integer_noise=calibrator is Calibrator.DISCRETE,
+                              counter="blt", column_norm_sq=norm, row_norm_sq=norm + 1.0)
+    assert type(cal.eps) is float and type(cal.delta) is float
+    assert cal.sensitivity == pytest.approx(sens)
+
+
+@pytest.mark.parametrize("calibrator", list(Calibrator))
+def test_tree_calibration_records_every_input(calibrator: Calibrator) -> None:
+    """Same for the tree: ``levels = ceil(log2(rounds + 1))``, no factorized norms."""
+    from sketches.privacy import Calibration
+
+    cal = calibrate(0.5, 1e-6, m=4, rounds=100, calibrator=calibrator, unit_cap=2)
+    sens = 2 * math.sqrt(4 * 7)
+    want = {Calibrator.ANALYTIC: analytic_gaussian_sigma(0.5, 1e-6, sens),
+            Calibrator.DISCRETE: discrete_gaussian_sigma(0.5, 1e-6, sens),
+            Calibrator.PAPER: 2 * math.sqrt(2 * 7 * 4 * math.log(1.25 / 1e-6)) / 0.5}[calibrator]
+    assert cal == Calibration(sigma=pytest.approx(want, rel=1e-12), calibrator=calibrator,
+                              eps=0.5, delta=1e-6, m=4, levels=7, unit_cap=2,
+                              integer_noise=calibrator is Calibrator.DISCRETE)
+    assert cal.counter == "tree" and cal.column_norm_sq is None and cal.row_norm_sq is None

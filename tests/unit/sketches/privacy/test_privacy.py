@@ -432,3 +432,19 @@ def test_tree_calibration_records_every_input(calibrator: Calibrator) -> None:
                               eps=0.5, delta=1e-6, m=4, levels=7, unit_cap=2,
                               integer_noise=calibrator is Calibrator.DISCRETE)
     assert cal.counter == "tree" and cal.column_norm_sq is None and cal.row_norm_sq is None
+
+
+def test_factorized_error_bound_and_noise_levels_come_from_the_row_norm() -> None:
+    """A factorized counter's released noise has variance ``sigma^2 max_row(B)^2``
+    (``noise_levels``), and its integer releases add at most 1/2 of rounding to the
+    Gaussian bound; float releases do not."""
+    kw = {"m": 2, "rounds": 100, "counter": "blt", "column_norm_sq": 3.0, "row_norm_sq": 9.0}
+    disc = calibrate(1.0, 1e-6, calibrator=Calibrator.DISCRETE, **kw)
+    ana = calibrate(1.0, 1e-6, calibrator=Calibrator.ANALYTIC, **kw)
+    assert disc.noise_levels == 9.0 and ana.noise_levels == 9.0
+    assert calibrate(1.0, 1e-6, m=2, rounds=100, calibrator=Calibrator.ANALYTIC
+                     ).noise_levels == 7.0
+    for cal, rounding in ((disc, 0.5), (ana, 0.0)):
+        gauss = counter_error_bound(cal.sigma, levels=1, n=10, steps=100, beta=0.01) * 3.0
+        assert cal.error_bound(n=10, steps=100, beta=0.01) == pytest.approx(gauss + rounding,
+                                                                         rel=1e-12)

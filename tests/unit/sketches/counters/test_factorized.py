@@ -372,3 +372,27 @@ def test_integer_release_rounds_the_noise_to_the_nearest_integer(kind: str) -> N
         assert c.noise_now().tolist() == want.tolist(), t
         fracs.extend((noise[t] - np.floor(noise[t])).tolist())
     assert max(fracs) > 0.6  # the check would not see floor() otherwise
+
+
+@pytest.mark.parametrize("kind", ["tree", "blt", "sqrt"])
+def test_make_counters_builds_the_kind_and_the_memory_model_matches_the_state(kind: str) -> None:
+    """``make_counters`` builds the counter kind asked for (a square-root counter is not a
+    BLT one), and ``counter_memory_bytes`` (the plan's and the memory limit's model) equals
+    the state at the epoch's end: BLT ``(k + 3) * 8`` per counter, square root
+    ``(rounds + 3) * 8`` (prefix, two releases, every round's ``z``), the tree its
+    ``(levels + 1) * 8`` plus the query cache (8)."""
+    from sketches.counters.family import counter_memory_bytes
+
+    n, rounds = 3, 64
+    cal = calibrate_counter(kind, 1.0, 1e-6, m=2, rounds=rounds, calibrator=Calibrator.DISCRETE)
+    c = make_counters(kind, n, rounds, cal, _zero())
+    if kind != "tree":
+        assert c.kind.value == kind
+    c.push(np.zeros(n, dtype=np.int64), rounds)
+    model = counter_memory_bytes(kind, n, rounds)
+    if kind == "tree":
+        assert model == c.memory_bytes() + 8 * n == 8 * n * (rounds.bit_length() + 2)
+    else:
+        assert model == c.memory_bytes()
+    if kind == "sqrt":
+        assert model == 8 * n * (rounds + 3)

@@ -410,7 +410,8 @@ def test_a_record_stamped_ahead_of_the_clock_never_moves_the_watermark_past_now_
     # the batch (tick 99) is on time
     r = EventTimeQueue(tick_ms=100, lateness_ms=250)
     r.resume(9_000, 10_000)
-    late, _ = r.add([rec(0, 10_300), rec(1, 9_900)], 10_000)
+    # 9,760 is in tick 97, still open at a watermark of 9,750 (inside tick 97)
+    late, _ = r.add([rec(0, 10_300), rec(1, 9_900), rec(2, 9_760)], 10_000)
     assert late == [] and r.watermark_ms(10_000) == 9_750
     # the wall clock steps back 200 ms: a newer stamp never moves the watermark back
     b = EventTimeQueue(tick_ms=100, lateness_ms=250)

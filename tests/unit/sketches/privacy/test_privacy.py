@@ -373,6 +373,7 @@ def test_invalid_calibration_inputs_are_refused_naming_the_field(call, field: st
     that starts with the parameter's name, so the operator knows which one to fix."""
     with pytest.raises(SpecError, match=rf"^{field}: must be an integer >= 1, got "):
         call()
+    assert l2_sensitivity(2, 8) == 4.0  # the default cap is 1 (event level)
 
 
 @pytest.mark.parametrize("norms", [
@@ -406,14 +407,14 @@ def test_factorized_calibration_records_every_input(calibrator: Calibrator, norm
     from sketches.privacy import Calibration
 
     cal = calibrate(0.8, 1e-7, m=2, rounds=100, calibrator=calibrator, unit_cap=3,
-                    counter="blt", column_norm_sq=norm, row_norm_sq=norm + 1.0)
+                    counter="blt", column_norm_sq=norm, row_norm_sq=norm**2)
     sens = 3 * math.sqrt(2 * norm)
     want = (analytic_gaussian_sigma if calibrator is Calibrator.ANALYTIC
             else discrete_gaussian_sigma)(0.8, 1e-7, sens)
     assert cal == Calibration(sigma=want, calibrator=calibrator, eps=0.8, delta=1e-7, m=2,
                               levels=7, unit_cap=3,
                               integer_noise=calibrator is Calibrator.DISCRETE,
-                              counter="blt", column_norm_sq=norm, row_norm_sq=norm + 1.0)
+                              counter="blt", column_norm_sq=norm, row_norm_sq=norm**2)
     assert type(cal.eps) is float and type(cal.delta) is float
     assert cal.sensitivity == pytest.approx(sens)
 
@@ -448,3 +449,48 @@ def test_factorized_error_bound_and_noise_levels_come_from_the_row_norm() -> Non
         gauss = counter_error_bound(cal.sigma, levels=1, n=10, steps=100, beta=0.01) * 3.0
         assert cal.error_bound(n=10, steps=100, beta=0.01) == pytest.approx(gauss + rounding,
                                                                          rel=1e-12)
+
+
+@pytest.mark.parametrize("which", ["analytic", "discrete"])
+@pytest.mark.parametrize(("eps", "delta", "sens"), [(0.5, 1e-6, 1.0), (2.0, 1e-9, 3.0),
+                                                    (8.0, 1e-5, 0.25), (0.05, 0.2, 40.0)])
+def test_calibrated_sigma_is_the_smallest_meeting_delta_and_linear_in_sensitivity(
+        which: str, eps: float, delta: float, sens: float) -> None:
+    """The sigma search returns the *smallest* sigma meeting delta (to 1e-9 relative: any
+    smaller sigma misses it, any larger one wastes utility), and sigma scales linearly with
+    the sensitivity (delta depends only on ``Δ/σ``). Deterministic."""
+    sigma_of, delta_of = {"analytic": (analytic_gaussian_sigma, analytic_gaussian_delta),
+                          "discrete": (discrete_gaussian_sigma, discrete_gaussian_delta)}[which]
+    s = sigma_of(eps, delta, sens)
+    assert delta_of(eps, s, sens) <= delta
+    assert delta_of(eps, s * (1 - 1e-9), sens) > delta
+    assert sigma_of(eps, delta, 2 * sens) == pytest.approx(2 * s, rel=1e-9)
+
+
+def test_zcdp_delta_edges_and_a_minimiser_below_alpha_2() -> None:
+    """``rho <= 0`` is perfectly private (delta 0, no search); a huge ``rho`` gives delta 1
+    (the minimiser is within 1e-9 of alpha = 1: the search must stay above 1); and a
+    minimiser below alpha = 2 (rho = eps = 1: alpha* ~ 1.53) is found (the grid minimum)."""
+    assert zcdp_delta(0.0, 1.0) == 0.0 and zcdp_delta(-1.0, 1.0) == 0.0
+    for rho in (50.0, 1e8, 1e12):  # the bound exceeds 1 (1e12: past the exp cap): 1
+        assert zcdp_delta(rho, 1.0) == 1.0
+    # a minimiser far from 2 (alpha* ~ 30.5): the search bracket must contain it
+    alphas = 1 + np.geomspace(1e-6, 1e4, 400_001)
+    logd = (alphas - 1) * (alphas * 0.1 - 6.0) + alphas * np.log1p(-1 / alphas) - np.log(
+        alphas - 1)
+    grid = float(np.exp(logd.min()))
+    assert 1e-45 < grid < 1e-35
+    assert grid * (1 - 1e-6) <= zcdp_delta(0.1, 6.0) <= grid * (1 + 1e-9)
+    alphas = 1 + np.geomspace(1e-6, 1e2, 200_001)
+    logd = (alphas - 1) * (alphas - 1.0) + alphas * np.log1p(-1 / alphas) - np.log(alphas - 1)
+    assert alphas[int(np.argmin(logd))] < 2.0
+    grid = float(np.exp(logd.min()))
+    assert grid * (1 - 1e-6) <= zcdp_delta(1.0, 1.0) <= grid * (1 + 1e-9)
+
+
+def test_analytic_delta_of_a_tiny_sigma_is_one_not_zero() -> None:
+    """Almost no noise (``Δ/σ = 100``): the mechanism is not private, delta ~ 1. The
+    second term underflows to 0 there; it must count as 0 (``e^eps * 0``), not as an
+    overflow that zeroes delta (which would certify no noise as private)."""
+    assert analytic_gaussian_delta(1.0, 0.01, 1.0) == pytest.approx(1.0)
+    assert analytic_gaussian_delta(5.0, 0.001, 2.0) == pytest.approx(1.0)

@@ -98,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true", help="delete mutants/ first")
     ap.add_argument("--write", metavar="MD", help="write the table into this file's block")
     ap.add_argument("--survivors", action="store_true",
-                    help="re-run only the surviving mutants of the modules (after adding tests:"
-                         " a test added can kill a survivor, never revive a killed mutant)")
+                    help="re-run only the surviving and not yet run mutants of the modules (after"
+                         " adding tests: a test added can kill a survivor, never revive a killed"
+                         " mutant)")
     ap.add_argument("--manual-only", action="store_true",
                     help="only the hand-written mutants (scripts/mutation_manual.toml)")
     args = ap.parse_args(argv)
@@ -129,10 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         names = [mutant_glob(mod)]
         if args.survivors:
             res = mutation_report.results(mod) or {}
-            names = sorted(m for m, c in res.items() if c in mutation_report.SURVIVED
+            names = sorted(m for m, c in res.items()
+                           if (c is None or c in mutation_report.SURVIVED)
                            and not m.startswith("manual:")
                            and m not in mutation_report.equivalents())
-        print(f"== {mod} ({len(names)} survivors)" if args.survivors else f"== {mod} ({names[0]})",
+        print(f"== {mod} ({len(names)} survivors or not run)" if args.survivors else f"== {mod} ({names[0]})",
               flush=True)
         rc = 0
         if names:

@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                            if (c is None or c in mutation_report.SURVIVED)
                            and not m.startswith("manual:")
                            and m not in mutation_report.equivalents())
-        print(f"== {mod} ({len(names)} survivors or not run)" if args.survivors else f"== {mod} ({names[0]})",
-              flush=True)
+        what = f"{len(names)} survivors or not run" if args.survivors else names[0]
+        print(f"== {mod} ({what})", flush=True)
         rc = 0
         if names:
             rc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children",

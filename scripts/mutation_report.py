@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KILLED = {1, 3, 36, 24, -24, 152, 255, -9, -11}  # a failing test run, a timeout, a crash
 SURVIVED = {0, 33}  # the tests passed; no test calls the function
 BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
+EQ_BEGIN, EQ_END = "<!-- mutation-equivalent:begin -->", "<!-- mutation-equivalent:end -->"
 
 SCOPE = {
     # the decoders' dead-letter path: the dead-letter record (the rest of decode_common is
@@ -121,12 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         path = Path(args.write)
         doc = path.read_text()
-        if BEGIN not in doc or END not in doc:
-            print(f"{path}: no {BEGIN} ... {END} block", file=sys.stderr)
-            return 2
-        head, rest = doc.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+        eq_text = "\n".join(f"- `{name}`: {why}" for name, why in equivalents().items())
+        for begin, end, body in ((BEGIN, END, text), (EQ_BEGIN, EQ_END, eq_text)):
+            if begin not in doc or end not in doc:
+                print(f"{path}: no {begin} ... {end} block", file=sys.stderr)
+                return 2
+            head, rest = doc.split(begin, 1)
+            _, tail = rest.split(end, 1)
+            doc = f"{head}{begin}\n{body}\n{end}{tail}"
+        path.write_text(doc)
     print(text)
     return 0
 

@@ -40,3 +40,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for item in items:
             if not hasattr(item, "_nodeid"):
                 item._nodeid = item.nodeid  # type: ignore[attr-defined]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_cached_results_under_a_mutant() -> None:
+    """Under mutmut, in the child that runs one mutant: empty every ``functools`` cache of
+    ``sketches``/``worker``. The child is forked from a process that ran the unmutated code,
+    so a cached sigma (``analytic_gaussian_sigma``), noise table or BLT column would
+    otherwise be served without ever calling the mutated function (a false survivor)."""
+    if os.environ.get("MUTANT_UNDER_TEST", "") in ("", "stats", "fail", "list_all_tests",
+                                                    "mutant_generation"):
+        return
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(("sketches", "worker")):
+            continue
+        for obj in list(vars(module).values()):
+            clear = getattr(obj, "cache_clear", None)
+            if callable(clear):
+                clear()

@@ -494,3 +494,49 @@ def test_analytic_delta_of_a_tiny_sigma_is_one_not_zero() -> None:
     overflow that zeroes delta (which would certify no noise as private)."""
     assert analytic_gaussian_delta(1.0, 0.01, 1.0) == pytest.approx(1.0)
     assert analytic_gaussian_delta(5.0, 0.001, 2.0) == pytest.approx(1.0)
+
+
+def test_paper_noise_bounds_equal_their_printed_formulas() -> None:
+    """The paper's printed bounds, each computed here from its formula (paper 002: Lemma 5,
+    Theorem 4, Lemma 6 eq. (1), Alg. 6 line 4), at two parameter points (a wrong constant,
+    log base or operator moves the value). ``log`` is base 2, ``ln`` natural."""
+    from sketches.privacy.bounds import alg6_gamma, lemma5_gamma, lemma6_gamma, theorem4_gamma
+
+    log2, ln, sqrt = math.log2, math.log, math.sqrt
+    for eps, delta, t, w, kt, d, beta in [(0.5, 1e-6, 2**20, 256, 512, 18, 0.05),
+                                          (2.0, 1e-9, 10**5, 10, 40, 30, 1e-4)]:
+        assert lemma5_depth(t, beta) == math.ceil(ln(2 * t / beta))
+        assert lemma5_gamma(eps, delta, horizon=t, width=w, depth=d, beta=beta) == \
+            pytest.approx(3 * log2(t / w) / eps * sqrt(d * ln(2 * t * d / beta)
+                                                       * ln(1.25 / delta)), rel=1e-12)
+        core = log2(4 * t / beta) * ln(2 * t * log2(4 * t / beta) / beta)
+        assert theorem4_gamma(eps, delta, horizon=t, beta=beta) == pytest.approx(
+            3 * log2(t) / eps * sqrt(core * ln(1.25 / delta)), rel=1e-12)
+        assert lemma6_gamma(eps, delta, horizon=t, k_tilde=kt, beta=beta) == pytest.approx(
+            3 * log2(t / kt) / eps * sqrt(core * ln(1.25 / delta)), rel=1e-12)
+        dd = log2(4 * t / beta)
+        assert alg6_gamma(eps, delta, horizon=t, k_tilde=kt, beta=beta) == pytest.approx(
+            3 * log2(t / kt) / eps * sqrt(dd * ln(4 * t * dd / beta) * ln(1.25 / delta)),
+            rel=1e-12)
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0, 1.5, -0.1])
+def test_failure_probability_outside_the_open_unit_interval_is_refused(beta: float) -> None:
+    """``beta`` is a probability of failure in (0, 1): 0 (no failure, infinite bounds) and
+    1 are refused by every bound that takes it, naming ``beta``."""
+    from sketches.privacy.bounds import lemma5_gamma
+
+    for call in (lambda: counter_error_bound(1.0, levels=3, n=2, steps=2, beta=beta),
+                 lambda: lemma5_depth(100, beta), lambda: lazyhh_depth(100, beta),
+                 lambda: lemma5_gamma(1.0, 1e-6, horizon=100, width=4, depth=3, beta=beta)):
+        with pytest.raises(SpecError, match=r"^beta: "):
+            call()
+
+
+def test_lemma6_delta_check_names_delta_by_default_and_k_must_be_positive() -> None:
+    """The default field name of the LazyHH delta check is ``delta``; ``k = 0`` is refused
+    (Theorem 4 needs ``1 <= k < k~``)."""
+    with pytest.raises(SpecError, match=r"^delta: LazyHH needs a sketch delta"):
+        check_lemma6_delta(0.5)
+    with pytest.raises(SpecError, match="k_tilde"):
+        lazyhh_thresholds(1.0, k=0, k_tilde=8)

@@ -258,7 +258,7 @@ class SqrtFactorization(Factorization):
         return float(np.sum(r * r))
 
     def values_per_counter(self) -> int:
-        return int(self.rounds) + 1
+        return int(self.rounds) + 2  # every round's z, the release now and the previous one
 
 
 @dataclass(frozen=True)

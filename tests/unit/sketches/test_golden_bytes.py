@@ -177,6 +177,7 @@ def test_state_comparison_is_exact_but_for_the_last_bits_of_floats() -> None:
             _assert_same_state(changed, base, "changed")
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize(("case", "name", "params", "kind"), CASES, ids=[c[0] for c in CASES])
 def test_golden_bytes(case: str, name: str, params: dict[str, Any], kind: str) -> None:
     got = _run(name, params, kind)

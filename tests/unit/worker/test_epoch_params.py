@@ -5,6 +5,7 @@ releases say whether they are private (item 5) and whether shard presence is cov
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import struct
 from typing import Any
@@ -12,9 +13,10 @@ from typing import Any
 import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
-from sketches.errors import SpecError
+from sketches.errors import SerializationError, SpecError
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
 from worker.engine import Engine
+from worker.epoch_params import HARD, check_hard, epoch_params, soft_changes
 from worker.mechanisms import load_mechanisms
 from worker.shard_state import STATE_MAGIC, ShardState
 from worker.topology import parse_topology
@@ -24,7 +26,8 @@ name: views
 input: {{topic: in, partitions: 1, fields: {{shard: r, item: i, unit: u}}}}
 {shards}
 mechanism: {{name: {mech}, params: {params}}}
-privacy: {{eps: {eps}, delta: 1.0e-6, tick_ms: {tick_ms}, epoch_ticks: 50, unit_cap: {cap}}}
+privacy: {{eps: {eps}, delta: 1.0e-6, tick_ms: {tick_ms}, epoch_ticks: {epoch_ticks},
+          unit_cap: {cap}}}
 noise: {{kind: {noise}, {extra}allow_insecure_noise: true}}
 release: {{every_ticks: 5, topic: out}}
 dead_letter: {{topic: dlq}}
@@ -33,12 +36,12 @@ dead_letter: {{topic: dlq}}
 
 def topo(eps: float = 4.0, cap: int = 1, mech: str = "lazy_cms",
          params: str = "{depth: 2, width: 16, hash_seed: 1}", tick_ms: int = 100,
-         noise: str = "fast", shards: str = "") -> Any:
+         noise: str = "fast", shards: str = "", epoch_ticks: int = 50) -> Any:
     load_mechanisms()
     extra = "seed: 5, " if noise == "fast" else ""
     return parse_topology(TOPO.format(eps=eps, cap=cap, mech=mech, params=params,
                                       tick_ms=tick_ms, noise=noise, extra=extra,
-                                      shards=shards))
+                                      shards=shards, epoch_ticks=epoch_ticks))
 
 
 def released(sink: MemSink) -> list[dict[str, Any]]:
@@ -127,18 +130,120 @@ def test_checkpointed_unit_cap_is_applied_until_the_epoch_ends() -> None:
     assert last["payload"]["counts"] == {"a": 1} and last["unit_cap"] == 1
 
 
-@pytest.mark.parametrize("edit, field", [
-    (dict(tick_ms=200), "privacy.tick_ms"),
-    (dict(noise="zero"), "noise.kind"),
-    (dict(mech="lazy_cs"), "mechanism.name"),
+@pytest.mark.parametrize("edit, field, exc, says", [
+    (dict(tick_ms=200), "privacy.tick_ms", SpecError, "changed from 100 to 200"),
+    (dict(epoch_ticks=60), "privacy.epoch_ticks", SpecError, "changed from 50 to 60"),
+    (dict(noise="zero"), "noise.kind", SpecError, "changed from 'fast' to 'zero'"),
+    # the shard state itself names its mechanism: refused while decoding it
+    (dict(mech="lazy_cs"), "mechanism.name", SerializationError, "mechanism 'lazy_cms', not"),
 ])
-def test_structural_edit_mid_epoch_is_refused_naming_the_field(edit: dict, field: str) -> None:
+def test_structural_edit_mid_epoch_is_refused_naming_the_field(
+        edit: dict, field: str, exc: type, says: str) -> None:
+    """A restart under an edited structural field is refused naming the field, both values
+    and the fix (a new topology `name`), before any shard is restored."""
     store, clock = MemStore(), Clock(1_000_000.0)
     run_epoch_start(topo(), store, clock, [ev(0, "r1", "a", "u1")])
     e2 = Engine([topo(**edit)], store, MemSink(), clock=clock)
-    with pytest.raises(Exception, match=field.replace(".", r"\.")) as err:
+    with pytest.raises(exc, match=field.replace(".", r"\.")) as err:
         asyncio.run(e2.assign([("in", 0)]))
-    assert "new `name`" in str(err.value) or "mechanism" in field
+    assert says in str(err.value) and "new `name`" in str(err.value)
+
+
+# Listed here on purpose, not read from worker.epoch_params.HARD: a field dropped from
+# HARD must make this test fail (issue 24: 6 of the 9 could be dropped unnoticed).
+STRUCTURAL = [
+    ("mechanism", "mechanism.name", lambda t: dataclasses.replace(t, mechanism="lazy_cs")),
+    ("clock", "privacy.clock", lambda t: _privacy(t, clock="arrival", relation="replace",
+                                                  epoch_events=1000)),
+    ("time", "privacy.time", lambda t: _privacy(t, time="event")),
+    ("tick_ms", "privacy.tick_ms", lambda t: _privacy(t, tick_ms=200)),
+    ("epoch_ticks", "privacy.epoch_ticks", lambda t: _privacy(t, epoch_ticks=60)),
+    ("epoch_events", "privacy.epoch_events", lambda t: _privacy(t, epoch_events=7)),
+    ("unit", "input.fields.unit", lambda t: _privacy(t, unit_field="v")),
+    ("noise", "noise.kind", lambda t: dataclasses.replace(
+        t, noise=dataclasses.replace(t.noise, kind="zero"))),
+    ("item_type", "input.item_type", lambda t: dataclasses.replace(
+        t, input=dataclasses.replace(t.input, item_type="int"))),
+    # issue 19: the message bound decides which messages the decoder accepts for noise
+    # already calibrated, and the encoding whether one event is the unit
+    ("max_events_per_message", "input.max_events_per_message", lambda t: dataclasses.replace(
+        t, input=dataclasses.replace(t.input, encoding="columnar", max_events_per_message=5))),
+    ("encoding", "input.encoding", lambda t: dataclasses.replace(
+        t, input=dataclasses.replace(t.input, encoding="columnar"))),
+]
+
+
+def _privacy(t: Any, **kw: Any) -> Any:
+    return dataclasses.replace(t, privacy=dataclasses.replace(t.privacy, **kw))
+
+
+@pytest.mark.parametrize(("key", "path", "edit"), STRUCTURAL, ids=[s[0] for s in STRUCTURAL])
+def test_every_structural_field_edited_mid_epoch_is_refused(key: str, path: str, edit) -> None:
+    """Each structural field decides which tick/epoch an event belongs to or
+    the epoch's noise: the checkpointed block must record it (``epoch_params``) and a
+    change of it alone must be refused by ``check_hard`` naming the topology path, both
+    values and the fix, while an edit of a privacy knob alone is not refused."""
+    old_t = topo()
+    new_t = edit(old_t)
+    old, new = epoch_params(old_t), epoch_params(new_t)
+    assert old[key] != new[key], "the edit must change the recorded field"
+    with pytest.raises(SpecError) as err:
+        check_hard(old, new, "v.yaml", "r1")
+    msg = str(err.value)
+    assert msg.startswith(f"v.yaml: {path}: changed from {old[key]!r} to {new[key]!r}")
+    assert "shard 'r1'" in msg and "new `name`" in msg
+    assert f"set {path} back to {old[key]!r}" in msg
+    check_hard(old, epoch_params(topo(eps=0.5, cap=20)), "v.yaml", "r1")  # soft only
+
+
+def test_the_block_records_its_version_the_unit_and_canonical_mechanism_params() -> None:
+    """The checkpointed block: version ``v``, ``unit`` = the unit field or ``event`` (cap 1
+    at event level, whatever the topology's cap), mechanism params as canonical JSON (sorted
+    keys: the same params in another YAML order give the same checkpoint bytes; values JSON
+    cannot hold, like a YAML date, as strings)."""
+    import datetime
+
+    t = topo(cap=3)
+    block = epoch_params(t)
+    assert block["v"] == 1 and block["unit"] == "u" and block["unit_cap"] == 3
+    event = epoch_params(_privacy(t, unit_field=None))
+    assert event["unit"] == "event" and event["unit_cap"] == 1
+    odd = epoch_params(dataclasses.replace(
+        t, mechanism_params={"width": 16, "day": datetime.date(2026, 1, 2), "depth": 2}))
+    assert odd["mechanism_params"] == {"day": "2026-01-02", "depth": 2, "width": 16}
+    assert list(odd["mechanism_params"]) == ["day", "depth", "width"]
+    assert json.dumps(odd) == json.dumps(epoch_params(dataclasses.replace(
+        t, mechanism_params={"depth": 2, "day": datetime.date(2026, 1, 2), "width": 16})))
+
+
+def test_not_private_reason_names_the_float_noise_field_or_the_mechanism() -> None:
+    """Why a release is not private, as stated in it: a factorized counter is uncertified
+    (not the floating-point attack); a mechanism registered float-noise-only (PAMG) is
+    judged by its name, with no parameter pointing at it."""
+    from worker.epoch_params import not_private_reason
+
+    blt = not_private_reason("lazy_cms", "secure", {"counter": "blt"})
+    assert blt is not None and blt.startswith("float noise (mechanism.params.counter: a "
+                                              "continuous Gaussian sampler")
+    assert "not certified" in blt and "Mironov" not in blt
+    load_mechanisms()
+    pamg = not_private_reason("pamg", "secure", {})
+    assert pamg is not None and pamg.startswith("float noise (") and "Mironov" in pamg
+    assert epoch_params(topo(mech="pamg", params="{k: 8, item_kind: str}",
+                             noise="secure"))["private"] is False
+
+
+def test_soft_changes_name_each_edited_knob_with_both_values() -> None:
+    """What the restart warning lists: ``{field: (checkpointed, topology)}``, only the
+    knobs that differ."""
+    old, new = epoch_params(topo(eps=4.0, cap=1)), epoch_params(topo(eps=0.5, cap=20))
+    assert soft_changes(old, new) == {"eps": (4.0, 0.5), "unit_cap": (1, 20)}
+    assert soft_changes(old, old) == {}
+
+
+def test_structural_fields_are_exactly_these() -> None:
+    """Adding a structural field means adding its case to STRUCTURAL above."""
+    assert {k: p for k, p, _ in STRUCTURAL} == HARD
 
 
 def _as_version_1(blob: bytes) -> bytes:
@@ -213,7 +318,8 @@ def test_float_noise_releases_say_not_private(mech: str, params: str, private: b
     t = topo(eps=eps, noise="secure", mech=mech, params=params)
     if mech != "lazy_cms":  # windowed: one release per epoch
         t = parse_topology(TOPO.format(eps=eps, cap=1, mech=mech, params=params, tick_ms=100,
-                                       noise="secure", extra="", shards="")
+                                       noise="secure", extra="", shards="",
+                                           epoch_ticks=50)
                            .replace("every_ticks: 5", "every_ticks: 50"))
     eng = Engine([t], MemStore(), MemSink(), clock=(clock := Clock(1_000_000.0)))
 
@@ -301,7 +407,8 @@ def test_version_1_state_restored_under_secure_noise_is_not_stamped_private() ->
     cp.shards = [_as_version_1(s) for s in cp.shards]
     store.data[("views", 0)] = encode_checkpoint(cp)
     secure = parse_topology(TOPO.format(eps=4.0, cap=1, mech=mech, params=params, tick_ms=100,
-                                        noise="secure", extra="", shards="").replace(
+                                        noise="secure", extra="", shards="",
+                                           epoch_ticks=50).replace(
         "allow_insecure_noise: true", "allow_insecure_noise: false"))
     eng = Engine([secure], store, MemSink(), clock=clock)
 
@@ -366,13 +473,14 @@ def test_a_production_topology_with_the_lattice_counter_runs_and_says_private() 
         parse_topology(
             TOPO.format(eps=1.0, cap=1, mech="lazy_cms",
                         params="{depth: 2, width: 16, counter: blt_int}", tick_ms=100,
-                        noise="secure", extra="", shards="shards: {allowed: [r1]}")
+                        noise="secure", extra="", shards="shards: {allowed: [r1]}",
+                        epoch_ticks=50)
             .replace("name: views", "name: views\nproduction: true")
             .replace("allow_insecure_noise: true", "allow_insecure_noise: false"))
     t = parse_topology(
         TOPO.format(eps=1.0, cap=1, mech="lazy_hh",
                     params="{k: 4, k_tilde: 16, event_horizon: 100000, counter: blt_int}",
-                    tick_ms=100,
+                    tick_ms=100, epoch_ticks=50,
                     noise="secure", extra="", shards="shards: {allowed: [r1]}")
         .replace("name: views", "name: views\nproduction: true")
         .replace("allow_insecure_noise: true", "allow_insecure_noise: false"))

@@ -420,3 +420,180 @@ def test_create_time_records_make_non_production_releases_not_private() -> None:
     assert docs and all(d["private"] is False for d in docs)
     assert all("CreateTime" in d["not_private_reason"] for d in docs)
     assert len({d["epoch"] for d in docs}) >= 2
+
+def test_a_record_stamped_ahead_of_the_clock_never_moves_the_watermark_past_now_minus_lateness(
+) -> None:
+    """The watermark never passes ``now - allowed_lateness_ms`` (module docstring, (a)):
+    a record stamped ahead of the wall clock (a broker clock ahead of ours, within the
+    ``lateness + tick`` window it is held for) must not close ticks early. Without the
+    cap the issue's reproduction gave a watermark of 10,050 instead of 9,750 and turned
+    on-time records into ``late`` dead letters (issue 24 survivor). Every path that
+    moves the watermark: progress between batches (``watermark_ms``), progress inside a
+    batch (``add``), the end of the log (``reached_end``), and a wall clock stepping
+    back (the watermark never moves back)."""
+    from worker.event_time import EventTimeQueue
+
+    rec = lambda off, ts: (off, b"k", b"{}", ts)  # noqa: E731
+    # between batches: the read stamp 10,300 is capped at 10,000 - 250
+    q = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    q.resume(None, 10_000)
+    late, future = q.add([rec(0, 10_300)], 10_000)  # 300 ms ahead: held, not "future"
+    assert (late, future) == ([], []) and len(q) == 1
+    assert q.watermark_ms(10_000) == 9_750
+    assert q.add([rec(1, 9_800)], 10_000)[0] == []  # tick 98 is still open at 10,000
+    # inside one batch (a restored partition catching up from its checkpointed 9,000):
+    # the stamp 10,300 moves the watermark to 9,750, not 10,050, so the next record of
+    # the batch (tick 99) is on time
+    r = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    r.resume(9_000, 10_000)
+    # 9,760 is in tick 97, still open at a watermark of 9,750 (inside tick 97)
+    late, _ = r.add([rec(0, 10_300), rec(1, 9_900), rec(2, 9_760)], 10_000)
+    assert late == [] and r.watermark_ms(10_000) == 9_750
+    # the wall clock steps back 200 ms: a newer stamp never moves the watermark back
+    b = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    b.resume(None, 10_000)
+    assert b.add([rec(0, 10_100)], 9_800) == ([], [])
+    assert b.watermark_ms(9_800) == 9_750
+    # the log's end seen at a time ahead of the clock
+    e = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    e.resume(None, 10_000)
+    e.reached_end(10_400)
+    assert e.watermark_ms(10_000) == 9_750
+    assert e.add([rec(0, 9_760)], 10_000)[0] == []
+
+
+# ---------------------------------------------------------------- issue 24: mutation score
+def _rec(off: int, ts: int) -> tuple[int, bytes, bytes, int]:
+    return (off, b"k", b"{}", ts)
+
+
+def test_queue_watermark_before_resume_ticks_and_due_records_by_tick() -> None:
+    """The queue's schedule in detail: a queue used before ``resume`` starts at
+    ``now - lateness``; ``watermark_tick`` is the integer tick of the watermark; ``due``
+    releases exactly the records of ticks up to it, the records of one tick as one group
+    in offset order, and never a record of the first open tick (whatever its offset)."""
+    from worker.event_time import EventTimeQueue
+
+    q = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    assert q.watermark_ms(10_000) == 9_750 and q.watermark == 9_750
+    q2 = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    q2.resume(9_850, 10_200)
+    tick = q2.watermark_tick(10_200)
+    assert tick == 98 and isinstance(tick, int)
+    # offset 0 of tick 99 (open) and later records of ticks 98 (closed) and 97
+    late, future = q2.add([_rec(0, 9_950), _rec(1, 9_870), _rec(2, 9_880), _rec(3, 9_890)],
+                          10_200)
+    assert (late, future) == ([], [])
+    due = q2.due(10_200)
+    assert [(g, [r[0] for r in rs]) for g, rs in due] == [(98, [1, 2, 3])]
+    assert len(q2) == 1 and q2.resume_offset(high=4) == 0
+
+
+def test_offsets_already_done_are_skipped_without_dropping_the_rest_of_the_batch() -> None:
+    """After a restore, ``done`` offsets (applied before the checkpoint) are skipped one by
+    one: the records after one in the same batch are still judged and held."""
+    from worker.event_time import EventTimeQueue
+
+    q = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    q.resume(9_750, 10_000)
+    q.done = {5}
+    assert q.add([_rec(4, 9_800), _rec(5, 9_810), _rec(6, 9_820)], 10_000) == ([], [])
+    assert len(q) == 2 and q.resume_offset(high=7) == 4
+
+
+def test_an_older_stamp_read_later_never_moves_read_progress_back() -> None:
+    """Read progress (a) is the newest stamp read: a batch holding only older stamps (a
+    clock step of the producer's broker) must not lower it, or the watermark would stall
+    while records keep arriving."""
+    from worker.event_time import EventTimeQueue
+
+    q = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    q.resume(9_000, 10_200)
+    q.add([_rec(0, 10_300)], 10_200)
+    assert q.watermark_ms(10_200) == 9_950  # capped by the clock
+    q.add([_rec(1, 10_100)], 10_200)  # older, still on time
+    assert q.watermark_ms(10_600) == 10_050  # from 10,300, not 10,100
+
+
+def test_held_records_failed_names_the_cause_and_keeps_the_records() -> None:
+    """The poison guard's message names the failing cause and suspects exactly the held
+    records (not the current batch)."""
+    from worker.event_time import HeldRecordsFailed
+
+    recs = [_rec(3, 1), _rec(4, 2)]
+    err = HeldRecordsFailed("in", 2, recs, ValueError("bad item"))
+    assert str(err) == "ValueError: bad item"
+    assert (err.topic, err.partition, err.records) == ("in", 2, recs)
+
+
+def test_timestamp_checks_apply_to_event_time_inputs_only_input_first(caplog) -> None:
+    """Processing-time (tick clock) topologies do not need LogAppendTime inputs: neither the
+    start-up check, the per-batch guard nor the declared topic config asks for it. For
+    event time, the input topic is checked first, and an unreported topic does not stop
+    the checks of the next one."""
+    from worker.event_time import TimestampTypeGuard, timestamp_problems, topic_configs
+
+    proc = topo("processing")
+    assert timestamp_problems([proc], {"in": "CreateTime", "out": "CreateTime"}) == ([], [])
+    assert topic_configs(proc) == ({}, {"message.timestamp.type": "CreateTime"})
+    TimestampTypeGuard([proc]).check("in", 0)  # nothing to check: no warning, no error
+    assert not [r for r in caplog.records if "CreateTime" in r.getMessage()]
+    ev = topo()
+    errors, warnings = timestamp_problems([ev], {"in": "CreateTime", "out": "LogAppendTime"})
+    assert errors == [] and [w.split(":")[1].strip() for w in warnings] == [
+        "input.topic", "release.topic"]
+    errors, warnings = timestamp_problems([ev], {"in": None, "out": "LogAppendTime"})
+    assert len(warnings) == 2 and "does not report" in warnings[0]
+    assert "release.topic" in warnings[1]
+
+
+def test_the_guard_checks_every_event_time_input_topic_and_production_wins(caplog) -> None:
+    """Two topologies on one input topic: the topic is production if either is."""
+    from worker.event_time import TimestampTypeGuard
+
+    prod = parse_topology(TOPO.replace("name: et", "name: et\nproduction: true\n"
+                                       "shards: {allowed: [r1]}").replace(
+        "noise: {kind: zero, allow_insecure_noise: true}", "noise: {kind: secure}")
+        .replace("TIME", "event"))
+    for order in ([prod, topo()], [topo(), prod]):
+        with pytest.raises(SpecError, match="CreateTime"):
+            TimestampTypeGuard(order).check("in", 0)
+
+
+class _Admin:
+    """``describe_configs`` in aiokafka's shape: responses with ``resources``, each
+    ``(error_code, error_message, type, name, [(key, value, ...), ...])``."""
+
+    def __init__(self, types: dict[str, str | None], fail: frozenset[str] = frozenset()
+                 ) -> None:
+        self.types, self.fail = types, fail
+        self.asked: list[str] = []
+
+    async def describe_configs(self, resources: list[Any]) -> list[Any]:
+        from aiokafka.admin.config_resource import ConfigResourceType
+
+        (res,) = resources
+        assert res.resource_type is ConfigResourceType.TOPIC
+        name = res.name
+        self.asked.append(name)
+        if name in self.fail:
+            raise RuntimeError("DescribeConfigs not supported")
+        entries = [("cleanup.policy", "delete", False)]
+        if self.types.get(name) is not None:
+            entries.append(("message.timestamp.type", self.types[name], False))
+        resp = type("Resp", (), {"resources": [(0, "", 2, name, entries)]})()
+        return [resp]
+
+
+def test_describe_timestamp_types_reads_each_topic_and_survives_a_failing_one() -> None:
+    """The broker's reported ``message.timestamp.type`` per topic (None when not reported
+    or when describing fails), every topic asked once, in order."""
+    from worker.event_time import describe_timestamp_types
+
+    admin = _Admin({"in": "LogAppendTime", "out": "CreateTime", "quiet": None},
+                   fail=frozenset({"bad"}))
+    got = asyncio.run(describe_timestamp_types(admin, ["out", "in", "bad", "quiet", "in",
+                                                       "zz"]))
+    assert got == {"bad": None, "in": "LogAppendTime", "out": "CreateTime", "quiet": None,
+                   "zz": None}
+    assert admin.asked == ["bad", "in", "out", "quiet", "zz"]

@@ -161,7 +161,19 @@ def test_every_mechanism_type_plans_as_json_with_the_release_error_bound(
     assert p["mechanism"] == mech and p["private"] is (mech != "pamg")
     if mech == "pamg":
         assert p["privacy_note"].startswith("NOT PRIVATE (float noise")
-    assert p["memory"]["per_shard_bytes"] >= 0  # a fresh PAMG holds nothing yet
+    # per-shard bytes: the measured fresh state, or a model/worst case bounding it (a
+    # fresh PAMG/TrieHH holds nothing yet: 0, and the source says it grows)
+    from sketches import ZeroNoise, lookup
+
+    t = topo(mech, params, **kw)
+    entry = lookup(t.mechanism)
+    fresh = int(entry.build(entry.build_spec(t.spec_params()), ZeroNoise()).memory_bytes())
+    per, source = p["memory"]["per_shard_bytes"], p["memory"]["source"]
+    if source.startswith("mechanism at epoch start (measured)"):
+        assert per == fresh
+    else:
+        assert per >= fresh > 0
+    assert (per == 0) is (mech in ("pamg", "triehh")) and (per > 0 or "no worst case" in source)
     assert p["memory"]["total_bytes"] == 2 * p["memory"]["per_shard_bytes"]
     assert p["verdict"]["lines"]
     assert {r["label"] for r in p["what_if"]} >= {"eps x2", "eps /2", "epoch x2", "epoch /2"}

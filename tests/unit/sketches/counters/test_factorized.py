@@ -350,3 +350,92 @@ def test_negative_columns_are_refused() -> None:
     bad = dataclasses.replace(f, theta=tuple(3.0 * t for t in f.theta))
     with pytest.raises(SpecError, match="negative entries in C"):
         check_columns_nonnegative(bad)
+
+# ------------------------------------------------------------ issue 24: mutation survivors
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("calibrator", [Calibrator.DISCRETE, Calibrator.ANALYTIC])
+def test_unit_cap_multiplies_the_factorized_sensitivity_and_sigma(
+        kind: str, calibrator: Calibrator) -> None:
+    """A user contributing ``c`` events moves the release by ``c`` times one event
+    (``Δ_2 = c sqrt(m max_col(C)^2)``), so sigma must grow by exactly ``c`` and rho
+    (the stated guarantee) must not change. Guards the user-level calibration of the
+    factorized counters: dropping ``unit_cap`` from their sensitivity (in
+    ``calibrate``, ``Calibration.sensitivity`` or ``calibrate_counter``) under-noises
+    every user-level release by a factor ``c`` (issue 24 survivor)."""
+    kw = {"m": 4, "rounds": 256, "calibrator": calibrator}
+    one = calibrate_counter(kind, 1.0, 1e-6, **kw)
+    three = calibrate_counter(kind, 1.0, 1e-6, unit_cap=3, **kw)
+    col = factorization(kind, 256).column_norm_sq()
+    assert three.unit_cap == 3
+    assert three.sensitivity == pytest.approx(3 * math.sqrt(4 * col), rel=1e-12)
+    assert three.sigma == pytest.approx(3 * one.sigma, rel=1e-9)
+    assert three.rho == pytest.approx(one.rho, rel=1e-9)
+    # the counters built from it draw z with that sigma
+    counters = make_counters(kind, 2, 256, three, _zero())
+    assert counters.sigma == pytest.approx(3 * one.sigma, rel=1e-9)
+
+
+class Fractional:
+    """``gaussian`` returns fixed values with every fractional part (test double)."""
+
+    kind = "fast"
+
+    def __init__(self) -> None:
+        self.i = 0
+
+    def gaussian(self, sigma: float, size: int) -> np.ndarray:
+        idx = np.arange(self.i, self.i + int(size), dtype=np.float64)
+        self.i += int(size)
+        return np.array([0.9, -0.9, 0.6, -0.6, 0.3, -0.3, 0.45, -0.45])[idx.astype(int) % 8] \
+            + (idx % 5) - 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_integer_release_rounds_the_noise_to_the_nearest_integer(kind: str) -> None:
+    """``integer_noise=True`` releases ``prefix + round(B z)`` rounded to the *nearest*
+    integer (module docstring; the error bound adds only 1/2 for it). Rounding down or
+    truncating biases every release by about -1/2 (issue 24 survivor). Checked against
+    the explicit matrix ``B`` and the draws."""
+    n, rounds = 3, 24
+    draws = Fractional()
+    c = FactorizedCounters(n, rounds, sigma=1.0, integer_noise=True, noise=Fractional(),
+                           kind=kind)
+    z = draws.gaussian(1.0, n * rounds).reshape(rounds, n)  # the same values, in order
+    b = _b_matrix(kind, rounds)
+    noise = b @ z  # N_t of every counter (rows: rounds)
+    prefix = np.zeros(n, dtype=np.int64)
+    fracs = []
+    for t in range(rounds):
+        inc = np.arange(n, dtype=np.int64) + t
+        c.push(inc, 1)
+        prefix += inc
+        want = np.floor(noise[t] + 0.5).astype(np.int64)  # nearest (no exact .5 here)
+        assert np.all(np.abs(np.abs(noise[t] - np.rint(noise[t])) - 0.5) > 1e-6)
+        assert c.query().tolist() == (prefix + want).tolist(), t
+        assert c.noise_now().tolist() == want.tolist(), t
+        fracs.extend((noise[t] - np.floor(noise[t])).tolist())
+    assert max(fracs) > 0.6  # the check would not see floor() otherwise
+
+
+@pytest.mark.parametrize("kind", ["tree", "blt", "sqrt"])
+def test_make_counters_builds_the_kind_and_the_memory_model_matches_the_state(kind: str) -> None:
+    """``make_counters`` builds the counter kind asked for (a square-root counter is not a
+    BLT one), and ``counter_memory_bytes`` (the plan's and the memory limit's model) equals
+    the state at the epoch's end: BLT ``(k + 3) * 8`` per counter, square root
+    ``(rounds + 3) * 8`` (prefix, two releases, every round's ``z``), the tree its
+    ``(levels + 1) * 8`` plus the query cache (8)."""
+    from sketches.counters.family import counter_memory_bytes
+
+    n, rounds = 3, 64
+    cal = calibrate_counter(kind, 1.0, 1e-6, m=2, rounds=rounds, calibrator=Calibrator.DISCRETE)
+    c = make_counters(kind, n, rounds, cal, _zero())
+    if kind != "tree":
+        assert c.kind.value == kind
+    c.push(np.zeros(n, dtype=np.int64), rounds)
+    model = counter_memory_bytes(kind, n, rounds)
+    if kind == "tree":
+        assert model == c.memory_bytes() + 8 * n == 8 * n * (rounds.bit_length() + 2)
+    else:
+        assert model == c.memory_bytes()
+    if kind == "sqrt":
+        assert model == 8 * n * (rounds + 3)

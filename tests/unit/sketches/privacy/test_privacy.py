@@ -353,3 +353,190 @@ def test_accountant() -> None:
     assert zcdp_delta(100 * cal.rho, g2.eps) <= 100e-6
     with pytest.raises(SpecError):
         acc.per_unit(shards=0)
+
+
+# ------------------------------------------------------------ issue 24: mutation score
+@pytest.mark.parametrize(("call", "field"), [
+    (lambda: neighbouring_cells(Relation.REPLACE, 0), "depth"),
+    (lambda: neighbouring_cells(Relation.ADD_REMOVE, True), "depth"),  # a bool is no depth
+    (lambda: calibrate(1.0, 1e-6, m=0, rounds=8, calibrator=Calibrator.ANALYTIC), "m"),
+    (lambda: calibrate(1.0, 1e-6, m=2, rounds=8, calibrator=Calibrator.ANALYTIC,
+                       unit_cap=0), "unit_cap"),
+    (lambda: calibrate(1.0, 1e-6, m=2, rounds=0, calibrator=Calibrator.ANALYTIC), "rounds"),
+    (lambda: tree_levels(0), "rounds"),
+    (lambda: l2_sensitivity(0, 3), "m"),
+    (lambda: l2_sensitivity(2, 0), "levels"),
+    (lambda: l2_sensitivity(2, 3, unit_cap=0), "unit_cap"),
+])
+def test_invalid_calibration_inputs_are_refused_naming_the_field(call, field: str) -> None:
+    """A non-positive (or bool) count is a configuration error: refused with a SpecError
+    that starts with the parameter's name, so the operator knows which one to fix."""
+    with pytest.raises(SpecError, match=rf"^{field}: must be an integer >= 1, got "):
+        call()
+    assert l2_sensitivity(2, 8) == 4.0  # the default cap is 1 (event level)
+
+
+@pytest.mark.parametrize("norms", [
+    {"counter": "blt"},                                            # no norms at all
+    {"counter": "blt", "column_norm_sq": 4.0},                     # a row norm missing
+    {"counter": "blt", "row_norm_sq": 4.0},                        # a column norm missing
+    {"counter": "blt", "column_norm_sq": 4.0, "row_norm_sq": 0.5},  # below 1
+    {"counter": "blt", "column_norm_sq": 0.5, "row_norm_sq": 4.0},
+    {"counter": "blt", "column_norm_sq": math.inf, "row_norm_sq": 4.0},
+    {"counter": "blt", "column_norm_sq": 4.0, "row_norm_sq": math.nan},
+    {"column_norm_sq": 4.0},                                       # norms without a counter
+])
+def test_a_factorized_calibration_needs_both_finite_norms(norms: dict) -> None:
+    """A factorized counter is calibrated from its column norm (sensitivity) and row norm
+    (error): a missing or invalid one must be refused, never silently calibrated as a tree
+    (whose sensitivity ``sqrt(m h)`` is not the counter's)."""
+    kw = {"counter": "tree", "column_norm_sq": None, "row_norm_sq": None} | norms
+    if "counter" not in norms:
+        kw["row_norm_sq"] = None
+    with pytest.raises(SpecError, match=r"^counter: .* needs finite column_norm_sq"):
+        calibrate(1.0, 1e-6, m=2, rounds=64, calibrator=Calibrator.ANALYTIC, **kw)
+
+
+@pytest.mark.parametrize("calibrator", [Calibrator.ANALYTIC, Calibrator.DISCRETE])
+@pytest.mark.parametrize("norm", [1.0, 4.0])
+def test_factorized_calibration_records_every_input(calibrator: Calibrator, norm: float) -> None:
+    """The returned Calibration is the full record of what the noise was derived from
+    (releases and checkpoints state it): sigma from ``Δ = c sqrt(m col)``, every input
+    as given, integer noise exactly for ``discrete``. Norms of exactly 1 (one round) are
+    valid."""
+    from sketches.privacy import Calibration
+
+    cal = calibrate(0.8, 1e-7, m=2, rounds=100, calibrator=calibrator, unit_cap=3,
+                    counter="blt", column_norm_sq=norm, row_norm_sq=norm**2)
+    sens = 3 * math.sqrt(2 * norm)
+    want = (analytic_gaussian_sigma if calibrator is Calibrator.ANALYTIC
+            else discrete_gaussian_sigma)(0.8, 1e-7, sens)
+    assert cal == Calibration(sigma=want, calibrator=calibrator, eps=0.8, delta=1e-7, m=2,
+                              levels=7, unit_cap=3,
+                              integer_noise=calibrator is Calibrator.DISCRETE,
+                              counter="blt", column_norm_sq=norm, row_norm_sq=norm**2)
+    assert type(cal.eps) is float and type(cal.delta) is float
+    assert cal.sensitivity == pytest.approx(sens)
+
+
+@pytest.mark.parametrize("calibrator", list(Calibrator))
+def test_tree_calibration_records_every_input(calibrator: Calibrator) -> None:
+    """Same for the tree: ``levels = ceil(log2(rounds + 1))``, no factorized norms."""
+    from sketches.privacy import Calibration
+
+    cal = calibrate(0.5, 1e-6, m=4, rounds=100, calibrator=calibrator, unit_cap=2)
+    sens = 2 * math.sqrt(4 * 7)
+    want = {Calibrator.ANALYTIC: analytic_gaussian_sigma(0.5, 1e-6, sens),
+            Calibrator.DISCRETE: discrete_gaussian_sigma(0.5, 1e-6, sens),
+            Calibrator.PAPER: 2 * math.sqrt(2 * 7 * 4 * math.log(1.25 / 1e-6)) / 0.5}[calibrator]
+    assert cal == Calibration(sigma=pytest.approx(want, rel=1e-12), calibrator=calibrator,
+                              eps=0.5, delta=1e-6, m=4, levels=7, unit_cap=2,
+                              integer_noise=calibrator is Calibrator.DISCRETE)
+    assert cal.counter == "tree" and cal.column_norm_sq is None and cal.row_norm_sq is None
+
+
+def test_factorized_error_bound_and_noise_levels_come_from_the_row_norm() -> None:
+    """A factorized counter's released noise has variance ``sigma^2 max_row(B)^2``
+    (``noise_levels``), and its integer releases add at most 1/2 of rounding to the
+    Gaussian bound; float releases do not."""
+    kw = {"m": 2, "rounds": 100, "counter": "blt", "column_norm_sq": 3.0, "row_norm_sq": 9.0}
+    disc = calibrate(1.0, 1e-6, calibrator=Calibrator.DISCRETE, **kw)
+    ana = calibrate(1.0, 1e-6, calibrator=Calibrator.ANALYTIC, **kw)
+    assert disc.noise_levels == 9.0 and ana.noise_levels == 9.0
+    assert calibrate(1.0, 1e-6, m=2, rounds=100, calibrator=Calibrator.ANALYTIC
+                     ).noise_levels == 7.0
+    for cal, rounding in ((disc, 0.5), (ana, 0.0)):
+        gauss = counter_error_bound(cal.sigma, levels=1, n=10, steps=100, beta=0.01) * 3.0
+        assert cal.error_bound(n=10, steps=100, beta=0.01) == pytest.approx(gauss + rounding,
+                                                                         rel=1e-12)
+
+
+@pytest.mark.parametrize("which", ["analytic", "discrete"])
+@pytest.mark.parametrize(("eps", "delta", "sens"), [(0.5, 1e-6, 1.0), (2.0, 1e-9, 3.0),
+                                                    (8.0, 1e-5, 0.25), (0.05, 0.2, 40.0)])
+def test_calibrated_sigma_is_the_smallest_meeting_delta_and_linear_in_sensitivity(
+        which: str, eps: float, delta: float, sens: float) -> None:
+    """The sigma search returns the *smallest* sigma meeting delta (to 1e-9 relative: any
+    smaller sigma misses it, any larger one wastes utility), and sigma scales linearly with
+    the sensitivity (delta depends only on ``Δ/σ``). Deterministic."""
+    sigma_of, delta_of = {"analytic": (analytic_gaussian_sigma, analytic_gaussian_delta),
+                          "discrete": (discrete_gaussian_sigma, discrete_gaussian_delta)}[which]
+    s = sigma_of(eps, delta, sens)
+    assert delta_of(eps, s, sens) <= delta
+    assert delta_of(eps, s * (1 - 1e-9), sens) > delta
+    assert sigma_of(eps, delta, 2 * sens) == pytest.approx(2 * s, rel=1e-9)
+
+
+def test_zcdp_delta_edges_and_a_minimiser_below_alpha_2() -> None:
+    """``rho <= 0`` is perfectly private (delta 0, no search); a huge ``rho`` gives delta 1
+    (the minimiser is within 1e-9 of alpha = 1: the search must stay above 1); and a
+    minimiser below alpha = 2 (rho = eps = 1: alpha* ~ 1.53) is found (the grid minimum)."""
+    assert zcdp_delta(0.0, 1.0) == 0.0 and zcdp_delta(-1.0, 1.0) == 0.0
+    for rho in (50.0, 1e8, 1e12):  # the bound exceeds 1 (1e12: past the exp cap): 1
+        assert zcdp_delta(rho, 1.0) == 1.0
+    # a minimiser far from 2 (alpha* ~ 30.5): the search bracket must contain it
+    alphas = 1 + np.geomspace(1e-6, 1e4, 400_001)
+    logd = (alphas - 1) * (alphas * 0.1 - 6.0) + alphas * np.log1p(-1 / alphas) - np.log(
+        alphas - 1)
+    grid = float(np.exp(logd.min()))
+    assert 1e-45 < grid < 1e-35
+    assert grid * (1 - 1e-6) <= zcdp_delta(0.1, 6.0) <= grid * (1 + 1e-9)
+    alphas = 1 + np.geomspace(1e-6, 1e2, 200_001)
+    logd = (alphas - 1) * (alphas - 1.0) + alphas * np.log1p(-1 / alphas) - np.log(alphas - 1)
+    assert alphas[int(np.argmin(logd))] < 2.0
+    grid = float(np.exp(logd.min()))
+    assert grid * (1 - 1e-6) <= zcdp_delta(1.0, 1.0) <= grid * (1 + 1e-9)
+
+
+def test_analytic_delta_of_a_tiny_sigma_is_one_not_zero() -> None:
+    """Almost no noise (``Δ/σ = 100``): the mechanism is not private, delta ~ 1. The
+    second term underflows to 0 there; it must count as 0 (``e^eps * 0``), not as an
+    overflow that zeroes delta (which would certify no noise as private)."""
+    assert analytic_gaussian_delta(1.0, 0.01, 1.0) == pytest.approx(1.0)
+    assert analytic_gaussian_delta(5.0, 0.001, 2.0) == pytest.approx(1.0)
+
+
+def test_paper_noise_bounds_equal_their_printed_formulas() -> None:
+    """The paper's printed bounds, each computed here from its formula (paper 002: Lemma 5,
+    Theorem 4, Lemma 6 eq. (1), Alg. 6 line 4), at two parameter points (a wrong constant,
+    log base or operator moves the value). ``log`` is base 2, ``ln`` natural."""
+    from sketches.privacy.bounds import alg6_gamma, lemma5_gamma, lemma6_gamma, theorem4_gamma
+
+    log2, ln, sqrt = math.log2, math.log, math.sqrt
+    for eps, delta, t, w, kt, d, beta in [(0.5, 1e-6, 2**20, 256, 512, 18, 0.05),
+                                          (2.0, 1e-9, 10**5, 10, 40, 30, 1e-4)]:
+        assert lemma5_depth(t, beta) == math.ceil(ln(2 * t / beta))
+        assert lemma5_gamma(eps, delta, horizon=t, width=w, depth=d, beta=beta) == \
+            pytest.approx(3 * log2(t / w) / eps * sqrt(d * ln(2 * t * d / beta)
+                                                       * ln(1.25 / delta)), rel=1e-12)
+        core = log2(4 * t / beta) * ln(2 * t * log2(4 * t / beta) / beta)
+        assert theorem4_gamma(eps, delta, horizon=t, beta=beta) == pytest.approx(
+            3 * log2(t) / eps * sqrt(core * ln(1.25 / delta)), rel=1e-12)
+        assert lemma6_gamma(eps, delta, horizon=t, k_tilde=kt, beta=beta) == pytest.approx(
+            3 * log2(t / kt) / eps * sqrt(core * ln(1.25 / delta)), rel=1e-12)
+        dd = log2(4 * t / beta)
+        assert alg6_gamma(eps, delta, horizon=t, k_tilde=kt, beta=beta) == pytest.approx(
+            3 * log2(t / kt) / eps * sqrt(dd * ln(4 * t * dd / beta) * ln(1.25 / delta)),
+            rel=1e-12)
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0, 1.5, -0.1])
+def test_failure_probability_outside_the_open_unit_interval_is_refused(beta: float) -> None:
+    """``beta`` is a probability of failure in (0, 1): 0 (no failure, infinite bounds) and
+    1 are refused by every bound that takes it, naming ``beta``."""
+    from sketches.privacy.bounds import lemma5_gamma
+
+    for call in (lambda: counter_error_bound(1.0, levels=3, n=2, steps=2, beta=beta),
+                 lambda: lemma5_depth(100, beta), lambda: lazyhh_depth(100, beta),
+                 lambda: lemma5_gamma(1.0, 1e-6, horizon=100, width=4, depth=3, beta=beta)):
+        with pytest.raises(SpecError, match=r"^beta: "):
+            call()
+
+
+def test_lemma6_delta_check_names_delta_by_default_and_k_must_be_positive() -> None:
+    """The default field name of the LazyHH delta check is ``delta``; ``k = 0`` is refused
+    (Theorem 4 needs ``1 <= k < k~``)."""
+    with pytest.raises(SpecError, match=r"^delta: LazyHH needs a sketch delta"):
+        check_lemma6_delta(0.5)
+    with pytest.raises(SpecError, match="k_tilde"):
+        lazyhh_thresholds(1.0, k=0, k_tilde=8)

@@ -123,3 +123,65 @@ def test_sampler_delta_uses_the_composed_sampler_tv_above_one_table() -> None:
     assert big == discrete_gaussian_tv(1e7) > 2 * SAMPLER_TV_PER_DRAW
     assert sampler_delta(spec, params, 1e7) == pytest.approx(
         sampler_delta(spec, params) * big / SAMPLER_TV_PER_DRAW, rel=1e-12)
+
+def _siphash24_spec(key: bytes, data: bytes) -> int:
+    """SipHash-2-4 written from the paper's padding rule (test oracle, independent of the
+    module's code): the message is padded with zeros to ``8 w - 1`` bytes, then one byte
+    ``len(data) mod 256`` is appended, and the ``w`` little-endian words are compressed."""
+    mask = (1 << 64) - 1
+    pad = (-(len(data) + 1)) % 8
+    msg = data + bytes(pad) + bytes([len(data) % 256])
+    k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:], "little")
+    v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D,
+         k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573]
+
+    def rotl(x: int, b: int) -> int:
+        return ((x << b) | (x >> (64 - b))) & mask
+
+    def sipround() -> None:
+        v[0] = (v[0] + v[1]) & mask; v[1] = rotl(v[1], 13) ^ v[0]; v[0] = rotl(v[0], 32)  # noqa: E702
+        v[2] = (v[2] + v[3]) & mask; v[3] = rotl(v[3], 16) ^ v[2]  # noqa: E702
+        v[0] = (v[0] + v[3]) & mask; v[3] = rotl(v[3], 21) ^ v[0]  # noqa: E702
+        v[2] = (v[2] + v[1]) & mask; v[1] = rotl(v[1], 17) ^ v[2]; v[2] = rotl(v[2], 32)  # noqa: E702
+
+    for i in range(0, len(msg), 8):
+        m = int.from_bytes(msg[i:i + 8], "little")
+        v[3] ^= m
+        sipround()
+        sipround()
+        v[0] ^= m
+    v[2] ^= 0xFF
+    for _ in range(4):
+        sipround()
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+# lengths around every bit of the length byte: 127/128 (bit 7), 255/256/257 (wrap mod 256)
+LONG_LENGTHS = (0, 7, 8, 63, 64, 127, 128, 129, 200, 255, 256, 257, 300, 511, 1000)
+
+
+def test_siphash_length_byte_is_len_mod_256_for_items_of_128_bytes_and_more() -> None:
+    """SipHash's last word carries ``len mod 256`` in its top byte. A wrongly masked
+    length byte (e.g. ``& 0x7F``) changes every key of an item of 128 bytes or more
+    but no key of the short items the other tests use (issue 24 survivor). All three
+    implementations (vectorised numpy, scalar reference, compiled LazyHH kernel) must
+    equal the oracle above on long ASCII items, including different items of lengths
+    ``L`` and ``L + 256`` (only the length byte's wrap tells their paddings apart)."""
+    from sketches.continual.lazy_hh import kernel
+    from sketches.core.keyed_prf import siphash24_multi
+
+    keys = (bytes(range(16)), bytes(range(100, 116)))
+    rng = np.random.default_rng(24)
+    items = ["".join(rng.choice(list("abcdefgh0123456789"), n)) for n in LONG_LENGTHS]
+    raw = [s.encode() for s in items]
+    want = [[_siphash24_spec(k, b) for b in raw] for k in keys]
+    assert _siphash24_spec(keys[0], b"") == 0x726FDB47DD0E0E31  # the oracle: paper vector
+    assert _siphash24_spec(keys[0], bytes(range(15))) == 0xA129CA6149BE45E5
+    assert siphash24_multi(keys, np.array(items, dtype=object)).tolist() == want
+    assert [siphash24_scalar(keys[1], b) for b in raw] == want[1]
+    enc = kernel.ascii_blob(np.array(items, dtype=object))
+    assert enc is not None
+    out = np.empty((2, len(items)), dtype=np.uint64)
+    words = np.frombuffer(keys[0] + keys[1], dtype="<u8").astype(np.uint64)
+    kernel.siphash_pair(*enc, words, out)
+    assert out.tolist() == want

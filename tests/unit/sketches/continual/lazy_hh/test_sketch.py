@@ -494,3 +494,32 @@ def test_unit_cap_enters_calibration_thresholds_and_length_bound() -> None:
     assert three._st.last["t_up"] - 10 == pytest.approx(3 * (one._st.last["t_up"] - 10 - 1) + 3)
     assert th3.threshold(100.0, 200.0) - th3.tau2(200.0) == 3
     assert th1.threshold(100.0, 200.0) - th1.tau2(200.0) == 1
+
+
+@pytest.mark.parametrize(("count", "published"), [(17, False), (18, True)])
+def test_an_estimate_equal_to_an_integral_threshold_is_not_published(
+        count: int, published: bool) -> None:
+    """Alg. 6 publishes ``est > tau`` (strict; Theorem 3's privacy argument needs an item
+    at the threshold to stay out). With ``gamma = lag = 0`` the threshold is
+    ``max(t/k, 5 t/k~) + c = 32/2 + 1 = 17``: integral, so an exact estimate can equal it.
+    Zero noise, replace (``t_hat = t``), tick clock (no lag): ``a`` with 17 of 32 events
+    sits exactly at the threshold and must not be published; with 18 it must be. A
+    ``>=`` comparison publishes it (issue 24 survivor)."""
+    import dataclasses
+
+    from sketches.privacy import LazyHHThresholds
+
+    spec = LazyHHSpec(k=2, k_tilde=16, horizon=8, eps=1.0, delta=1e-4, relation="replace",  # type: ignore[arg-type]
+                      clock="tick", event_horizon=1000, hash_seed=3)  # type: ignore[arg-type]
+    hh = LazyHH(spec, ZeroNoise())
+    hh.params = dataclasses.replace(hh.params, thresholds=LazyHHThresholds(
+        gamma=0.0, k=2, k_tilde=16, lag=0.0, unit_cap=1))
+    items = np.array(["a"] * count + ["b"] * (32 - count), dtype=object)
+    hh.update_batch(items, np.zeros(32, dtype=np.int64))
+    hh.advance_to(1)
+    rel = hh.release()
+    assert rel["threshold"] == 17.0
+    got = {str(x): float(e) for x, e in zip(*hh.heavy_hitters(), strict=True)}
+    assert ("a" in got) is published
+    if published:
+        assert got == {"a": 18.0}

@@ -1,0 +1,148 @@
+"""LazyHH spec (``sketches/continual/lazy_hh/spec.py``): the delta terms of the guarantee
+are bounds on what an epoch can actually do, checked against counts made independently
+of the formulas (issue 24: a survivor undercounted the sampler's delta)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sketches.continual.lazy_hh.spec import (
+    SAMPLER_TV_PER_DRAW,
+    LazyHHSpec,
+    derive_params,
+    guarantee,
+    sampler_delta,
+)
+
+
+def _tree_nodes(rounds: int) -> int:
+    """Node values one binary-tree counter can draw over ``rounds`` rounds: every dyadic
+    node ``[j 2^l + 1, (j + 1) 2^l]`` inside the epoch, at every level (an upper bound on
+    the draws of any of the project's tree counters, eager or lazy)."""
+    return sum(rounds >> level for level in range(rounds.bit_length()))
+
+
+@pytest.mark.parametrize("relation", ["replace", "add_remove"])
+@pytest.mark.parametrize("horizon", [1, 2, 7, 64, 100])
+def test_sampler_delta_covers_every_node_of_every_counter(relation: str, horizon: int) -> None:
+    """The table sampler is within TV ``2^-104`` of ``N_Z`` per draw, so delta must grow by
+    ``(1 + e^eps) 2^-104`` per value the epoch may draw: every node of each of the
+    ``d k~`` sketch counters and of the length counter (add/remove). The bound must cover
+    that count (small ``k~`` so the length counter's share is visible), and the
+    release's budget must state it (its share of the total is below float resolution)."""
+    spec = LazyHHSpec(k=1, k_tilde=2, horizon=horizon, eps=0.7, delta=1e-4,
+                      relation=relation, clock="tick", event_horizon=50)  # type: ignore[arg-type]
+    params = derive_params(spec, None, None)
+    counters = params.depth * spec.k_tilde + (1 if relation == "add_remove" else 0)
+    need = (1 + math.exp(spec.eps)) * counters * _tree_nodes(horizon) * SAMPLER_TV_PER_DRAW
+    got = sampler_delta(spec, params)
+    assert got >= need * (1 - 1e-12)
+    assert got <= 2.0 * need + (1 + math.exp(spec.eps)) * 4 * horizon * SAMPLER_TV_PER_DRAW
+    g = guarantee(spec, params, sketch_sigma=1.0)
+    assert g["budget"]["sampler"]["delta"] == got
+
+
+def test_float_calibrators_have_no_sampler_term() -> None:
+    """Only the discrete calibrator uses the table sampler."""
+    spec = LazyHHSpec(k=1, k_tilde=2, horizon=8, eps=0.7, delta=1e-4, clock="tick",  # type: ignore[arg-type]
+                      event_horizon=50, calibrator="analytic")  # type: ignore[arg-type]
+    assert sampler_delta(spec, derive_params(spec, None, None)) == 0.0
+
+
+@pytest.mark.parametrize("relation", ["replace", "add_remove"])
+def test_guarantee_states_the_budget_and_adds_every_delta_term(relation: str) -> None:
+    """The guarantee every LazyHH release states: ``delta = delta~ (+ e^eps_s delta_l + beta
+    under add/remove) + key collisions + sampler``, each term also stated in ``budget``
+    under its own name. Parameters chosen so every term is visible in the float sum (a
+    tiny delta, a long horizon: the sampler's share is above 1e-6)."""
+    from sketches.continual.lazy_hh.spec import item_key_collision_delta
+    from sketches.privacy import delta_tilde
+
+    spec = LazyHHSpec(k=1, k_tilde=4, horizon=10**9, eps=1.0, delta=1e-15,
+                      relation=relation, clock="tick", event_horizon=1000)  # type: ignore[arg-type]
+    d = derive_params(spec, None, None).depth
+    params = derive_params(spec, spec.sketch_calibration(d), d)
+    g = guarantee(spec, params, sketch_sigma=2.5)
+    (eps_s, delta_s), (eps_l, delta_l) = spec.sketch_budget, spec.count_budget
+    dt = delta_tilde(eps_s, delta_s)
+    coll, samp = item_key_collision_delta(spec), sampler_delta(spec, params)
+    assert samp / dt > 1e-6 and coll > 0
+    assert g["budget"]["sampler"]["delta"] == samp
+    assert g["budget"]["item_key_collisions"]["delta"] == coll
+    assert g["budget"]["item_key_collisions"]["distinct_items_bound"] == 1000
+    assert g["budget"]["sketch"] == {"eps": eps_s, "delta": delta_s, "delta_tilde": dt,
+                                     "beta": spec.beta_value, "calibrator": "discrete",
+                                     "sigma": 2.5}
+    assert (g["eps"], g["relation"], g["unit_cap"], g["delta_parameter"]) == (
+        eps_s + eps_l, relation, 1, 1e-15)
+    assert g["delta"] == g["delta_tilde"]
+    if relation == "replace":
+        assert g["budget"]["length"] is None and g["event_bound"] is None
+        assert g["delta"] == dt + (coll + samp)
+    else:
+        assert params.count is not None
+        assert g["budget"]["length"] == {"eps": eps_l, "delta": delta_l,
+                                         "beta": spec.beta_value, "sigma": params.count.sigma,
+                                         "error_bound": params.count_error}
+        assert g["delta"] == dt + math.exp(eps_s) * delta_l + spec.beta_value + (coll + samp)
+        assert g["event_bound"]["covered"] is True and g["event_bound"]["event_horizon"] == 1000
+        assert g["event_bound"]["statement"].startswith("events past event_horizon in a")
+    assert g["budget"]["sampler"]["tv_per_draw"] == 2.0**-104
+    assert g["budget"]["sampler"]["statement"].startswith("table sampler's total-variation")
+    assert g["budget"]["item_key_collisions"]["statement"].startswith("P[any two of the")
+    assert g["reference"].startswith("paper 002 Theorem 3")
+
+
+def test_a_factorized_sketch_states_its_counter_and_noise_caveat() -> None:
+    """A BLT sketch draws float Gaussians (rounded): its budget names the counter and says
+    so; a tree sketch's budget has neither field."""
+    kw = dict(k=1, k_tilde=4, horizon=64, eps=1.0, delta=1e-6, clock="tick", event_horizon=99)
+    blt = LazyHHSpec(counter="blt", **kw)  # type: ignore[arg-type]
+    sketch = guarantee(blt, derive_params(blt, None, None), sketch_sigma=1.0)["budget"]["sketch"]
+    assert sketch["counter"] == "blt"
+    assert sketch["noise_caveat"].startswith("Gaussian z from a float64 sampler, rounded")
+    tree = LazyHHSpec(**kw)  # type: ignore[arg-type]
+    sketch = guarantee(tree, derive_params(tree, None, None), sketch_sigma=1.0)["budget"]["sketch"]
+    assert "counter" not in sketch and "noise_caveat" not in sketch
+
+
+def test_delta_terms_of_a_factorized_sketch_and_of_user_level_units() -> None:
+    """A factorized sketch draws no table samples: only the length counter's tree (``2 H``
+    nodes) counts. Key collisions are over ``N + 2c`` distinct items (a unit adds and
+    pushes out up to ``c``), capped at probability 1."""
+    kw = dict(k=1, k_tilde=4, horizon=64, eps=1.0, delta=1e-6, clock="tick", event_horizon=99)
+    blt = LazyHHSpec(counter="blt", **kw)  # type: ignore[arg-type]
+    assert sampler_delta(blt, derive_params(blt, None, None)) == \
+        (1.0 + math.exp(1.0)) * (2 * 64) * SAMPLER_TV_PER_DRAW
+    from sketches.continual.lazy_hh.spec import item_key_collision_delta, item_output_pairs
+
+    users = LazyHHSpec(unit_cap=3, **kw)  # type: ignore[arg-type]
+    assert item_key_collision_delta(users) == (99 + 6) ** 2 / 2.0**129
+    huge = LazyHHSpec(**{**kw, "event_horizon": 2**70})  # type: ignore[arg-type]
+    assert item_key_collision_delta(huge) == 1.0
+    one = LazyHHSpec(**{**kw, "horizon": 1})  # type: ignore[arg-type]
+    assert item_output_pairs(one) == 99  # one output time
+
+
+@pytest.mark.parametrize("bad", [0, 2.5, True, -1])
+def test_counts_in_the_spec_must_be_positive_ints(bad: object) -> None:
+    """``k``, ``horizon``, ``unit_cap`` ... are counts: a float, a bool or < 1 is refused."""
+    from sketches.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"^unit_cap: must be an integer >= 1"):
+        LazyHHSpec(k=1, k_tilde=4, horizon=8, eps=1.0, delta=1e-6, clock="tick",  # type: ignore[arg-type]
+                   event_horizon=99, unit_cap=bad)  # type: ignore[arg-type]
+
+
+def test_depth_only_params_carry_no_noise_terms() -> None:
+    """The first ``derive_params`` call (no calibration yet) fixes only the depth: gamma 0,
+    the lag-free thresholds of gamma 0, no length counter, no count error."""
+    from sketches.continual.lazy_hh.spec import HHParams
+    from sketches.privacy import lazyhh_thresholds
+
+    spec = LazyHHSpec(k=2, k_tilde=8, horizon=16, eps=1.0, delta=1e-6, clock="tick",  # type: ignore[arg-type]
+                      event_horizon=99)
+    p = derive_params(spec, None, None)
+    assert p == HHParams(p.depth, 0.0, lazyhh_thresholds(0.0, k=2, k_tilde=8), None, 0.0)

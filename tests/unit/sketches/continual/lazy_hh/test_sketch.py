@@ -502,17 +502,18 @@ def test_an_estimate_equal_to_an_integral_threshold_is_not_published(
     """Alg. 6 publishes ``est > tau`` (strict; Theorem 3's privacy argument needs an item
     at the threshold to stay out). With ``gamma = lag = 0`` the threshold is
     ``max(t/k, 5 t/k~) + c = 32/2 + 1 = 17``: integral, so an exact estimate can equal it.
-    Zero noise, replace (``t_hat = t``), tick clock (no lag): ``a`` with 17 of 32 events
-    sits exactly at the threshold and must not be published; with 18 it must be. A
-    ``>=`` comparison publishes it (issue 24 survivor)."""
+    Zero noise and no length slack (``t_hat = t``, ``t_up = t + c``; add/remove, since the
+    tick clock refuses replace), tick clock (no lag): ``a`` with 17 of 32 events sits
+    exactly at the threshold and must not be published; with 18 it must be. A ``>=``
+    comparison publishes it (issue 24 survivor)."""
     import dataclasses
 
     from sketches.privacy import LazyHHThresholds
 
-    spec = LazyHHSpec(k=2, k_tilde=16, horizon=8, eps=1.0, delta=1e-4, relation="replace",  # type: ignore[arg-type]
+    spec = LazyHHSpec(k=2, k_tilde=16, horizon=8, eps=1.0, delta=1e-4,
                       clock="tick", event_horizon=1000, hash_seed=3)  # type: ignore[arg-type]
     hh = LazyHH(spec, ZeroNoise())
-    hh.params = dataclasses.replace(hh.params, thresholds=LazyHHThresholds(
+    hh.params = dataclasses.replace(hh.params, count_error=0.0, thresholds=LazyHHThresholds(
         gamma=0.0, k=2, k_tilde=16, lag=0.0, unit_cap=1))
     items = np.array(["a"] * count + ["b"] * (32 - count), dtype=object)
     hh.update_batch(items, np.zeros(32, dtype=np.int64))

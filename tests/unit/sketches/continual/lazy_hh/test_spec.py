@@ -201,3 +201,14 @@ def test_full_params_of_a_single_output_epoch_follow_lemma6(counter: str) -> Non
     dr = derive_params(rep, None, None).depth
     pr = derive_params(rep, rep.sketch_calibration(dr), dr)
     assert pr.count is None and pr.count_error == 0.0
+
+
+@pytest.mark.parametrize(("event_horizon", "half"), [(1, 1), (3, 2), (4, 2)])
+def test_depth_is_ceil_log2_of_2n_over_beta_with_n_rounded_up(event_horizon: int,
+                                                               half: int) -> None:
+    """``d = ceil(log2(4 ceil(N/2) / beta))``: N (item, output) pairs, halved rounding up
+    (an odd N = 1 must not give a one-row-shallower sketch)."""
+    spec = LazyHHSpec(k=1, k_tilde=4, horizon=1, eps=1.0, delta=1e-6, clock="tick",  # type: ignore[arg-type]
+                      event_horizon=event_horizon)
+    assert derive_params(spec, None, None).depth == math.ceil(
+        math.log2(4 * half / spec.beta_value))

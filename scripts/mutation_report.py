@@ -7,7 +7,7 @@ for every module of
 ``scripts/mutation_equivalent.toml`` (mutant name -> one-line reason), and prints a
 markdown table: killed / survived / equivalent / not run, and the score
 
-    score = killed / (mutants - equivalent)
+    score = killed / (killed + survived)    (the non-equivalent mutants that were run)
 
 where "killed" counts a failing test run (and a timeout: the mutant made a test hang).
 "no tests" (no test calls the mutated function) counts as survived. A module whose
@@ -96,17 +96,17 @@ def table(show_survivors: bool = False) -> tuple[str, list[str]]:
         u = sum(1 for m, c in res.items() if m not in eq and c not in KILLED | SURVIVED)
         survivors += sorted(s_names)
         s = len(s_names)
-        run = n - e - u
-        score = "not run" if run == 0 else f"{100.0 * k / (n - e):.1f}%"
+        run = k + s
+        score = "not run" if run == 0 else f"{100.0 * k / run:.1f}%"
         if u and run:
-            score += f" ({u} not run)"
+            score += f" of {run} run ({u} not run)"
         rows.append(f"| `{mod}` | {n} | {k} | {s} | {e} | {u} | {score} |")
         for key, v in zip("nkseu", (n, k, s, e, u), strict=True):
             tot[key] += v
-    if tot["n"] - tot["e"] - tot["u"] > 0:
-        scored = tot["n"] - tot["e"]
-        rows.append(f"| **all run modules** | {tot['n']} | {tot['k']} | {tot['s']} | {tot['e']} "
-                    f"| {tot['u']} | {100.0 * tot['k'] / scored:.1f}% |")
+    if tot["k"] + tot["s"] > 0:
+        scored = tot["k"] + tot["s"]
+        rows.append(f"| **all mutants run** | {tot['n']} | {tot['k']} | {tot['s']} | {tot['e']} "
+                    f"| {tot['u']} | {100.0 * tot['k'] / scored:.1f}% of {scored} run |")
     out = "\n".join(rows)
     if show_survivors and survivors:
         out += "\n\nSurvivors:\n" + "\n".join(f"- `{m}`" for m in survivors)

@@ -439,3 +439,14 @@ def test_make_counters_builds_the_kind_and_the_memory_model_matches_the_state(ki
         assert model == c.memory_bytes()
     if kind == "sqrt":
         assert model == 8 * n * (rounds + 3)
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 3, 4, 64, 100, 1024])
+def test_tree_factorization_norms_are_the_tree_height(rounds: int) -> None:
+    """The tree's ``max_col(C)^2`` and ``max_row(B)^2`` are its height ``ceil(log2(T + 1))``
+    (one node per level on a root-to-leaf path), also at powers of two."""
+    from sketches.privacy import tree_levels
+
+    f = factorization("tree", rounds)
+    assert f.column_norm_sq() == f.row_norm_sq() == float(tree_levels(rounds))
+    assert f.values_per_counter() == tree_levels(rounds)

@@ -453,7 +453,8 @@ def test_factorized_error_bound_and_noise_levels_come_from_the_row_norm() -> Non
 
 @pytest.mark.parametrize("which", ["analytic", "discrete"])
 @pytest.mark.parametrize(("eps", "delta", "sens"), [(0.5, 1e-6, 1.0), (2.0, 1e-9, 3.0),
-                                                    (8.0, 1e-5, 0.25), (0.05, 0.2, 40.0)])
+                                                    (8.0, 1e-5, 0.25), (0.05, 0.2, 40.0),
+                                                    (1.0, 1e-6, 1e-3)])  # sigma << 1
 def test_calibrated_sigma_is_the_smallest_meeting_delta_and_linear_in_sensitivity(
         which: str, eps: float, delta: float, sens: float) -> None:
     """The sigma search returns the *smallest* sigma meeting delta (to 1e-9 relative: any
@@ -503,6 +504,7 @@ def test_paper_noise_bounds_equal_their_printed_formulas() -> None:
     from sketches.privacy.bounds import alg6_gamma, lemma5_gamma, lemma6_gamma, theorem4_gamma
 
     log2, ln, sqrt = math.log2, math.log, math.sqrt
+    assert lemma5_depth(1000, 0.1109) == 10  # ln(2T/beta) = 9.80 (ln(3T/beta) would be 10.2)
     for eps, delta, t, w, kt, d, beta in [(0.5, 1e-6, 2**20, 256, 512, 18, 0.05),
                                           (2.0, 1e-9, 10**5, 10, 40, 30, 1e-4)]:
         assert lemma5_depth(t, beta) == math.ceil(ln(2 * t / beta))

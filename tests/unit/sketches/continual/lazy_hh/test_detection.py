@@ -74,3 +74,28 @@ def test_event_horizon_and_small_shares_mean_never() -> None:
     assert n is not None and n > 1000 and math.isfinite(n)
     with pytest.raises(ValueError, match="share"):
         detection_events(spec, params, 0.0)
+
+
+@pytest.mark.parametrize("relation", ["replace", "add_remove"])
+def test_output_bounds_use_the_upper_length_and_state_every_field(relation: str) -> None:
+    """``output_bounds`` (what ``dpstream plan`` shows for an output): the threshold is
+    ``max(tau1(n), tau2(t_up)) + c`` with ``t_up = n + slack`` (the private length's upper
+    bound), coverage adds ``lambda1``, and the failure probability is ``beta`` (replace) or
+    ``2 beta`` (add/remove: the length counter can fail too)."""
+    from sketches.continual.lazy_hh.detection import length_slack, output_bounds
+    from sketches.continual.lazy_hh.spec import LazyHHSpec, derive_params
+
+    spec = LazyHHSpec(k=1, k_tilde=8, horizon=100, eps=1.0, delta=1e-6, relation=relation,  # type: ignore[arg-type]
+                      clock="tick", event_horizon=10**4)
+    d = derive_params(spec, None, None).depth
+    p = derive_params(spec, spec.sketch_calibration(d), d)
+    th, n = p.thresholds, 5000.0
+    up = n + length_slack(spec, p)
+    b = output_bounds(spec, p, n)
+    assert b == {"events": n, "threshold": th.threshold(n, up),
+                 "coverage": th.threshold(n, up) + th.lambda1, "lower": -th.lambda1,
+                 "upper": th.lambda2(up), "tau1": th.tau1(n), "tau2": th.tau2(up),
+                 "gamma": p.gamma,
+                 "failure_probability": spec.beta_value * (1 if relation == "replace" else 2)}
+    if relation == "add_remove":
+        assert up > n

@@ -158,3 +158,69 @@ def test_depth_only_params_carry_no_noise_terms() -> None:
                       event_horizon=99)
     p = derive_params(spec, None, None)
     assert p == HHParams(p.depth, 0.0, lazyhh_thresholds(0.0, k=2, k_tilde=8), None, 0.0)
+
+
+def test_output_times_follow_output_every_and_set_the_union_bound() -> None:
+    """Tick clock: one output every ``output_every`` ticks, ``|I| = horizon // output_every``
+    output times, and the union bound of Lemma 6 runs over ``|I| * event_horizon`` pairs."""
+    from sketches.continual.lazy_hh.spec import item_output_pairs
+
+    spec = LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=1.0, delta=1e-6, clock="tick",  # type: ignore[arg-type]
+                      event_horizon=99, output_every=8)
+    assert spec.outputs == 8 and item_output_pairs(spec) == 8 * 99
+    assert spec.sketch_rounds() == 64
+
+
+def test_arrival_rounds_round_up_and_beta_must_be_below_the_sketch_delta() -> None:
+    """Arrival clock: a round per ``k~`` events, the last one partial (rounded up: 10
+    events at ``k~ = 4`` are 3 rounds). ``beta`` is strictly below the sketch's delta
+    (Lemma 11): equal is refused."""
+    from sketches.errors import SpecError
+
+    arrival = LazyHHSpec(k=1, k_tilde=4, horizon=10, eps=1.0, delta=1e-6,  # type: ignore[arg-type]
+                         relation="replace", clock="arrival")  # type: ignore[arg-type]
+    assert arrival.sketch_rounds() == 3
+    with pytest.raises(SpecError, match=r"^beta: must be in \(0, "):
+        LazyHHSpec(k=1, k_tilde=4, horizon=10, eps=1.0, delta=1e-6, beta=1e-6,  # type: ignore[arg-type]
+                   relation="replace", clock="arrival")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("counter", ["tree", "blt"])
+def test_full_params_of_a_single_output_epoch_follow_lemma6(counter: str) -> None:
+    """One output per epoch (``output_every = horizon``): gamma and the length counter's
+    error are union bounds over exactly 1 output time (not 2); the length counter uses the
+    spec's calibrator and its own error bound; under replace there is no length counter
+    and no count error."""
+    from sketches.privacy import counter_error_bound, lazyhh_gamma
+
+    kw = dict(k=1, k_tilde=4, horizon=8, eps=1.0, delta=1e-6, clock="tick", event_horizon=99,
+              output_every=8, calibrator="analytic", counter=counter)
+    spec = LazyHHSpec(**kw)  # type: ignore[arg-type]
+    assert spec.outputs == 1
+    d = derive_params(spec, None, None).depth
+    cal = spec.sketch_calibration(d)
+    p = derive_params(spec, cal, d)
+    beta = spec.beta_value
+    if counter == "tree":
+        assert p.gamma == lazyhh_gamma(cal.sigma, levels=cal.levels, depth=d, k_tilde=4,
+                                       outputs=1, beta=beta)
+    else:
+        assert p.gamma == cal.error_bound(n=d * 4, steps=1, beta=beta / 2)
+    assert p.count is not None and p.count.calibrator.value == "analytic"
+    assert p.count_error == counter_error_bound(p.count.sigma, levels=p.count.levels, n=1,
+                                                steps=1, beta=beta)
+    rep = LazyHHSpec(**{**kw, "relation": "replace"})  # type: ignore[arg-type]
+    dr = derive_params(rep, None, None).depth
+    pr = derive_params(rep, rep.sketch_calibration(dr), dr)
+    assert pr.count is None and pr.count_error == 0.0
+
+
+@pytest.mark.parametrize(("event_horizon", "half"), [(1, 1), (3, 2), (4, 2)])
+def test_depth_is_ceil_log2_of_2n_over_beta_with_n_rounded_up(event_horizon: int,
+                                                               half: int) -> None:
+    """``d = ceil(log2(4 ceil(N/2) / beta))``: N (item, output) pairs, halved rounding up
+    (an odd N = 1 must not give a one-row-shallower sketch)."""
+    spec = LazyHHSpec(k=1, k_tilde=4, horizon=1, eps=1.0, delta=1e-6, clock="tick",  # type: ignore[arg-type]
+                      event_horizon=event_horizon)
+    assert derive_params(spec, None, None).depth == math.ceil(
+        math.log2(4 * half / spec.beta_value))

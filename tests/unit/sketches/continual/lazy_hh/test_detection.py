@@ -85,8 +85,11 @@ def test_output_bounds_use_the_upper_length_and_state_every_field(relation: str)
     from sketches.continual.lazy_hh.detection import length_slack, output_bounds
     from sketches.continual.lazy_hh.spec import LazyHHSpec, derive_params
 
-    spec = LazyHHSpec(k=1, k_tilde=8, horizon=100, eps=1.0, delta=1e-6, relation=relation,  # type: ignore[arg-type]
-                      clock="tick", event_horizon=10**4)
+    # replace runs on the arrival clock (the tick clock refuses it for LazyHH, issue 19)
+    kw: dict = ({"clock": "tick", "event_horizon": 10**4} if relation == "add_remove"
+                else {"clock": "arrival", "horizon": 10**4})
+    spec = LazyHHSpec(**{"k": 1, "k_tilde": 8, "horizon": 100, "eps": 1.0, "delta": 1e-6,
+                         "relation": relation, **kw})  # type: ignore[arg-type]
     d = derive_params(spec, None, None).depth
     p = derive_params(spec, spec.sketch_calibration(d), d)
     th, n = p.thresholds, 5000.0

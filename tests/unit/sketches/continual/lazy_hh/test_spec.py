@@ -209,7 +209,10 @@ def test_full_params_of_a_single_output_epoch_follow_lemma6(counter: str) -> Non
     assert p.count is not None and p.count.calibrator.value == "analytic"
     assert p.count_error == counter_error_bound(p.count.sigma, levels=p.count.levels, n=1,
                                                 steps=1, beta=beta)
-    rep = LazyHHSpec(**{**kw, "relation": "replace"})  # type: ignore[arg-type]
+    # replace: the arrival clock (the tick clock refuses it for LazyHH, issue 19), one
+    # output of k~ events
+    rep = LazyHHSpec(k=1, k_tilde=4, horizon=4, eps=1.0, delta=1e-6, relation="replace",  # type: ignore[arg-type]
+                     clock="arrival", calibrator="analytic", counter=counter)  # type: ignore[arg-type]
     dr = derive_params(rep, None, None).depth
     pr = derive_params(rep, rep.sketch_calibration(dr), dr)
     assert pr.count is None and pr.count_error == 0.0

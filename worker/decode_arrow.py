@@ -442,10 +442,7 @@ def decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Deco
             continue
         if errs.by_reason:
             dead.append(errs.dead_letter(record))
-            keep = errs.ok
-            items = items[keep]
-            units = None if units is None else units[keep]
-            weights = None if weights is None else weights[keep]
+            items, units, weights = errs.good_rows(items, units, weights)
         parts_items.append(items)
         shards.append(shard)
         if units is not None:

@@ -51,7 +51,7 @@ from worker.decode_common import (
     empty_decoded,
     gated,
     key_str,
-    load_json,
+    load_json_rows,
     max_str_len,
     maybe_special,
     text_field,
@@ -178,6 +178,14 @@ class RowErrors:
                 out.append(fill)
         return out
 
+    def good_rows(self, items: np.ndarray, units: np.ndarray | None,
+                  weights: np.ndarray | None
+                  ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """The message's columns without its bad rows (every encoding's rule)."""
+        keep = self.ok
+        return (items[keep], None if units is None else units[keep],
+                None if weights is None else weights[keep])
+
     def dead_letter(self, record: Record) -> DeadLetter:
         """One dead letter for the message's bad rows (one per offset, like every other
         dead letter): its reason is the most frequent one among the rows, its detail
@@ -230,27 +238,19 @@ def _weight_rows(col: list[Any], signed: bool, errs: RowErrors) -> np.ndarray:
     return np.array(errs.check(col, lambda v: _one_weight(v, signed), 0.0), dtype=np.float64)
 
 
-def _is_utf8(value: bytes) -> bool:
-    try:
-        value.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def _message(spec: InputSpec, value: bytes | None, gate: Gate
              ) -> tuple[str, RowErrors, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Message-level checks (they cannot be pinned to a row), then the rows one by one."""
     f = spec.fields
-    doc = load_json(value, spec.max_message_bytes, lenient_utf8=True)
-    assert value is not None  # load_json refused None
+    doc, lossy = load_json_rows(value, spec.max_message_bytes)
+    assert value is not None  # load_json_rows refused None
     if doc.get("v") != COLUMNAR_VERSION:
         raise BadRecord("bad_version", f"columnar 'v' must be {COLUMNAR_VERSION}")
     shard = key_str(doc.get("shard"), "shard key") if "shard" in doc else None
     if shard is None:
         raise BadRecord("missing_field", "column 'shard' is missing")
     # raw bytes that are not UTF-8 became lone surrogates: the rows holding them fail
-    special = maybe_special(value) or (not value.isascii() and not _is_utf8(value))
+    special = lossy or maybe_special(value)
     text_field(shard, "shard key", spec.max_item_bytes, True)
     gated(gate, shard)
     raw_items = _column(doc, "item", None)
@@ -282,10 +282,7 @@ def decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> D
             continue
         if errs.by_reason:
             dead.append(errs.dead_letter(record))
-            keep = errs.ok
-            items = items[keep]
-            units = None if units is None else units[keep]
-            weights = None if weights is None else weights[keep]
+            items, units, weights = errs.good_rows(items, units, weights)
         parts_items.append(items)
         parts_shards.append(np.full(items.shape[0], shard, dtype=object))
         if units is not None:

@@ -213,25 +213,34 @@ def max_str_len(values: list[str]) -> int:
     return max(map(len, values), default=0)
 
 
-def load_json(value: bytes | None, limit: int, *, lenient_utf8: bool = False) -> Any:
-    """One JSON object from ``value``; every failure is a :class:`BadRecord`.
+def load_json(value: bytes | None, limit: int) -> Any:
+    """One JSON object from ``value``; every failure is a :class:`BadRecord`."""
+    return _load(value, limit, lenient_utf8=False)[0]
 
-    ``lenient_utf8`` (many-event encodings): bytes that are not UTF-8 become lone
-    surrogates (``surrogateescape``) instead of failing the message, so the string
-    holding them fails alone (``not_utf8`` of that row, via :func:`text_field` with
-    ``special``, which :func:`maybe_special` then reports).
+
+def load_json_rows(value: bytes | None, limit: int) -> tuple[Any, bool]:
+    """:func:`load_json` for many-event messages: ``(doc, lossy)``.
+
+    Bytes that are not UTF-8 become lone surrogates (``surrogateescape``) instead of
+    failing the message (``lossy`` is then True), so the string holding them fails
+    alone (``not_utf8`` of that row, via :func:`text_field` with ``special``).
     """
+    return _load(value, limit, lenient_utf8=True)
+
+
+def _load(value: bytes | None, limit: int, *, lenient_utf8: bool) -> tuple[Any, bool]:
     if value is None or len(value) == 0:
         raise BadRecord("empty", "message has no value")
     if len(value) > limit:
         raise BadRecord(
             "oversized", f"message of {len(value)} bytes exceeds max_message_bytes={limit}")
+    lossy = False
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError:
         if not lenient_utf8:
             raise BadRecord("not_utf8", "value is not UTF-8 text") from None
-        text = value.decode("utf-8", "surrogateescape")
+        text, lossy = value.decode("utf-8", "surrogateescape"), True
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -243,7 +252,7 @@ def load_json(value: bytes | None, limit: int, *, lenient_utf8: bool = False) ->
                         "(about 1,000 levels); flatten the document") from None
     if not isinstance(doc, dict):
         raise BadRecord("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
-    return doc
+    return doc, lossy
 
 
 def check_event_count(spec: InputSpec, n: int) -> None:

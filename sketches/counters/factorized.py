@@ -72,7 +72,6 @@ from sketches.counters.factorization import (
 from sketches.counters.gauss_bm import GaussianNoise
 from sketches.counters.prefix import PrefixCounters
 from sketches.errors import (
-    HorizonExceededError,
     IncompatibleSpecError,
     SerializationError,
     SpecError,
@@ -181,13 +180,7 @@ class FactorizedCounters(PrefixCounters):
 
     def push(self, total: np.ndarray, new_rounds: int) -> None:
         """Add ``total`` (shape ``(n,)``) to the prefix and open ``new_rounds`` rounds."""
-        inc = np.asarray(total)
-        if inc.shape != (self.n,):
-            raise SpecError(f"total: expected shape ({self.n},), got {inc.shape}")
-        k = int(new_rounds)
-        if k < 0:
-            raise HorizonExceededError(f"new_rounds: must be >= 0, got {k}")
-        self._check_horizon(self.rounds + k)
+        inc, k = self._push_args(total, new_rounds)
         if k == 0:
             if self.rounds == 0 and np.any(inc):
                 raise SpecError("total: no round is open yet; open at least one round")

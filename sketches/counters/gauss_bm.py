@@ -91,7 +91,6 @@ from sketches.core.serialization import pack, unpack
 from sketches.counters.gauss_bm_catchup import empty_rounds_noise
 from sketches.counters.prefix import PrefixCounters
 from sketches.errors import (
-    HorizonExceededError,
     IncompatibleSpecError,
     SerializationError,
     SpecError,
@@ -226,13 +225,7 @@ class ContinualCounters(PrefixCounters):
         the state keeps only the exact prefix, node sums are implicit. Noise
         follows the canonical per-call rule.
         """
-        inc = np.asarray(total)
-        if inc.shape != (self.n,):
-            raise SpecError(f"total: expected shape ({self.n},), got {inc.shape}")
-        k = int(new_rounds)
-        if k < 0:
-            raise HorizonExceededError(f"new_rounds: must be >= 0, got {k}")
-        self._check_horizon(self.rounds + k)
+        inc, k = self._push_args(total, new_rounds)
         if self.rounds + k == 0:
             if np.any(inc):
                 raise SpecError("total: no round is open yet; open at least one round")

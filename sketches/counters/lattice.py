@@ -68,7 +68,7 @@ from sketches.core.serialization import pack, unpack
 from sketches.counters.factorization import (
     BLTFactorization,
     CounterKind,
-    columns_nonnegative,
+    check_columns_nonnegative,
     factorization,
 )
 from sketches.counters.gauss_bm import GaussianNoise
@@ -285,8 +285,7 @@ def calibrate_lattice(rounds: int, *, eps: float, delta: float, m: int, unit_cap
     """
     f = factorization(CounterKind.BLT_INT, rounds)
     assert isinstance(f, BLTFactorization)
-    if not columns_nonnegative(f):  # pragma: no cover - true for every table entry
-        raise SpecError(f"counter: blt_int needs C >= 0 entrywise; not so for rounds={rounds}")
+    check_columns_nonnegative(f)  # true for every table entry
     n = int(rounds)
     col, row = f.column_norm_sq(), f.row_norm_sq()
     abs_b = float(np.abs(f.b_coeffs()).sum())
@@ -468,13 +467,7 @@ class LatticeCounters(PrefixCounters):
 
     def push(self, total: np.ndarray, new_rounds: int) -> None:
         """Add ``total`` (shape ``(n,)``) in the first of ``new_rounds >= 1`` new rounds."""
-        inc = np.asarray(total)
-        if inc.shape != (self.n,):
-            raise SpecError(f"total: expected shape ({self.n},), got {inc.shape}")
-        k = int(new_rounds)
-        if k < 0:
-            raise HorizonExceededError(f"new_rounds: must be >= 0, got {k}")
-        self._check_horizon(self.rounds + k)
+        inc, k = self._push_args(total, new_rounds)
         if k == 0:
             if np.any(inc):
                 raise SpecError("total: counter blt_int cannot add to an already released"

@@ -44,6 +44,18 @@ class PrefixCounters:
     def _commit(self, total: np.ndarray | None, k: int) -> None:  # pragma: no cover
         raise NotImplementedError
 
+    def _push_args(self, total: np.ndarray, new_rounds: int) -> tuple[np.ndarray, int]:
+        """``push``'s checks, shared by every counter: ``(total as an array, rounds)``;
+        the horizon is checked for the rounds ``push`` would open (state unchanged)."""
+        inc = np.asarray(total)
+        if inc.shape != (self.n,):
+            raise SpecError(f"total: expected shape ({self.n},), got {inc.shape}")
+        k = int(new_rounds)
+        if k < 0:
+            raise HorizonExceededError(f"new_rounds: must be >= 0, got {k}")
+        self._check_horizon(self.rounds + k)
+        return inc, k
+
     def _check_horizon(self, rounds: int) -> None:
         """HorizonExceededError (state unchanged) if ``rounds`` would pass the horizon."""
         if rounds > self.horizon:

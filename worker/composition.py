@@ -161,15 +161,9 @@ def stated_guarantee(topo: Topology) -> tuple[float, float, bool]:
     passed through :func:`worker.publish.envelope`, the function every published
     release goes through: LazyHH states its ``delta~``, not the topology's delta.
     """
-    from sketches import ZeroNoise, lookup
-    from worker.publish import envelope
-    from worker.topology import validate_mechanism_params
+    from worker.publish import probe
 
-    validate_mechanism_params(topo)
-    entry = lookup(topo.mechanism)
-    mech = entry.build(entry.build_spec(topo.spec_params()), ZeroNoise())
-    env = envelope(topo, "<composition>", epoch=0, seq=0, rounds=0, final=False,
-                   payload=mech.release(), published_at_ms=0)
+    env = probe(topo, "<composition>")[3]
     return float(env["eps"]), float(env["delta"]), bool(env["private"])
 
 

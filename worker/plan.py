@@ -92,18 +92,9 @@ def probe(topo: Topology) -> Probe:
     The envelope comes from :func:`worker.publish.envelope`, the function every
     published release goes through, with the topology's own epoch parameters.
     """
-    from sketches import ZeroNoise, lookup
-    from worker.publish import envelope
-    from worker.topology import validate_mechanism_params
+    from worker.publish import probe as build
 
-    validate_mechanism_params(topo)
-    entry = lookup(topo.mechanism)
-    spec = entry.build_spec(topo.spec_params())
-    mech = entry.build(spec, ZeroNoise())
-    payload = mech.release()
-    env = envelope(topo, PLAN_SHARD, epoch=0, seq=0, rounds=0, final=False, payload=payload,
-                   published_at_ms=0)
-    return Probe(topo, spec, mech, payload, env)
+    return Probe(topo, *build(topo, PLAN_SHARD))
 
 
 GUARANTEE_FIELDS = ("eps", "delta", "delta_tilde", "relation", "unit", "unit_cap",

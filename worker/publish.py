@@ -122,6 +122,24 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
     return doc
 
 
+def probe(topo: Topology, shard: str = "<probe>") -> tuple[Any, Any, dict[str, Any],
+                                                          dict[str, Any]]:
+    """``(spec, mechanism, payload, envelope)`` of ``topo`` built as the worker builds it,
+    with zero noise and never released: the guarantee its releases state (LazyHH's
+    ``delta~`` included). Used by ``dpstream plan`` and the topic composition."""
+    from sketches import ZeroNoise, lookup
+    from worker.topology import validate_mechanism_params
+
+    validate_mechanism_params(topo)
+    entry = lookup(topo.mechanism)
+    spec = entry.build_spec(topo.spec_params())
+    mech = entry.build(spec, ZeroNoise())
+    payload = mech.release()
+    env = envelope(topo, shard, epoch=0, seq=0, rounds=0, final=False, payload=payload,
+                   published_at_ms=0)
+    return spec, mech, payload, env
+
+
 def envelope_bytes(topo: Topology, shard: str, **kw: Any) -> bytes:
     """:func:`envelope` encoded as compact UTF-8 JSON (the bytes that are published)."""
     return json.dumps(envelope(topo, shard, **kw), separators=(",", ":"),

@@ -5,4 +5,7 @@ out); :mod:`worker.dashboard.metrics_probe` reads the worker's Prometheus
 endpoint; :mod:`worker.dashboard.server` is the aiohttp server and the
 follower task; :mod:`worker.dashboard.page` holds the page (inline JS and
 SVG, no network access needed).
+
+May import: ``sketches`` and every worker layer up to ``kafka`` (never ``runtime``
+or ``cli``).
 """

@@ -7,7 +7,7 @@ the release topics from topology files instead. Binds 127.0.0.1 by default
 ``--metrics-url`` is given).
 
 Routes (relative, so they can be mounted under a prefix, e.g. on a Faust
-app's web server by :mod:`worker.faust_embed`):
+app's web server by :mod:`worker.runtime.faust_host`):
 
 - ``GET /`` the page (:mod:`worker.dashboard.page`), polling ``api/state``;
 - ``GET /api/state`` the view (:meth:`DashboardState.view`) plus metrics;
@@ -278,9 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def topics_of(topology_paths: Sequence[str]) -> list[str]:
     """Release topics of the topologies at ``topology_paths``."""
-    from worker.mechanisms import load_mechanisms
-    from worker.settings import Settings
-    from worker.topology import load_topologies
+    from worker.config.mechanism_loader import load_mechanisms
+    from worker.config.settings import Settings
+    from worker.config.topology import load_topologies
 
     load_mechanisms(Settings.from_env().plugins)
     return sorted({t.release.topic for t in load_topologies(list(topology_paths))})
@@ -288,7 +288,7 @@ def topics_of(topology_paths: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``dpstream dashboard``."""
-    from worker.reader import bootstrap_from
+    from worker.release.reader import bootstrap_from
 
     args = build_parser().parse_args(argv)
     if args.public and args.metrics_url:

@@ -42,8 +42,8 @@ import numpy as np
 
 from sketches import query_release
 from sketches.errors import SerializationError, SpecError
-from worker.reader import Envelope, parse_envelope
-from worker.release_status import is_private, noise_kind
+from worker.release.reader import Envelope, parse_envelope
+from worker.release.status import is_private, noise_kind
 
 PRIVACY_FIELDS = ("eps", "delta", "delta_tilde", "relation", "unit", "unit_cap", "clock",
                   "tick_ms", "horizon", "mechanism", "item_type")

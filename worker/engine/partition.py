@@ -1,0 +1,125 @@
+"""Engine building blocks: the release sink, per-partition state, noise per (shard, epoch).
+
+Split out of :mod:`worker.engine.engine` so the engine module holds only the
+ingest/release/checkpoint flow.
+
+Examples
+--------
+>>> from worker.config.topology import parse_topology
+>>> topo = parse_topology('''
+... name: demo
+... input: {topic: in, partitions: 1, fields: {shard: r, item: i}}
+... mechanism: {name: lazy_cms}
+... privacy: {eps: 1.0, delta: 1.0e-6, tick_ms: 500, epoch_ticks: 100}
+... noise: {kind: fast, seed: 3, allow_insecure_noise: true}
+... release: {every_ticks: 10, topic: out}
+... dead_letter: {topic: dlq}''')
+>>> boundary_ms(topo, epoch=2, local_tick=10)   # (2 * 100 + 10) ticks of 500 ms
+105000
+>>> noise = NoiseFactory()
+>>> a, b = noise(topo, "r1", 0), noise(topo, "r1", 0)   # seeded per (shard, epoch)
+>>> a.gaussian(1.0, 3).tolist() == b.gaussian(1.0, 3).tolist()
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import xxhash
+
+from worker.config.topology import Topology
+from worker.engine.checkpoint import PartitionCheckpoint
+from worker.engine.shard_state import ShardState
+from worker.ingest.event_time import EventTimeQueue, HeldRecordsFailed
+from worker.ingest.routing import ShardGate
+
+
+class Store(Protocol):
+    """Where checkpoints go (``worker.engine.checkpoint.CheckpointStore`` in production)."""
+
+    async def write(self, cp: PartitionCheckpoint) -> int: ...
+    async def refresh(self) -> None: ...
+    def load(self, topology: str, partition: int) -> PartitionCheckpoint | None: ...
+
+
+class Sink(Protocol):
+    """Where releases and dead letters go (a Kafka producer in production)."""
+
+    async def publish(self, topic: str, key: bytes, value: bytes,
+                      timestamp_ms: int | None = None) -> None:
+        """Send one record; ``timestamp_ms`` (releases: ``published_at``) sets its
+        Kafka timestamp, None lets the producer stamp the send time."""
+    async def flush(self) -> None: ...
+
+
+@dataclass
+class PartitionState:
+    """All shards of one topology on one input partition, plus what they cover.
+
+    ``pending`` holds ``(topic, key, envelope bytes, oldest event ms, published_at ms)``
+    of releases made but not yet published (they go into the next checkpoint first).
+    """
+
+    topology: Topology
+    partition: int
+    gate: ShardGate
+    next_offset: int = 0
+    covered_offset: int = 0
+    """The input offset the last checkpoint resumes from (what a restart reads again from)."""
+    shards: dict[str, ShardState] = field(default_factory=dict)
+    pending: list[tuple[str, bytes, bytes, float | None, int]] = field(default_factory=list)
+    dirty: bool = False
+    last_commit_ms: float = 0.0
+    events: EventTimeQueue | None = None
+    """Event time (``privacy.time: event``): records waiting for the watermark."""
+    next_due_ms: int = 0
+    """Tick clock: no shard has a release due before this time (the next slot or epoch
+    boundary after the last schedule run); 0 = unknown, visit every shard."""
+    failed: HeldRecordsFailed | None = None
+    """Event time: a drain of held records raised; the state is suspect (records were popped
+    from the queue) and must be discarded and restored, never checkpointed."""
+
+    def __post_init__(self) -> None:
+        p = self.topology.privacy
+        if self.events is None and p.clock == "tick" and p.time == "event":
+            self.events = EventTimeQueue(p.tick_ms, p.allowed_lateness_ms)
+
+
+class NoiseFactory:
+    """The noise source of a ``(topology, shard, epoch)``.
+
+    ``secure`` and ``zero`` sources are stateless (one per topology); ``fast``
+    (seeded, benchmarks/tests only) derives a seed per shard and epoch from the
+    topology's base seed, so a restored state draws what a fresh one would.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    def __call__(self, topo: Topology, shard: str, epoch: int) -> Any:
+        from sketches import make_noise
+
+        kind, allow = topo.noise.kind, topo.noise.allow_insecure_noise
+        if kind != "fast":
+            if topo.name not in self._cache:
+                self._cache[topo.name] = make_noise(kind, None, allow_insecure=allow)
+            return self._cache[topo.name]
+        base = topo.noise.seed or 0
+        seed = xxhash.xxh64_intdigest(f"{base}/{topo.name}/{shard}/{epoch}".encode()) >> 1
+        return make_noise(kind, seed, allow_insecure=allow)
+
+
+def boundary_ms(topo: Topology, epoch: int, local_tick: int) -> int:
+    """Wall-clock ms where local tick ``local_tick`` of ``epoch`` starts (tick clock)."""
+    return (epoch * topo.privacy.epoch_ticks + local_tick) * topo.privacy.tick_ms
+
+
+def event_limit(st: ShardState) -> int | None:
+    """Public bound on events per epoch of the shard's mechanism (``spec.event_horizon``).
+
+    Only on the tick clock (the arrival clock's epoch is the event count itself).
+    """
+    limit = getattr(getattr(st.mechanism, "spec", None), "event_horizon", 0)
+    return int(limit) if st.is_tick and isinstance(limit, int) and limit > 0 else None

@@ -1,0 +1,493 @@
+"""The ``arrow`` encoding: one Apache Arrow IPC stream per message, many events of one shard.
+
+A producer in any language writes it with a stock Arrow library (no dpstream
+code): an IPC *stream* (not the file format) holding one schema and one or
+more record batches, uncompressed, without dictionaries::
+
+    schema metadata  dpstream.v = "1", dpstream.shard = "r7"
+    item    utf8 | uint32 (IPv4, str topologies) | int8..int64/uint8..uint64 (int topologies)
+    unit    utf8      only if the topology has a privacy unit
+    weight  float64 | float32 | integer   only if the topology has a weight field
+
+No other column may appear; a null in a row makes that row bad. docs/TOPOLOGY.md
+("Encodings", ``arrow``) is the normative schema. The semantics are those of
+the ``columnar`` encoding (:mod:`worker.ingest.columnar`): one shard per
+message, the Kafka record timestamp is every event's event time, a bad row (a
+null, an item over ``input.max_item_bytes``, a NUL, out of range, a negative
+weight) is dead-lettered alone and the other rows count, and a failure that
+cannot be pinned to a row (malformed IPC, the schema, the shard key, oversized,
+more rows than ``input.max_events_per_message``) dead-letters the message.
+
+Bounded work before Arrow allocates. :func:`_scan` walks the stream's
+framing and flatbuffer headers in pure Python first (a few microseconds per
+message) and refuses: anything but one schema then record batches (so no
+dictionary batches, no tensors), a compressed body (no decompression bombs:
+pyarrow would allocate the declared uncompressed size), declared lengths that
+do not fit the message (a record batch or array node longer than the message
+has bytes: every accepted column needs at least one body byte per row), bodies
+past the end of the message. Only then does pyarrow read the batches (zero-copy
+views of the message bytes) and fully validate them (offsets, UTF-8).
+
+IPv4 items: a ``uint32`` item column in a ``str`` topology is an IPv4
+address whose item is its dotted-quad text, exactly as the JSON encodings
+would carry it (``"10.0.0.1"``), so releases are identical. The text is built
+without Python objects (:func:`ipv4_text`: two table look-ups per address) as
+a fixed-width ``U16`` array, which :func:`sketches.core.hash_keys.item_keys`
+hashes on its fixed-width path.
+
+Examples
+--------
+>>> import numpy as np
+>>> from worker.ingest.decode import decode_batch
+>>> from worker.config.topology import FieldPaths, InputSpec
+>>> spec = InputSpec("in", 1, "arrow", FieldPaths(shard="s", item="i"))
+>>> ok = arrow_message("r1", np.array([0x0A000001, 0xC0A80101], dtype=np.uint32))
+>>> out = decode_batch(spec, [(0, None, ok, 0), (1, None, b"not arrow", 0)])
+>>> out.items.tolist(), out.shards.tolist(), [d.reason for d in out.dead]
+(['10.0.0.1', '192.168.1.1'], ['r1', 'r1'], ['malformed_arrow'])
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from worker.config.topology import InputSpec
+from worker.ingest.columnar import RowErrors
+from worker.ingest.records import (
+    BadRecord,
+    DeadLetter,
+    Decoded,
+    Gate,
+    Record,
+    check_event_count,
+    empty_decoded,
+    gated,
+    text_field,
+)
+
+ARROW_VERSION = "1"
+META_VERSION = b"dpstream.v"
+META_SHARD = b"dpstream.shard"
+MAX_IPC_MESSAGES = 1024
+"""Schema plus record batches per Kafka message (each costs a pyarrow call)."""
+
+_CONTINUATION = 0xFFFFFFFF
+_HEADER_SCHEMA, _HEADER_RECORD_BATCH = 1, 3
+_HEADER_NAMES = {0: "NONE", 1: "Schema", 2: "DictionaryBatch", 3: "RecordBatch",
+                 4: "Tensor", 5: "SparseTensor"}
+
+
+# ---------------------------------------------------------------- framing, before pyarrow
+
+
+class _Flat:
+    """Just enough of a bounds-checked FlatBuffers reader for Arrow's Message.fbs."""
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+
+    def _u(self, fmt: str, pos: int) -> int:
+        if pos < 0:
+            raise struct.error("negative offset")
+        return int(struct.unpack_from(fmt, self.buf, pos)[0])
+
+    def root(self) -> int:
+        return self._u("<I", 0)
+
+    def field(self, table: int, index: int) -> int | None:
+        """Absolute position of field ``index`` of ``table``, or None if absent."""
+        vtable = table - self._u("<i", table)
+        vsize = self._u("<H", vtable)
+        slot = 4 + 2 * index
+        if slot + 2 > vsize:
+            return None
+        off = self._u("<H", vtable + slot)
+        return table + off if off else None
+
+    def scalar(self, table: int, index: int, fmt: str, default: int = 0) -> int:
+        pos = self.field(table, index)
+        return default if pos is None else self._u(fmt, pos)
+
+    def ref(self, table: int, index: int) -> int | None:
+        pos = self.field(table, index)
+        return None if pos is None else pos + self._u("<I", pos)
+
+    def vector(self, table: int, index: int) -> tuple[int, int]:
+        """``(start, length)`` of a vector field (``(0, 0)`` if absent)."""
+        pos = self.ref(table, index)
+        if pos is None:
+            return 0, 0
+        return pos + 4, self._u("<I", pos)
+
+
+def _scan(value: bytes) -> int:
+    """Check the IPC stream's framing and headers; return the number of record batches.
+
+    Raises ``BadRecord("malformed_arrow", ...)`` for anything but one Schema message
+    then uncompressed RecordBatch messages whose declared lengths fit the message.
+    """
+    total, pos, batches, seen = len(value), 0, 0, 0
+    try:
+        while pos < total:
+            size = struct.unpack_from("<I", value, pos)[0]
+            pos += 4
+            if size == _CONTINUATION:
+                size = struct.unpack_from("<I", value, pos)[0]
+                pos += 4
+            if size == 0:  # end-of-stream marker
+                if pos != total:
+                    raise BadRecord("malformed_arrow", "bytes after the IPC end-of-stream marker")
+                break
+            if size > total - pos:
+                raise BadRecord("malformed_arrow", f"IPC message header of {size} bytes runs past "
+                                f"the end of the {total}-byte message (truncated?)")
+            seen += 1
+            if seen > MAX_IPC_MESSAGES:
+                raise BadRecord("malformed_arrow", f"more than {MAX_IPC_MESSAGES} IPC messages; "
+                                "write fewer, larger record batches")
+            fb = _Flat(value[pos:pos + size])
+            msg = fb.root()
+            kind = fb.scalar(msg, 1, "<B")
+            body = fb.scalar(msg, 3, "<q")
+            pos += size
+            if body < 0 or body > total - pos:
+                raise BadRecord(
+                    "malformed_arrow", f"IPC message body of {body} bytes runs past the "
+                    f"end of the {total}-byte message (truncated?)")
+            if seen == 1 and kind != _HEADER_SCHEMA:
+                raise BadRecord("malformed_arrow", "an Arrow IPC stream must start with its schema "
+                                "(write the IPC stream format, not the file format)")
+            if seen > 1 and kind != _HEADER_RECORD_BATCH:
+                raise BadRecord(
+                    "malformed_arrow", f"IPC message {_HEADER_NAMES.get(kind, kind)} is "
+                    "not accepted: only record batches follow the schema (no "
+                    "dictionaries: write plain, non-dictionary-encoded columns)")
+            if kind == _HEADER_RECORD_BATCH:
+                _check_batch(fb, msg, total)
+                batches += 1
+            pos += body
+    except struct.error:
+        raise BadRecord("malformed_arrow", "not an Arrow IPC stream (truncated or corrupt "
+                        "framing)") from None
+    if seen == 0:
+        raise BadRecord("malformed_arrow", "not an Arrow IPC stream (no schema message)")
+    return batches
+
+
+def _check_batch(fb: _Flat, msg: int, total: int) -> None:
+    header = fb.ref(msg, 2)
+    if header is None:
+        raise BadRecord("malformed_arrow", "record batch message without a header")
+    if fb.field(header, 3) is not None:
+        raise BadRecord("malformed_arrow", "compressed IPC record batches are not accepted "
+                        "(bounded work per message); write them uncompressed (Kafka compresses)")
+    length = fb.scalar(header, 0, "<q")
+    if not 0 <= length <= total:
+        raise BadRecord("malformed_arrow", f"record batch declares {length} rows, more than its "
+                        f"{total}-byte message can hold")
+    start, count = fb.vector(header, 1)
+    if count > total:
+        raise BadRecord("malformed_arrow", "record batch declares more array nodes than bytes")
+    for i in range(count):  # FieldNode structs: (length int64, null_count int64)
+        n, nulls = struct.unpack_from("<qq", fb.buf, start + 16 * i)
+        if not (0 <= n <= total and 0 <= nulls <= n):
+            raise BadRecord("malformed_arrow", f"array node declares {n} values ({nulls} null), "
+                            f"more than its {total}-byte message can hold")
+
+
+# ---------------------------------------------------------------- columns
+
+_ipv4_tables: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Text of every 16-bit half of an address: ``"a.b."`` and ``"c.d"`` as
+    little-endian uint64 words, with their byte lengths (built once, 2 MiB)."""
+    global _ipv4_tables
+    if _ipv4_tables is None:
+        o = np.arange(256, dtype=np.uint64)
+        n = 1 + (o >= 10).astype(np.uint64) + (o >= 100).astype(np.uint64)  # digits
+        d = [o // np.uint64(100), o // np.uint64(10) % np.uint64(10), o % np.uint64(10)]
+        zero, dot = np.uint64(ord("0")), np.uint64(ord("."))
+        # the octet's digits as little-endian bytes, most significant first
+        txt = np.where(n == 3, (d[0] + zero) | (d[1] + zero) << np.uint64(8)
+                       | (d[2] + zero) << np.uint64(16),
+                       np.where(n == 2, (d[1] + zero) | (d[2] + zero) << np.uint64(8),
+                                d[2] + zero))
+        a, b = np.repeat(txt, 256), np.tile(txt, 256)  # index = 256 * a + b
+        la, lb = np.repeat(n, 256), np.tile(n, 256)
+        lo = a | dot << (la * np.uint64(8)) | b << ((la + np.uint64(1)) * np.uint64(8))
+        hi = lo | dot << ((la + lb + np.uint64(1)) * np.uint64(8))
+        _ipv4_tables = (hi, la + lb + np.uint64(2), lo, la + lb + np.uint64(1))
+    return _ipv4_tables
+
+
+_TEXT_PIECE = 1 << 15  # addresses per piece of ipv4_text (~3 MB of temporaries)
+
+
+def ipv4_text(addrs: np.ndarray) -> np.ndarray:
+    """Dotted-quad text of uint32 IPv4 addresses as a ``U16`` array, no Python objects.
+
+    ``"a.b."`` (4-8 bytes) and ``"c.d"`` (3-7 bytes) come from two tables
+    indexed by the address's halves and are joined by shifts on two 64-bit
+    words, which are the text's bytes (zero padded to 16).
+
+    >>> ipv4_text(np.array([0x0A000001, 0xFFFFFFFF, 0], dtype=np.uint32)).tolist()
+    ['10.0.0.1', '255.255.255.255', '0.0.0.0']
+    """
+    a = np.asarray(addrs, dtype=np.uint32).reshape(-1)
+    out = np.empty(a.shape[0], dtype="U16")
+    codes = out.view(np.uint32).reshape(-1, 16)
+    hi_t, hi_len, lo_t, _ = _tables()
+    # in pieces: the temporaries stay in cache (one pass over ~1M-event poll batches was
+    # 3-10x slower per event, memory-bound); the text is written once, into ``out``
+    for s in range(0, a.shape[0], _TEXT_PIECE):
+        part = a[s:s + _TEXT_PIECE]
+        top, bottom = part >> np.uint32(16), part & np.uint32(0xFFFF)
+        p, q, shift = hi_t[top], lo_t[bottom], hi_len[top] * np.uint64(8)  # shift in 32..64
+        words = np.empty((part.shape[0], 2), dtype="<u8")
+        # q << shift in two steps: numpy (like C) leaves a 64-bit shift undefined
+        words[:, 0] = p | ((q << (shift - np.uint64(8))) << np.uint64(8))
+        words[:, 1] = q >> (np.uint64(64) - shift)  # shift == 64: q >> 0, all of q
+        # bytes -> UCS-4 code points (ASCII); numpy's own S -> U cast is ~15x slower
+        np.copyto(codes[s:s + _TEXT_PIECE], words.view(np.uint8).reshape(-1, 16))
+    return out
+
+
+def _nulls(col: Any, name: str, errs: RowErrors) -> Any:
+    """Rows holding a null are bad rows (``wrong_type``); the column with them filled."""
+    if not col.null_count:
+        return col
+    import pyarrow.compute as pc
+
+    mask = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    for i in np.flatnonzero(mask).tolist():
+        errs.add(i, "wrong_type", f"column {name!r} holds a null; nulls are not allowed "
+                 "(drop those rows at the producer)")
+    fill = "" if col.type == "string" else 0
+    return pc.fill_null(col, fill)
+
+
+def _utf8_column(col: Any, name: str, limit: int, errs: RowErrors) -> np.ndarray:
+    """A utf8 column as an object array of str; a null, a value over ``limit`` UTF-8
+    bytes (``input.max_item_bytes``, measured from the offsets) or a NUL makes its row
+    bad, alone."""
+    import pyarrow as pa
+
+    if not pa.types.is_string(col.type):
+        raise BadRecord(
+            "wrong_type", f"column {name!r} must be utf8 (Arrow string), got {col.type}")
+    col = _nulls(col, name, errs)
+    if len(col):
+        bufs = col.buffers()  # validity, offsets, data
+        offsets = np.frombuffer(bufs[1], dtype="<i4", count=len(col) + 1, offset=col.offset * 4)
+        lengths = np.diff(offsets)
+        if int(lengths.max()) > limit:
+            for i in np.flatnonzero(lengths > limit).tolist():
+                errs.add(i, "oversized_item", f"column {name!r} has a value of "
+                         f"{int(lengths[i])} UTF-8 bytes, over input.max_item_bytes={limit}; "
+                         "shorten it at the producer or raise the limit")
+        data = bufs[2]
+        if data is not None:
+            raw = memoryview(data)[int(offsets[0]):int(offsets[-1])].tobytes()
+            if raw.find(b"\x00") >= 0:  # memchr over the values' bytes
+                at = np.frombuffer(raw, dtype=np.uint8)
+                pos = np.flatnonzero(at == 0) + int(offsets[0])
+                for i in np.unique(np.searchsorted(offsets, pos, side="right") - 1).tolist():
+                    errs.add(i, "nul_in_field", f"column {name!r} contains a NUL character; "
+                             "strip NULs at the producer")
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _item_column(col: Any, spec: InputSpec, errs: RowErrors) -> np.ndarray:
+    """The item column; IPv4 (``uint32`` in a ``str`` topology) stays ``uint32`` here
+    and becomes text once per poll batch in :func:`decode_arrow`. A column of the wrong
+    type fails the message; a bad value fails its row."""
+    import pyarrow as pa
+
+    t = col.type
+    if spec.item_type == "str":
+        if pa.types.is_uint32(t):
+            return _nulls(col, "item", errs).to_numpy(zero_copy_only=False)
+        if pa.types.is_string(t):
+            return _utf8_column(col, "item", spec.max_item_bytes, errs)
+        raise BadRecord("wrong_type", f"column 'item' must be utf8 or uint32 (IPv4) in a str "
+                        f"topology, got {t}")
+    if not pa.types.is_integer(t):
+        raise BadRecord("wrong_type", f"column 'item' must be an integer type (int64) in an int "
+                        f"topology, got {t}")
+    arr = _nulls(col, "item", errs).to_numpy(zero_copy_only=False)
+    if t == pa.uint64() and len(arr) and int(arr.max()) >= 1 << 63:
+        for i in np.flatnonzero(arr >= np.uint64(1 << 63)).tolist():
+            errs.add(i, "wrong_type", "item must be an int64 integer (a uint64 value is "
+                     ">= 2**63)")
+        arr = np.where(arr >= np.uint64(1 << 63), np.uint64(0), arr)
+    items = arr.astype(np.int64, copy=False)
+    if spec.item_bits is not None and len(items) and (
+            int(items.min()) < 0 or int(items.max()) >= 1 << spec.item_bits):
+        for i in np.flatnonzero((items < 0) | (items >= 1 << spec.item_bits)).tolist():
+            errs.add(i, "out_of_domain", f"item {int(items[i])} is outside "
+                     f"[0, 2**{spec.item_bits}) (the mechanism's `bits`)")
+    return items
+
+
+def _weight_column(col: Any, signed: bool, errs: RowErrors) -> np.ndarray:
+    import pyarrow as pa
+
+    t = col.type
+    if not ((pa.types.is_floating(t) and t != pa.float16()) or pa.types.is_integer(t)):
+        raise BadRecord("wrong_type", f"column 'weight' must be float64, float32 or an integer "
+                        f"type, got {t}")
+    w = _nulls(col, "weight", errs).to_numpy(zero_copy_only=False).astype(np.float64,
+                                                                            copy=False)
+    if len(w):
+        bad = ~np.isfinite(w) if signed else ~(np.isfinite(w) & (w >= 0))
+        for i in np.flatnonzero(bad).tolist():
+            errs.add(i, "wrong_type", "weight must be a finite number, non-negative unless "
+                     "input.signed_weights is true")
+    return w
+
+
+def _shard(meta: dict[bytes, bytes] | None, spec: InputSpec, gate: Gate) -> str:
+    meta = meta or {}
+    if meta.get(META_VERSION) != ARROW_VERSION.encode():
+        raise BadRecord("bad_version", f"schema metadata {META_VERSION.decode()!r} must be "
+                        f"{ARROW_VERSION!r}")
+    raw = meta.get(META_SHARD)
+    if raw is None:
+        raise BadRecord("missing_field", f"schema metadata {META_SHARD.decode()!r} (the shard key) "
+                        "is missing")
+    try:
+        shard = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRecord("not_utf8", "the shard key is not UTF-8 text") from None
+    return gated(gate, text_field(shard, "shard key", spec.max_item_bytes, True))
+
+
+def _read(value: bytes) -> tuple[Any, list[str], list[Any]]:
+    """Schema and record batches, after :func:`_scan`; malformed Arrow raises BadRecord."""
+    import pyarrow as pa
+
+    _scan(value)
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(value))
+        schema = reader.schema
+        names = list(schema.names)  # a field name that is not UTF-8 raises here
+        batches = list(reader)
+        for b in batches:
+            b.validate(full=True)
+    except (pa.ArrowException, ValueError, OSError) as exc:
+        raise BadRecord("malformed_arrow", f"invalid Arrow IPC stream: {str(exc)[:200]}") from None
+    return schema, names, batches
+
+
+def _columns(spec: InputSpec) -> tuple[str, ...]:
+    f = spec.fields
+    return ("item",) + (("unit",) if f.unit else ()) + (("weight",) if f.weight else ())
+
+
+def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
+                ) -> tuple[str, RowErrors, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    if value is None or len(value) == 0:
+        raise BadRecord("empty", "message has no value")
+    if len(value) > spec.max_message_bytes:
+        raise BadRecord("oversized", f"message of {len(value)} bytes exceeds "
+                        f"max_message_bytes={spec.max_message_bytes}")
+    schema, names, batches = _read(value)
+    want = _columns(spec)
+    extra = sorted(set(names) - set(want))
+    if extra or len(names) != len(set(names)):
+        raise BadRecord("wrong_schema", f"unexpected or repeated columns {extra or names}; the "
+                        f"schema has exactly the columns {list(want)}")
+    for name in want:
+        if name not in names:
+            raise BadRecord("missing_field", f"column {name!r} is missing")
+    shard = _shard(schema.metadata, spec, gate)
+    import pyarrow as pa
+
+    if len(batches) == 1:
+        cols = {n: batches[0].column(n) for n in want}
+    else:
+        table = pa.Table.from_batches(batches, schema=schema)
+        cols = {n: table.column(n).combine_chunks() if table.num_rows else
+                pa.array([], type=schema.field(n).type) for n in want}
+    n = len(cols["item"])
+    check_event_count(spec, n)
+    errs = RowErrors(n)
+    items = _item_column(cols["item"], spec, errs)
+    units = (_utf8_column(cols["unit"], "unit", spec.max_item_bytes, errs)
+             if "unit" in cols else None)
+    weights = (_weight_column(cols["weight"], spec.signed_weights, errs)
+               if "weight" in cols else None)
+    return shard, errs, items, units, weights
+
+
+def decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
+    f = spec.fields
+    parts_items: list[np.ndarray] = []
+    shards: list[str] = []
+    parts_units: list[np.ndarray] = []
+    parts_weights: list[np.ndarray] = []
+    dead: list[DeadLetter] = []
+    for record in records:
+        offset, key, value, ts = record
+        try:
+            shard, errs, items, units, weights = _decode_one(spec, value, gate)
+        except BadRecord as bad:
+            dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
+            continue
+        if errs.by_reason:
+            dead.append(errs.dead_letter(record))
+            items, units, weights = errs.good_rows(items, units, weights)
+        parts_items.append(items)
+        shards.append(shard)
+        if units is not None:
+            parts_units.append(units)
+        if weights is not None:
+            parts_weights.append(weights)
+    if not parts_items:
+        return empty_decoded(spec, dead)
+    counts = [p.shape[0] for p in parts_items]
+    if spec.item_type == "str" and any(p.dtype == np.uint32 for p in parts_items):
+        if all(p.dtype == np.uint32 for p in parts_items):  # one conversion per batch
+            items = ipv4_text(np.concatenate(parts_items))
+        else:
+            items = np.concatenate([ipv4_text(p) if p.dtype == np.uint32 else p
+                                    for p in parts_items])
+    else:
+        items = np.concatenate(parts_items)
+    # shard keys fixed-width, not object (NUL-free keys survive it): filling an
+    # object array costs ~50 ns per event in reference counting
+    return Decoded(
+        items, np.repeat(np.array(shards), counts),
+        np.concatenate(parts_units) if f.unit else None,
+        np.concatenate(parts_weights) if f.weight else None, dead)
+
+
+def arrow_message(shard: str, items: np.ndarray | Sequence[Any],
+                  units: Sequence[str] | None = None,
+                  weights: np.ndarray | Sequence[float] | None = None) -> bytes:
+    """One ``arrow`` message (an IPC stream of one record batch), as a producer writes it.
+
+    ``items``: a uint32 array (IPv4), an integer array, or strings (utf8).
+    Used by the demo producer and the tests; any Arrow library writes the same.
+    """
+    import pyarrow as pa
+
+    arr = np.asarray(items) if not isinstance(items, np.ndarray) else items
+    cols = {"item": pa.array(arr, type=pa.string()) if arr.dtype.kind in "OUS" else pa.array(arr)}
+    if units is not None:
+        cols["unit"] = pa.array(list(units), type=pa.string())
+    if weights is not None:
+        cols["weight"] = pa.array(np.asarray(weights, dtype=np.float64))
+    batch = pa.RecordBatch.from_pydict(cols)
+    schema = batch.schema.with_metadata({META_VERSION: ARROW_VERSION.encode(),
+                                         META_SHARD: shard.encode()})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_batch(batch.replace_schema_metadata(schema.metadata))
+    return bytes(sink.getvalue().to_pybytes())

@@ -1,0 +1,11 @@
+"""Kafka: clients, admin, the checkpoint and release topics, the embedded broker.
+
+The only layer below the runtime that talks to a broker: the embedded Tansu
+broker for demos and tests (:mod:`~worker.kafka.embedded`), broker-fault
+watching (:mod:`~worker.kafka.broker_watch`), the input consumer's fast fetch
+path (:mod:`~worker.kafka.record_tuples`), the release reader over Kafka
+(:mod:`~worker.kafka.release_reader`) and the demo producer.
+
+May import: ``sketches``, every worker layer below (``config`` ... ``plan``) and
+the Kafka client libraries.
+"""

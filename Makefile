@@ -55,7 +55,7 @@ audit: install
 	$(BIN)/python scripts/privacy_audit.py
 
 # Mutation testing (mutmut, [tool.mutmut] in pyproject.toml; scripts/mutate.py): every
-# privacy-critical module, or MODULES="worker/event_time.py ..."; one mutant at a time
+# privacy-critical module, or MODULES="worker/ingest/event_time.py ..."; one mutant at a time
 # (MUTATE_JOBS=2 on an idle machine). The full run takes about 2 h of one core.
 MUTATE_JOBS ?= 1
 mutate: install

@@ -127,8 +127,8 @@ NETMON = Path(__file__).resolve().parents[1] / "topologies" / "netmon.yaml"
 
 def lazyhh_netmon_rows(total: int) -> None:
     """LazyHH with topologies/netmon.yaml's spec on its own item (src_ip) and tick rate."""
-    from worker.demo_producer import NetmonGenerator  # benchmark only: the demo's IPv4 pool
-    from worker.topology import load_topology
+    from worker.config.topology import load_topology
+    from worker.kafka.demo_producer import NetmonGenerator  # benchmark only: the demo's IPv4 pool
 
     entry = lookup("lazy_hh")
     spec = entry.build_spec(load_topology(NETMON).spec_params())

@@ -4,10 +4,10 @@ One run, one embedded broker, same machine, same topic for all consumers:
 
 1. ``worker-json``: the demo producer writes N network-monitoring events, one
    JSON message each, to a 4-partition topic (8 routers); then the dpstream
-   worker (``worker.app``, a LazyCMS topology, tick 100 ms, a release every
+   worker (``worker.runtime.worker``, a LazyCMS topology, tick 100 ms, a release every
    5 ticks) consumes them. We time the first fetched batch, the last one, and
    the first moment the published releases (read back with
-   :class:`worker.reader.ReleaseReader`) include all N events. The topology
+   :class:`worker.release.reader.ReleaseReader`) include all N events. The topology
    uses **zero noise** only so that inclusion can be checked exactly
    (row sums of the released matrix = events covered); the mechanism does the
    same work with real noise.
@@ -56,8 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_ingest_faust import run_child  # noqa: E402
-from worker.broker import EmbeddedBroker  # noqa: E402
-from worker.demo_producer import run_producer  # noqa: E402
+from worker.kafka.demo_producer import run_producer  # noqa: E402
+from worker.kafka.embedded import EmbeddedBroker  # noqa: E402
 
 TOPOLOGY = """\
 name: {name}
@@ -101,9 +101,9 @@ async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 async def run_worker_case(bootstrap: str, name: str, encoding: str, events: int,
                           tmp: Path, chunk_events: int = 5000) -> dict[str, Any]:
     """Produce ``events``, run the worker, time ingestion and release inclusion."""
-    from worker.app import create_worker
-    from worker.reader import ReleaseReader
-    from worker.settings import Settings
+    from worker.config.settings import Settings
+    from worker.release.reader import ReleaseReader
+    from worker.runtime.worker import create_worker
 
     topic = f"{name}-in"
     await create_topic(bootstrap, topic, 4)

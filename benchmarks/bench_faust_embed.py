@@ -1,7 +1,7 @@
 """dpstream inside a Faust app: the agent path next to the batch path (issue 11).
 
 Each variant is a Faust app (a subprocess running ``faust worker``) that
-calls :func:`worker.faust_embed.add_dpstream` with one zero-noise LazyCMS
+calls :func:`worker.runtime.faust_host.add_dpstream` with one zero-noise LazyCMS
 topology, on the embedded broker:
 
 - ``batch-json`` / ``batch-columnar``: dpstream consumes the source topic
@@ -37,13 +37,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.broker import EmbeddedBroker, free_port  # noqa: E402
-from worker.demo_producer import (  # noqa: E402
+from worker.kafka.demo_producer import (  # noqa: E402
     NetmonGenerator,
     columnar_messages,
     json_messages,
     send_batched,
 )
+from worker.kafka.embedded import EmbeddedBroker, free_port  # noqa: E402
 
 TOPOLOGY = """\
 name: bench-{variant}
@@ -62,7 +62,7 @@ APP = """\
 import json, os
 from collections import defaultdict
 import faust
-from worker.faust_embed import add_dpstream
+from worker.runtime.faust_host import add_dpstream
 
 app = faust.App("bench-{variant}", broker="kafka://{broker}", store="memory://",
                 web_host="127.0.0.1", web_port={web}, broker_session_timeout=6.0,

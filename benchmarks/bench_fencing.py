@@ -19,8 +19,8 @@ import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tests.integration.conftest import create_topic
-from worker.broker import EmbeddedBroker
-from worker.checkpoint import CheckpointStore, PartitionCheckpoint
+from worker.engine.checkpoint import CheckpointStore, PartitionCheckpoint
+from worker.kafka.embedded import EmbeddedBroker
 
 
 async def make_store(bs: str, topic: str, claim: bool) -> tuple[CheckpointStore, list]:

@@ -8,7 +8,7 @@ ways, alternated R times in one process:
   slices of 50,000 (a ``ConsumerRecord`` per record: what raw ``getmany``
   hands over), and the same plus the worker's former ``(offset, key, value,
   timestamp)`` tuple map;
-- :class:`worker.record_tuples.RecordTuples` drained by the same ``getall``
+- :class:`worker.kafka.record_tuples.RecordTuples` drained by the same ``getall``
   (the worker's path since 2026-11-25: one slice per call);
 - ``CRC only``: opening every batch and checking its CRC, nothing per record
   (the floor every path shares).
@@ -41,7 +41,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E
 from aiokafka.record.memory_records import MemoryRecords  # noqa: E402
 from aiokafka.structs import TopicPartition  # noqa: E402
 
-from worker import record_tuples  # noqa: E402
+from worker.kafka import record_tuples  # noqa: E402
 
 TP = TopicPartition("netflow", 0)
 FIELDS = operator.attrgetter("offset", "key", "value", "timestamp")

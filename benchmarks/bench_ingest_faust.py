@@ -9,7 +9,7 @@ fresh subprocess (so no state leaks between variants):
 - ``faust-take``: the same agent with ``stream.take(N, within)``;
 - ``faust-*``: Faust consumer settings variants (see ``VARIANTS``).
 
-The worker's own consumer (``worker.app.Worker``, batched ``getmany``) is
+The worker's own consumer (``worker.runtime.worker.Worker``, batched ``getmany``) is
 measured end to end against the ``raw`` baseline by ``benchmarks/bench_e2e.py``.
 
 Throughput is measured from the first record received to the N-th one, so it
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
         args.variant = args.child
         child(args)
         return
-    from worker.broker import EmbeddedBroker
+    from worker.kafka.embedded import EmbeddedBroker
 
     variants = args.variants or ["raw", *VARIANTS]
     with EmbeddedBroker() as broker:

@@ -2,8 +2,8 @@
 
 Times (best of ``--reps``) the candidate ways to turn a fetched batch of
 one-event JSON messages into the topology's columns (shard key, item), and
-the worker's own :func:`worker.decode.decode_batch` (msgspec fast path) and
-its reference (``json.loads`` path, :func:`worker.decode._decode_json`). The
+the worker's own :func:`worker.ingest.decode.decode_batch` (msgspec fast path) and
+its reference (``json.loads`` path, :func:`worker.ingest.decode._decode_json`). The
 broker is not involved: this is the decoder alone, on ``--n`` messages of the
 demo producer (8 routers, IPv4 text items). orjson and pysimdjson are
 optional (measured if installed: ``pip install orjson pysimdjson``).
@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 import msgspec  # noqa: E402
 import numpy as np  # noqa: E402
 
-from worker.decode import _decode_json, decode_batch  # noqa: E402
-from worker.demo_producer import NetmonGenerator, json_messages  # noqa: E402
-from worker.topology import FieldPaths, InputSpec  # noqa: E402
+from worker.config.topology import FieldPaths, InputSpec  # noqa: E402
+from worker.ingest.decode import _decode_json, decode_batch  # noqa: E402
+from worker.kafka.demo_producer import NetmonGenerator, json_messages  # noqa: E402
 
 
 def candidates(values: list[bytes], recs: list[Any], spec: InputSpec
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
            "| decoder | us per message | messages/s |", "|---|---|---|"]
     out += [f"| {n} | {us:.2f} | {1e6 / us:,.0f} |" for n, us in rows]
     out += ["", "The worker uses msgspec typed to the topology's fields on the joined batch "
-            "(worker/decode_fast.py): it builds only the named fields and skips the rest in "
+            "(worker/ingest/fast_json.py): it builds only the named fields and skips the rest in "
             "C. orjson and pysimdjson build (or look up) every field through Python objects "
             "and were slower here. The worker's row includes the exactness checks (UTF-8, "
             "escapes, depth, lengths, gate) and the numpy columns.", ""]

@@ -2,7 +2,7 @@
 
 1. Demo producer: N pre-generated JSON flow records (keyed by router), sent
    with one aiokafka ``send()`` per message vs ``send_batch``
-   (:func:`worker.demo_producer.send_batched`), each to a fresh 4-partition
+   (:func:`worker.kafka.demo_producer.send_batched`), each to a fresh 4-partition
    topic; msg/s from the first send until every future is acknowledged.
 2. Raw consume of the same topic: aiokafka ``getmany`` vs confluent-kafka
    ``consume`` with ``fetch.queue.backoff.ms=10`` (the release reader's
@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.broker import EmbeddedBroker  # noqa: E402
-from worker.demo_producer import NetmonGenerator, json_messages, send_batched  # noqa: E402
+from worker.kafka.demo_producer import NetmonGenerator, json_messages, send_batched  # noqa: E402
+from worker.kafka.embedded import EmbeddedBroker  # noqa: E402
 
 
 async def _topic(bootstrap: str, name: str) -> None:

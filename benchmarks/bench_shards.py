@@ -1,9 +1,9 @@
 """Scale in shards (issue 12, target 3): 10, 1,000 and 10,000 shards per worker.
 
-One worker engine (``worker.engine.Engine``, the code ``dpstream run`` hosts) holds a
+One worker engine (``worker.engine.engine.Engine``, the code ``dpstream run`` hosts) holds a
 closed shard set of N LazyCMS shards on one input partition (tick 1 s, an hourly epoch,
 a release every 60 ticks) and the real checkpoint store
-(``worker.checkpoint.CheckpointStore``: per-shard records, zlib, chunks) writing to an
+(``worker.engine.checkpoint.CheckpointStore``: per-shard records, zlib, chunks) writing to an
 in-memory log instead of the broker, so checkpoint *bytes* are exactly what would go to
 Kafka while the broker's own cost stays out of the figures. Releases go to an in-memory
 sink (publish rate = the engine's release work: advance, payload, envelope, queue,
@@ -44,13 +44,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import worker.engine as engine_mod  # noqa: E402
-from worker.checkpoint import CheckpointStore, encode_checkpoint  # noqa: E402
-from worker.checkpoint import PartitionCheckpoint as Cp  # noqa: E402
-from worker.engine import Engine  # noqa: E402
-from worker.mechanisms import load_mechanisms  # noqa: E402
-from worker.memory_model import shard_bytes  # noqa: E402
-from worker.topology import parse_topology  # noqa: E402
+import worker.engine.engine as engine_mod  # noqa: E402
+from worker.config.mechanism_loader import load_mechanisms  # noqa: E402
+from worker.config.topology import parse_topology  # noqa: E402
+from worker.engine.checkpoint import CheckpointStore, encode_checkpoint  # noqa: E402
+from worker.engine.checkpoint import PartitionCheckpoint as Cp  # noqa: E402
+from worker.engine.engine import Engine  # noqa: E402
+from worker.engine.memory_model import shard_bytes  # noqa: E402
 
 TOPO = """
 name: shards
@@ -72,7 +72,7 @@ class MemLog:
         def __init__(self, offset: int, key: bytes, value: bytes | None,
                      headers: Any = None) -> None:
             self.offset, self.key, self.value = offset, key, value
-            self.headers = headers  # the owner header (worker/checkpoint.py)
+            self.headers = headers  # the owner header (worker/engine/checkpoint.py)
 
     class _Meta:
         def __init__(self, offset: int) -> None:

@@ -4,7 +4,7 @@ For each worker count k, on one embedded broker:
 
 1. create a fresh 12-partition topic and let the demo producer write N JSON
    events (one per message, 48 routers so that every partition gets traffic);
-2. start k worker processes (``worker.app`` in this script's ``--child``
+2. start k worker processes (``worker.runtime.worker`` in this script's ``--child``
    mode, one consumer group) and wait until the group has settled: every
    partition assigned, every worker holding some, the same assignment for 2 s;
 3. release them at once (a "go" file: each worker holds its first fetched
@@ -76,8 +76,8 @@ def _cpu() -> float:
 
 async def child(bootstrap: str, topology: str, group: str, stats: Path, go: Path) -> None:
     """One worker: report assignment and progress to ``stats`` (JSON) every 0.2 s."""
-    from worker.app import create_worker
-    from worker.settings import Settings
+    from worker.config.settings import Settings
+    from worker.runtime.worker import create_worker
 
     name = Path(topology).stem
     settings = Settings.from_env({
@@ -134,7 +134,7 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 async def _produce(bootstrap: str, topic: str, n: int) -> float:
     from benchmarks.bench_e2e import create_topic
-    from worker.demo_producer import run_producer
+    from worker.kafka.demo_producer import run_producer
 
     await create_topic(bootstrap, topic, PARTITIONS)
     t0 = time.perf_counter()
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         _, _, bootstrap, topo, group, stats, go = sys.argv
         asyncio.run(child(bootstrap, topo, group, Path(stats), Path(go)))
         return
-    from worker.broker import EmbeddedBroker
+    from worker.kafka.embedded import EmbeddedBroker
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=300_000, help="JSON events per case")

@@ -49,8 +49,8 @@ CAIDA = next((p / "shared" / "data" / _NAME for p in (ROOT.parent, ROOT.parent.p
 
 
 def netmon_case(total: int = 1 << 20) -> Callable[[bool], int]:
-    from worker.demo_producer import NetmonGenerator
-    from worker.topology import load_topology
+    from worker.config.topology import load_topology
+    from worker.kafka.demo_producer import NetmonGenerator
 
     entry = lookup("lazy_hh")
     spec = entry.build_spec(load_topology(ROOT / "topologies" / "netmon.yaml").spec_params())

@@ -278,8 +278,8 @@ def _columnar(events: int = 300) -> Case:
     instead of ``events``. The noise must be calibrated for that group
     (``max_events_per_message``, docs/PRIVACY.md §2); the statistic is ``_lazy``'s
     (the item's cells at rounds 1, 2, 4, ..), whose shift is now ``events`` nodes."""
-    from worker.decode import decode_batch
-    from worker.topology import parse_topology
+    from worker.config.topology import parse_topology
+    from worker.ingest.decode import decode_batch
 
     topo = parse_topology(COLUMNAR_TOPOLOGY.format(m=events + 1), "audit-columnar.yaml")
     spec = LazySketchSpec(**{k: v for k, v in _lazy_spec_params(topo).items()})
@@ -304,7 +304,7 @@ def _columnar(events: int = 300) -> Case:
         name="columnar_neighbour", mechanism="lazy_cms (encoding: columnar, worker decoder)",
         clock="tick", relation="add_remove",
         source=f"a production columnar topology, max_events_per_message {events + 1} "
-               "(decoded by worker.decode.decode_batch, spec from Topology.spec_params)",
+               "(decoded by worker.ingest.decode.decode_batch, spec from Topology.spec_params)",
         statistic=f"minus the sum of the item's {spec.depth} cells over the releases at "
                   f"rounds 1,2,4,..,{powers[-1]}",
         inputs=f"X: one message of {events} events of the item; X' = X + one row that makes "
@@ -463,7 +463,7 @@ def _lazy_hh() -> Case:
 def _lazy_hh_truncated() -> Case:
     """The epoch at ``event_horizon``: one early event of X' pushes out the last late one.
 
-    The worker (worker/engine.py) keeps the first ``event_horizon`` events of an
+    The worker (worker/engine/engine.py) keeps the first ``event_horizon`` events of an
     epoch and drops later ones one by one; the case applies the same rule to
     the whole epoch's stream before feeding it. X' differs from X by +1 event at
     tick 0 and -1 event at tick 32. The length counter's prefix releases expose

@@ -55,7 +55,7 @@ from tests.integration.conftest import (  # noqa: E402
     read_all,
 )
 from tests.integration.exact_mechanism import POISON  # noqa: E402
-from worker.broker import EmbeddedBroker, free_port  # noqa: E402
+from worker.kafka.embedded import EmbeddedBroker, free_port  # noqa: E402
 
 BAD = [
     b'{"router": "r0", "src": ', b"\xff\xfe\x00garbage\x81", b"[1, 2, 3]",

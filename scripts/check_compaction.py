@@ -1,11 +1,11 @@
 """Does the embedded broker compact the checkpoint topic? And what does restore cost? (not CI)
 
 The worker declares its checkpoint topic with ``cleanup.policy=compact``
-(:mod:`worker.app`) and restores by reading that topic from the beginning up
-to a fresh marker (:meth:`worker.checkpoint.CheckpointStore.refresh`). If the
+(:mod:`worker.runtime.worker`) and restores by reading that topic from the beginning up
+to a fresh marker (:meth:`worker.engine.checkpoint.CheckpointStore.refresh`). If the
 broker never compacts, restore reads every checkpoint ever written.
 
-This script starts the embedded broker (Tansu, :class:`worker.broker.EmbeddedBroker`)
+This script starts the embedded broker (Tansu, :class:`worker.kafka.embedded.EmbeddedBroker`)
 and, for each count ``N`` in ``--counts``:
 
 1. creates a fresh topic exactly as the worker does (1 partition,
@@ -36,8 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.broker import EmbeddedBroker  # noqa: E402
-from worker.checkpoint import CheckpointStore, PartitionCheckpoint  # noqa: E402
+from worker.engine.checkpoint import CheckpointStore, PartitionCheckpoint  # noqa: E402
+from worker.kafka.embedded import EmbeddedBroker  # noqa: E402
 
 EAGER = {"segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
          "delete.retention.ms": "100", "max.compaction.lag.ms": "100"}
@@ -66,7 +66,7 @@ async def create(bootstrap: str, topic: str, eager: bool) -> dict[str, str]:
 
 
 async def clients(bootstrap: str, topic: str) -> tuple[Any, Any]:
-    """Producer and consumer configured as in ``worker.app`` (consumer at the beginning)."""
+    """Producer and consumer as in ``worker.runtime.worker`` (consumer at the beginning)."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False,

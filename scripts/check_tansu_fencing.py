@@ -14,7 +14,7 @@ step 1 does not succeed (the broker closes the connection, the client times out,
 is not a clean ProducerFenced), step 2 is fenced (``_FENCED``, fatal), step 3 shows
 the record of A's aborted transaction (Tansu does not honour aborts). So transactions
 cannot give "one writer" on the embedded broker: dpstream fences with ownership claims
-on the checkpoint topic instead (worker/checkpoint.py; docs/OPERATIONS.md "One writer per
+on the checkpoint topic instead (worker/engine/checkpoint.py; docs/OPERATIONS.md "One writer per
 release"). Run: ``python scripts/check_tansu_fencing.py``.
 """
 
@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from worker.broker import EmbeddedBroker
+from worker.kafka.embedded import EmbeddedBroker
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ Per mutant, mutmut runs only the unit tests and doctests that call the mutated f
 Usage::
 
     python scripts/mutate.py                      # every privacy-critical module
-    python scripts/mutate.py --modules worker/event_time.py sketches/core/keyed_prf.py
+    python scripts/mutate.py --modules worker/ingest/event_time.py sketches/core/keyed_prf.py
     python scripts/mutate.py --changed-vs main    # those changed vs main (git diff)
     python scripts/mutate.py --fresh --write results/mutation.md   # the committed score
 

@@ -39,7 +39,7 @@ EQ_BEGIN, EQ_END = "<!-- mutation-equivalent:begin -->", "<!-- mutation-equivale
 SCOPE = {
     # the decoders' dead-letter path: the dead-letter record (the rest of decode_common is
     # field extraction, outside the privacy-critical set)
-    "worker/decode_common.py": "xǁDeadLetterǁ*",
+    "worker/ingest/records.py": "xǁDeadLetterǁ*",
 }
 
 

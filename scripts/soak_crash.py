@@ -34,7 +34,7 @@ from tests.integration.conftest import (  # noqa: E402
     produce,
     read_all,
 )
-from worker.broker import EmbeddedBroker  # noqa: E402
+from worker.kafka.embedded import EmbeddedBroker  # noqa: E402
 
 
 def main() -> int:

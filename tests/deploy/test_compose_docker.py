@@ -25,7 +25,7 @@ COMPOSE = DEPLOY / "compose" / "compose.yaml"
 
 
 def settings_vars() -> set[str]:
-    from worker.settings import Settings
+    from worker.config.settings import Settings
 
     return {f"DPSTREAM_{f.upper()}" for f in Settings.__dataclass_fields__}
 

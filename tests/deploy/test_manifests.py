@@ -120,7 +120,7 @@ def test_deployment_probes_group_and_grace() -> None:
     # memory model: 256 + 8 shards * 8 MiB * 3 copies
     assert c["resources"]["requests"]["memory"] == "448Mi"
     assert c["resources"]["limits"]["memory"] == "448Mi"
-    from worker.settings import Settings
+    from worker.config.settings import Settings
 
     fields = {f"DPSTREAM_{f.upper()}" for f in Settings.__dataclass_fields__}
     assert set(env) <= fields, set(env) - fields

@@ -32,7 +32,7 @@ import yaml
 
 from tests.deploy.conftest import DEPLOY, ROOT, tool
 from tests.deploy.render_dashboard import render
-from worker.broker import free_port
+from worker.kafka.embedded import free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -117,7 +117,7 @@ def test_prometheus_scrapes_a_real_worker(tmp_path: Path,
                                           procs: list[subprocess.Popen[bytes]]) -> None:
     prometheus = tool("prometheus")
     from tests.integration.conftest import produce
-    from worker.broker import EmbeddedBroker
+    from worker.kafka.embedded import EmbeddedBroker
 
     metrics_port, prom_port = free_ports(2)
     dash = json.loads((DEPLOY / "grafana" / "dpstream.json").read_text())
@@ -136,7 +136,7 @@ def test_prometheus_scrapes_a_real_worker(tmp_path: Path,
                "PYTHONPATH": str(ROOT)}
         worker_log = tmp_path / "worker.log"
         with open(worker_log, "wb") as log:
-            worker = subprocess.Popen([sys.executable, "-m", "worker.cli", "demo",
+            worker = subprocess.Popen([sys.executable, "-m", "worker.cli.main", "demo",
                                        "--rate", "3000"], cwd=ROOT, env=env, stdout=log,
                                       stderr=subprocess.STDOUT)
         procs.append(worker)

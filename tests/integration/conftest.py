@@ -1,9 +1,9 @@
 """Fixtures for tests against the real embedded broker (no mocks).
 
-- ``broker``: one embedded Tansu broker per test session (``worker.broker``).
+- ``broker``: one embedded Tansu broker per test session (``worker.kafka.embedded``).
 - ``unique``: a fresh name prefix per test, so topics and groups never collide.
 - ``make_topology``: writes a topology YAML for the test's topics.
-- ``worker_proc``: starts ``python -m worker.cli run`` subprocesses (PID-tracked,
+- ``worker_proc``: starts ``python -m worker.cli.main run`` subprocesses (PID-tracked,
   killed at teardown) against the session broker.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from worker.broker import EmbeddedBroker
+from worker.kafka.embedded import EmbeddedBroker
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "tests.integration.exact_mechanism"
@@ -109,7 +109,7 @@ class WorkerProcs:
         })
         env.update(extra_env or {})
         log = open(self.log_dir / f"worker-{len(self.procs)}.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "run", "--topology",
+        proc = subprocess.Popen([sys.executable, "-m", "worker.cli.main", "run", "--topology",
                                  str(topology), *args], cwd=ROOT, env=env, stdout=log,
                                 stderr=subprocess.STDOUT)
         log.close()

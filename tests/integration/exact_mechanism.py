@@ -21,7 +21,7 @@ from sketches.core.base import MechanismEntry, register
 from sketches.core.hashing import HashSpec
 
 POISON = "__poison__"
-"""An item that makes ``update_batch`` raise (tests of worker.poison)."""
+"""An item that makes ``update_batch`` raise (tests of worker.runtime.poison)."""
 _HASH = HashSpec(seed=0, depth=1, width=2)
 
 

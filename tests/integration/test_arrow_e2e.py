@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from tests.integration.conftest import create_topic, latest_by_shard, produce, read_all
-from worker.demo_producer import NetmonGenerator, arrow_messages, json_messages
+from worker.kafka.demo_producer import NetmonGenerator, arrow_messages, json_messages
 
 pytestmark = pytest.mark.broker
 

@@ -13,8 +13,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from tests.integration.conftest import create_topic, latest_by_shard, read_all
-from worker.broker import free_port
-from worker.routing import partition_for
+from worker.ingest.routing import partition_for
+from worker.kafka.embedded import free_port
 
 pytestmark = pytest.mark.broker
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import PLUGIN, ROOT
-from worker.broker import EmbeddedBroker, free_port
+from worker.kafka.embedded import EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.broker
 
@@ -31,7 +31,7 @@ def _env(**extra: str) -> dict[str, str]:
 def _start(topo: Path, log: Path, env: dict[str, str],
            faust: bool = False) -> subprocess.Popen[bytes]:
     with open(log, "wb") as f:
-        return subprocess.Popen([sys.executable, "-m", "worker.cli", "run",
+        return subprocess.Popen([sys.executable, "-m", "worker.cli.main", "run",
                                  *(() if faust else ("--no-faust",)),
                                  "--topology", str(topo)], cwd=ROOT, env=env, stdout=f,
                                 stderr=subprocess.STDOUT)

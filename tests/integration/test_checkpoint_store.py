@@ -9,7 +9,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tests.integration.conftest import create_topic
-from worker.checkpoint import CheckpointStore, PartitionCheckpoint
+from worker.engine.checkpoint import CheckpointStore, PartitionCheckpoint
 
 pytestmark = pytest.mark.broker
 
@@ -65,7 +65,7 @@ def test_incremental_per_shard_records_on_the_broker(broker, unique) -> None:
                                                 names=["s3"], incremental=True, held=5))
         assert one < full / 3
         # an aborted generation: a shard record without its head
-        from worker.checkpoint import shard_records
+        from worker.engine.checkpoint import shard_records
         # (the next generation, 2, in the slot s1 is not committed in, as a crash leaves it)
         for k, v in shard_records("topo", 0, "s1", 1, 2, b"never committed"):
             await clients[1].send_and_wait(topic, key=k, value=v, partition=0)

@@ -1,7 +1,7 @@
 """The dashboard in a real browser: headless Chromium against a running worker.
 
 A `dpstream run` worker (subprocess, session broker) runs three topologies fed
-by the demo producer (`python -m worker.demo_producer`, subprocess): LazyHH
+by the demo producer (`python -m worker.kafka.demo_producer`, subprocess): LazyHH
 heavy sources and a LazyCMS prefix sketch (secure noise, like the demo's, but
 eps 4 and a smaller event bound so that heavy hitters pass the threshold
 within seconds). A zero-noise release (``"private": false``) written to a
@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import create_topic, produce
-from worker.broker import EmbeddedBroker, free_port
+from worker.kafka.embedded import EmbeddedBroker, free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -225,21 +225,21 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         # The dashboard starts first and follows the zero topic before the worker has
         # declared its release topics: those appear later (the path that once left the
         # page "waiting for topic(s)" for good, issue #11).
-        start("dashboard", "-m", "worker.cli", "dashboard", "--topology", str(topo_dir),
+        start("dashboard", "-m", "worker.cli.main", "dashboard", "--topology", str(topo_dir),
               "--topic", f"{unique}-zero-out",
               "--port", str(dash_port), "--metrics-url", metrics_url)
         worker_topics = sorted([f"{unique}-cms-out", f"{unique}-hh-out"])
         wait("the dashboard follows the zero topic and waits for the worker's", 60,
              lambda: _get(base + "api/state")["follower_error"]
              == f"waiting for topic(s) {worker_topics}")
-        start("worker", "-m", "worker.cli", "run", "--no-faust", "--topology", str(topo_dir),
+        start("worker", "-m", "worker.cli.main", "run", "--no-faust", "--topology", str(topo_dir),
               "--metrics-port", str(metrics_port))
         # the producer starts once the worker has declared the input topic and owns its
         # partitions (/readyz; the metrics endpoint answers before the topics exist):
         # auto-creation would pick a partition count of its own
         wait("the worker's /readyz", 60, lambda: urllib.request.urlopen(
             f"http://127.0.0.1:{metrics_port}/readyz", timeout=2))
-        start("producer", "-m", "worker.demo_producer", "--broker", broker.bootstrap,
+        start("producer", "-m", "worker.kafka.demo_producer", "--broker", broker.bootstrap,
               "--topic", f"{unique}-in", "--rate", "20000", "--routers", "2")
 
         def ready() -> Any:

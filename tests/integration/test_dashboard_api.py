@@ -10,8 +10,8 @@ import pytest
 from aiohttp import ClientSession
 
 from tests.integration.test_reader import enc, hh_env, publish, sketch_env
-from worker.broker import EmbeddedBroker
 from worker.dashboard.server import Dashboard
+from worker.kafka.embedded import EmbeddedBroker
 
 pytestmark = pytest.mark.broker
 
@@ -116,7 +116,7 @@ def test_a_topic_created_after_another_was_assigned_is_found(broker: EmbeddedBro
 def test_follower_reports_an_unreachable_broker_and_keeps_trying() -> None:
     """A follower error is shown on the page (``follower_error``) and retried, not a
     silently dead task (the page would go on showing "waiting" or stale data)."""
-    from worker.broker import free_port
+    from worker.kafka.embedded import free_port
 
     async def main() -> None:
         dash = Dashboard(f"127.0.0.1:{free_port()}", ["nowhere"],

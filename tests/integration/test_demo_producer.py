@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import create_topic, read_all
-from worker.broker import EmbeddedBroker
-from worker.demo_producer import run_producer
-from worker.routing import partition_for
+from worker.ingest.routing import partition_for
+from worker.kafka.demo_producer import run_producer
+from worker.kafka.embedded import EmbeddedBroker
 
 pytestmark = pytest.mark.broker
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.broker
 def test_demo_producer_keys_each_router_into_its_partition(broker: EmbeddedBroker,
                                                            unique: str) -> None:
     """run_producer writes exactly N events, keyed so each router lands in its partition
-    (what worker/routing.py requires); a paced run is not faster than its rate."""
+    (what worker/ingest/routing.py requires); a paced run is not faster than its rate."""
 
     def events(msgs: list[Any]) -> int:
         n = 0

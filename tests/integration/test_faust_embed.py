@@ -3,7 +3,7 @@
 The example app runs as `faust worker` in a subprocess with two zero-noise
 LazyCMS topologies over the same events: one consumed by dpstream directly
 (batch path), one fed by the app's own Faust agent through
-`worker.faust_embed.Feed.send_columnar` (agent path). Zero noise makes every
+`worker.runtime.faust_host.Feed.send_columnar` (agent path). Zero noise makes every
 released count exact, so both paths must report exactly the produced counts.
 The app's web server must serve dpstream's metrics and dashboard, and SIGTERM
 must stop the whole process cleanly (final checkpoint logged).
@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import create_topic, produce
-from worker.broker import EmbeddedBroker, free_port
-from worker.demo_producer import NetmonGenerator, json_messages
+from worker.kafka.demo_producer import NetmonGenerator, json_messages
+from worker.kafka.embedded import EmbeddedBroker, free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from tests.integration.conftest import create_topic, latest_by_shard, produce, read_all
-from worker.decode_arrow import arrow_message
+from worker.ingest.arrow import arrow_message
 
 pytestmark = pytest.mark.broker
 

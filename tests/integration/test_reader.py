@@ -16,9 +16,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from sketches.core.hashing import HashSpec
-from worker.broker import EmbeddedBroker
-from worker.reader import ReleaseIndex, ReleaseReader, query_main
-from worker.reader_confluent import tail_main
+from worker.kafka.embedded import EmbeddedBroker
+from worker.kafka.release_reader import tail_main
+from worker.release.reader import ReleaseIndex, ReleaseReader, query_main
 
 pytestmark = pytest.mark.broker
 
@@ -149,8 +149,8 @@ def test_reader_on_a_real_worker_release(broker: EmbeddedBroker, unique: str,
     """The dpstream worker (zero noise, LazyCMS) publishes; the reader's estimates equal
     the exact counts (3 items per shard in a 4x1024 CMS: no collision with this seed).
     Epochs of 10^7 ticks of 100 ms: an epoch roll during the test has probability < 1e-5."""
-    from worker.app import create_worker
-    from worker.settings import Settings
+    from worker.config.settings import Settings
+    from worker.runtime.worker import create_worker
 
     path = make_topology(mechanism="lazy_cms", tick_ms=100, every_ticks=2, epoch_ticks=10**7,
                          params={"depth": 4, "width": 1024, "hash_seed": 3})

@@ -16,9 +16,9 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.partitioner import DefaultPartitioner
 
 from tests.integration.test_reader import enc, hh_env, publish, sketch_env
-from worker.broker import EmbeddedBroker
-from worker.demo_producer import run_producer
-from worker.reader_confluent import FETCH_QUEUE_BACKOFF_MS, ConfluentReleaseReader
+from worker.kafka.demo_producer import run_producer
+from worker.kafka.embedded import EmbeddedBroker
+from worker.kafka.release_reader import FETCH_QUEUE_BACKOFF_MS, ConfluentReleaseReader
 
 pytestmark = pytest.mark.broker
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,7 +101,7 @@ def test_tail_follows_from_now_and_marks_non_private(broker: EmbeddedBroker,
     old = [enc(sketch_env("r1", 0, {"a": 1})), enc(dict(sketch_env("r1", 1, {"a": 1}),
                                                        private=False, noise_kind="zero"))]
     asyncio.run(publish(broker.bootstrap, unique, old, partitions=1))
-    proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "tail", "--broker",
+    proc = subprocess.Popen([sys.executable, "-m", "worker.cli.main", "tail", "--broker",
                              broker.bootstrap, "--topic", unique, "--count", "2",
                              "--seconds", "60"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
@@ -129,7 +129,7 @@ def test_tail_follows_from_now_and_marks_non_private(broker: EmbeddedBroker,
 def test_demo_producer_send_batch_partitions_like_send(broker: EmbeddedBroker,
                                                        unique: str) -> None:
     """send_batch must put each router in the partition the default partitioner
-    (murmur2 of the key) picks, as worker/routing.py requires, and lose nothing."""
+    (murmur2 of the key) picks, as worker/ingest/routing.py requires, and lose nothing."""
     from tests.integration.conftest import create_topic
 
     n = 12_000
@@ -163,7 +163,7 @@ def test_tail_from_beginning_replays_and_json_keeps_lines_unchanged(broker: Embe
     old = [enc(sketch_env("r1", 0, {"a": 1})), enc(dict(sketch_env("r1", 1, {"a": 1}),
                                                        private=False, noise_kind="zero"))]
     asyncio.run(publish(broker.bootstrap, unique, old, partitions=1))
-    proc = subprocess.run([sys.executable, "-m", "worker.cli", "tail", "--broker",
+    proc = subprocess.run([sys.executable, "-m", "worker.cli.main", "tail", "--broker",
                            broker.bootstrap, "--topic", unique, "--from-beginning", "--json",
                            "--count", "2", "--seconds", "60"], cwd=ROOT, capture_output=True,
                           timeout=90, check=False)

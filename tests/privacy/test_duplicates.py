@@ -1,5 +1,5 @@
 """privacy_audit.duplicates: the check the one-writer tests (issue 19) run over release
-topics. Real envelopes (worker.publish) of one topology: byte-identical copies are
+topics. Real envelopes (worker.release.envelope) of one topology: byte-identical copies are
 re-publications, a second payload under one (topology, shard, epoch, seq) is a conflict."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_co
 from privacy_audit import conflicting_releases, duplicate_report
 from privacy_audit.duplicates import release_id
 from tests.unit.worker.test_worker_state import topo
-from worker.publish import envelope_bytes
+from worker.release.envelope import envelope_bytes
 
 
 def _env(shard: str, seq: int, counts: dict[str, int], epoch: int = 7) -> bytes:

@@ -1,4 +1,4 @@
-"""The msgspec fast path (worker/decode_fast.py) against the reference json decoder.
+"""The msgspec fast path (worker/ingest/fast_json.py) against the reference json decoder.
 
 Differential: for any batch, ``decode_batch`` (fast path first) must give the
 same columns and the same dead letters (offset, reason, detail) as the
@@ -14,9 +14,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.decode import _decode_json, decode_batch
-from worker.decode_fast import MAX_DEPTH, fast_json
-from worker.topology import FieldPaths, InputSpec
+from worker.config.topology import FieldPaths, InputSpec
+from worker.ingest.decode import _decode_json, decode_batch
+from worker.ingest.fast_json import MAX_DEPTH, fast_json
 
 PLAIN = InputSpec("t", 1, "json", FieldPaths(shard="router", item="src_ip"))
 DOTTED = InputSpec("t", 1, "json", FieldPaths(shard="r.id", item="src.ip", unit="u",

@@ -1,6 +1,6 @@
 """The typed (msgspec) JSON fast path agrees with the reference path on every input.
 
-``worker.decode_fast.fast_json`` (msgspec) may only ever return what the reference path
+``worker.ingest.fast_json.fast_json`` (msgspec) may only ever return what the reference path
 (``json.loads`` + field checks) returns; everywhere else it must decline (None) so the
 reference decides, with its dead-letter reasons. Each case is decoded twice: normally,
 and with the fast path switched off, and the two results must be identical. The fuzz
@@ -14,9 +14,9 @@ import random
 
 import pytest
 
-from worker import decode
-from worker.decode import Decoded, decode_batch
-from worker.topology import FieldPaths, InputSpec
+from worker.config.topology import FieldPaths, InputSpec
+from worker.ingest import decode
+from worker.ingest.decode import Decoded, decode_batch
 
 SPEC = InputSpec("flows", 1, "json", FieldPaths(shard="router", item="src_ip"))
 GOOD = b'{"router":"r1","src_ip":"10.0.0.1","packets":2}'

@@ -196,7 +196,7 @@ class PAMGSpec:
     hash_seed: int = 0
 
     #: What the state holds beyond its start-of-window size (no fixed worst case: a
-    #: memory limit cannot be checked against it; worker/memory_model.py refuses).
+    #: memory limit cannot be checked against it; worker/engine/memory_model.py refuses).
     state_growth: ClassVar[str] = ("the (unit, item) pairs of the window, up to m per unit,"
                                    " for every unit of the window")
 

@@ -90,7 +90,7 @@ class TrieHHSpec:
     """
 
     #: What the state holds beyond its start-of-window size (no fixed worst case: a
-    #: memory limit cannot be checked against it; worker/memory_model.py refuses).
+    #: memory limit cannot be checked against it; worker/engine/memory_model.py refuses).
     state_growth: ClassVar[str] = "the distinct item prefixes of the window"
 
     levels: int

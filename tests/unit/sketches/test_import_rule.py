@@ -269,7 +269,8 @@ def test_synthetic_clean_graph_passes() -> None:
      "import cycle: sketches.continual.a -> sketches.continual.helper -> sketches.continual.a"),
     ({"sketches__core__noise": "from aiokafka import AIOKafkaConsumer\n"},
      "imports aiokafka: sketches never imports Kafka/Faust/worker"),
-    ({"sketches__privacy__cal": "from worker.app import run\n"}, "imports worker.app"),
+    ({"sketches__privacy__cal": "from worker.runtime.worker import run\n"},
+     "imports worker.runtime.worker"),
     ({"sketches__stray": "x = 1\n"}, "sketches.stray: not in any layer"),
 ])
 def test_checker_fails_on_each_kind_of_violation(changes: dict[str, str], expect: str) -> None:

@@ -19,8 +19,8 @@ import tracemalloc
 import pytest
 
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-from worker.engine import Engine
-from worker.topology import parse_topology
+from worker.config.topology import parse_topology
+from worker.engine.engine import Engine
 
 MAX_MESSAGE = 16_384
 TOPO = f"""

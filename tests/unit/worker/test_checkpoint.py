@@ -1,4 +1,4 @@
-"""Checkpoint records (``worker/checkpoint.py``): a record whose bytes are not the ones its
+"""Checkpoint records (``worker/engine/checkpoint.py``): a record whose bytes are not the ones its
 head (or its own header) was written with is refused, never restored (issue 24: removing
 the CRC check survived every test).
 
@@ -15,7 +15,7 @@ import zlib
 import pytest
 
 from sketches.errors import SerializationError
-from worker.checkpoint import (
+from worker.engine.checkpoint import (
     CheckpointCache,
     PartitionCheckpoint,
     chunk_records,

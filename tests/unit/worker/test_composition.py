@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from sketches.errors import SpecError
-from worker.composition import compose, describe, stated_guarantee, topic_totals
-from worker.publish import envelope
-from worker.topology import check_topics, load_topologies, parse_topology
+from worker.config.topology import check_topics, load_topologies, parse_topology
+from worker.engine.composition import compose, describe, stated_guarantee, topic_totals
+from worker.release.envelope import envelope
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,7 +1,7 @@
 """A Kafka record batch that fails on every fetch is skipped and dead-lettered (pure).
 
-``worker.record_tuples`` reads a failing batch again up to ``attempts`` times, then
-reports it as a :class:`~worker.record_tuples.SkippedBatch` instead of raising out
+``worker.kafka.record_tuples`` reads a failing batch again up to ``attempts`` times, then
+reports it as a :class:`~worker.kafka.record_tuples.SkippedBatch` instead of raising out
 of ``getmany`` (which failed the consume task and crash-looped the worker). These
 tests cover the worker's side: the consume loop hands the skip to the engine after
 the fetch's records, and the engine dead-letters the range as ``corrupt_batch`` and
@@ -18,14 +18,14 @@ from aiokafka import TopicPartition
 
 from tests.unit.worker.test_open_shard_limit import TEXT, _keys
 from tests.unit.worker.test_worker_consume import TP, FakeConsumer, FakeEngine, _worker
-from worker.mechanisms import load_mechanisms
-from worker.record_tuples import SkippedBatch
-from worker.topology import parse_topology
+from worker.config.mechanism_loader import load_mechanisms
+from worker.config.topology import parse_topology
+from worker.kafka.record_tuples import SkippedBatch
 
 
 def test_engine_dead_letters_the_range_and_moves_past_it() -> None:
     from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-    from worker.engine import Engine
+    from worker.engine.engine import Engine
 
     load_mechanisms()
     t = parse_topology(TEXT, "o.yaml")
@@ -250,7 +250,7 @@ def test_engine_refuses_a_batch_fetched_before_a_restore_of_its_partition() -> N
     while process_batch waited for the lock makes the fetched records stale; applying
     them would move the restored offset past records that are read again."""
     from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-    from worker.engine import Engine
+    from worker.engine.engine import Engine
 
     load_mechanisms()
     eng = Engine([parse_topology(TEXT, "o.yaml")], MemStore(), MemSink(),

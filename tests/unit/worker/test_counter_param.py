@@ -9,8 +9,8 @@ import pytest
 from sketches import query_release
 from sketches.errors import SpecError
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev, releases, topo
-from worker.engine import Engine
-from worker.topology import validate_mechanism_params
+from worker.config.topology import validate_mechanism_params
+from worker.engine.engine import Engine
 
 
 @pytest.mark.parametrize("counter", ["blt", "sqrt"])

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.decode import REASONS, decode_batch
-from worker.routing import ShardGate, group_by_shard, partition_for
-from worker.topology import FieldPaths, InputSpec
+from worker.config.topology import FieldPaths, InputSpec
+from worker.ingest.decode import REASONS, decode_batch
+from worker.ingest.routing import ShardGate, group_by_shard, partition_for
 
 JSON = InputSpec("in", 1, "json", FieldPaths("router", "src.ip", "user", None), 300)
 JSONW = InputSpec("in", 1, "json", FieldPaths("router", "src", None, "pkts"))
@@ -351,7 +351,7 @@ def test_unknown_shard_and_wrong_partition_have_distinct_details() -> None:
 
 def test_a_decoder_bug_becomes_an_undecodable_dead_letter(monkeypatch) -> None:
     """Whatever the decoder raises on one record, the others still decode."""
-    import worker.decode as dec
+    import worker.ingest.decode as dec
 
     real = dec._decode_json
 
@@ -373,7 +373,7 @@ def test_dead_letter_copy_is_truncated_to_the_limit_with_length_and_hash() -> No
     import base64
     import hashlib
 
-    from worker.decode import DeadLetter
+    from worker.ingest.decode import DeadLetter
 
     value = b"v" * 5_000_000
     d = DeadLetter(7, b"k" * 3000, value, 0, "oversized", "big")

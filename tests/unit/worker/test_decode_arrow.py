@@ -1,4 +1,4 @@
-"""The ``arrow`` encoding (worker/decode_arrow.py): exact decoding and hostile batches.
+"""The ``arrow`` encoding (worker/ingest/arrow.py): exact decoding and hostile batches.
 
 Every hostile message must become exactly one dead letter with a reason code,
 never an exception, and the checks before pyarrow must refuse what would make
@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sketches.core.hash_keys import item_keys
-from worker.decode import REASONS, decode_batch
-from worker.decode_arrow import META_SHARD, META_VERSION, arrow_message, ipv4_text
-from worker.demo_producer import ipv4_str
-from worker.routing import ShardGate, group_by_shard
-from worker.topology import FieldPaths, InputSpec
+from worker.config.topology import FieldPaths, InputSpec
+from worker.ingest.arrow import META_SHARD, META_VERSION, arrow_message, ipv4_text
+from worker.ingest.decode import REASONS, decode_batch
+from worker.ingest.routing import ShardGate, group_by_shard
+from worker.kafka.demo_producer import ipv4_str
 
 STR = InputSpec("in", 1, "arrow", FieldPaths("router", "src"), 1 << 16, max_item_bytes=64)
 INT = InputSpec("in", 1, "arrow", FieldPaths("router", "src"), 1 << 16, item_type="int")

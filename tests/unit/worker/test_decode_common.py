@@ -1,4 +1,4 @@
-"""Dead-letter records (``worker/decode_common.py``): the copy of a bad record fits the
+"""Dead-letter records (``worker/ingest/records.py``): the copy of a bad record fits the
 producer's limit exactly, and is only cut when it has to be (issue 24: a dead letter of
 exactly ``max_bytes`` was not covered by any test)."""
 
@@ -8,7 +8,7 @@ import base64
 import hashlib
 import json
 
-from worker.decode_common import DeadLetter
+from worker.ingest.records import DeadLetter
 
 LETTER = DeadLetter(11, b"key-" * 40, bytes(range(256)) * 12, 1_700_000_000_000,
                     "oversized", "value exceeds the limit")

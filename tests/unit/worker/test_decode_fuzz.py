@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sketches.core.hashing import HashSpec
-from worker.decode import REASONS, decode_batch
-from worker.topology import FieldPaths, InputSpec
+from worker.config.topology import FieldPaths, InputSpec
+from worker.ingest.decode import REASONS, decode_batch
 
 SPECS = [
     InputSpec("in", 1, "json", FieldPaths("router", "src.ip"), 4096, max_item_bytes=64),

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from sketches.errors import SpecError
-from worker.decode import decode_batch
-from worker.demo_producer import (
+from worker.config.topology import FieldPaths, InputSpec
+from worker.ingest.decode import decode_batch
+from worker.ingest.routing import partition_for
+from worker.kafka.demo_producer import (
     NetmonGenerator,
     Pacer,
     columnar_messages,
     ipv4_str,
     json_messages,
 )
-from worker.routing import partition_for
-from worker.topology import FieldPaths, InputSpec
 
 
 def test_same_seed_same_stream_other_seed_differs() -> None:
@@ -101,7 +101,7 @@ def test_columnar_messages_decode_and_keep_order() -> None:
 def test_arrow_messages_decode_to_the_same_events(field: str) -> None:
     """``--encoding arrow``: IPv4 fields travel as uint32, prefixes as utf8; decoded
     items equal the JSON text of the same events, per router in order."""
-    from worker.demo_producer import arrow_messages
+    from worker.kafka.demo_producer import arrow_messages
 
     ev = NetmonGenerator(routers=3, sources_per_router=300, seed=4).chunk(900)
     msgs = arrow_messages(ev, field, weight=True)

@@ -16,9 +16,9 @@ import pytest
 from sketches.errors import SpecError
 from tests.integration.exact_mechanism import ExactCounts  # noqa: F401  (registers it)
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
-from worker.checkpoint import PartitionCheckpoint
-from worker.engine import Engine
-from worker.topology import parse_topology
+from worker.config.topology import parse_topology
+from worker.engine.checkpoint import PartitionCheckpoint
+from worker.engine.engine import Engine
 
 TOPO = """
 name: {name}

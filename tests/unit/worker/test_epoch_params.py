@@ -15,11 +15,11 @@ import pytest
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from sketches.errors import SerializationError, SpecError
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
-from worker.engine import Engine
-from worker.epoch_params import HARD, check_hard, epoch_params, soft_changes
-from worker.mechanisms import load_mechanisms
-from worker.shard_state import STATE_MAGIC, ShardState
-from worker.topology import parse_topology
+from worker.config.mechanism_loader import load_mechanisms
+from worker.config.topology import parse_topology
+from worker.engine.engine import Engine
+from worker.engine.shard_state import STATE_MAGIC, ShardState
+from worker.release.epoch_params import HARD, check_hard, epoch_params, soft_changes
 
 TOPO = """
 name: views
@@ -149,7 +149,7 @@ def test_structural_edit_mid_epoch_is_refused_naming_the_field(
     assert says in str(err.value) and "new `name`" in str(err.value)
 
 
-# Listed here on purpose, not read from worker.epoch_params.HARD: a field dropped from
+# Listed here on purpose, not read from worker.release.epoch_params.HARD: a field dropped from
 # HARD must make this test fail (issue 24: 6 of the 9 could be dropped unnoticed).
 STRUCTURAL = [
     ("mechanism", "mechanism.name", lambda t: dataclasses.replace(t, mechanism="lazy_cs")),
@@ -220,7 +220,7 @@ def test_not_private_reason_names_the_float_noise_field_or_the_mechanism() -> No
     """Why a release is not private, as stated in it: a factorized counter is uncertified
     (not the floating-point attack); a mechanism registered float-noise-only (PAMG) is
     judged by its name, with no parameter pointing at it."""
-    from worker.epoch_params import not_private_reason
+    from worker.release.epoch_params import not_private_reason
 
     blt = not_private_reason("lazy_cms", "secure", {"counter": "blt"})
     assert blt is not None and blt.startswith("float noise (mechanism.params.counter: a "
@@ -256,7 +256,7 @@ def _as_version_1(blob: bytes) -> bytes:
 
 
 def test_version_1_states_restore_when_their_spec_matches_else_refused() -> None:
-    from worker.checkpoint import decode_checkpoint, encode_checkpoint
+    from worker.engine.checkpoint import decode_checkpoint, encode_checkpoint
 
     store, clock = MemStore(), Clock(1_000_000.0)
     run_epoch_start(topo(), store, clock, [ev(0, "r1", "a", "u1")])
@@ -276,7 +276,7 @@ def test_version_1_states_restore_when_their_spec_matches_else_refused() -> None
 
 def test_insecure_noise_releases_say_not_private() -> None:
     """Old code: a `zero`/`fast` release looked private (eps 1.0, nothing else)."""
-    from worker.publish import summarize_release
+    from worker.release.envelope import summarize_release
 
     for noise, private in (("fast", False), ("zero", False), ("secure", True)):
         t = topo(noise=noise)
@@ -309,9 +309,9 @@ def test_float_noise_releases_say_not_private(mech: str, params: str, private: b
     does not hold against the floating-point attack (Mironov 2012), the very reason production
     topologies refuse them. Such a release now says `private: false` and why, and every reader
     prints NOT PRIVATE for it."""
-    from worker.publish import privacy_label
-    from worker.reader import not_private_warning
-    from worker.release_status import is_private, privacy_note
+    from worker.release.envelope import privacy_label
+    from worker.release.reader import not_private_warning
+    from worker.release.status import is_private, privacy_note
 
     load_mechanisms()
     eps = 0.5 if "paper" in params else 4.0  # the classic bound needs eps < 1
@@ -362,7 +362,7 @@ def test_release_records_carry_published_at_as_their_kafka_timestamp() -> None:
 
 
 def test_reader_flags_not_private_releases_and_reads_both_schema_versions() -> None:
-    from worker.reader import ReleaseIndex, not_private_warning
+    from worker.release.reader import ReleaseIndex, not_private_warning
 
     idx = ReleaseIndex()
     base = {"topology": "t", "shard": "r1", "epoch": 1, "payload": {"kind": "heavy_hitters"}}
@@ -397,7 +397,7 @@ def test_version_1_state_restored_under_secure_noise_is_not_stamped_private() ->
     """Review: a version-1 state records no noise kind; restored under a `secure` topology
     with an equal spec it was stamped `private: true` (it may have been written with
     `fast` noise). Its epoch now states `private: false`; the next epoch is private."""
-    from worker.checkpoint import decode_checkpoint, encode_checkpoint
+    from worker.engine.checkpoint import decode_checkpoint, encode_checkpoint
 
     store, clock = MemStore(), Clock(1_000_000.0)
     mech, params = "test_exact_counts", "{}"
@@ -434,7 +434,7 @@ def test_a_tree_checkpoint_restores_under_the_lattice_default_then_new_epochs_us
     its epoch ends; the next epoch is built with the new default, and its releases state
     the counter."""
     from sketches.counters import family
-    from worker.checkpoint import decode_checkpoint, encode_checkpoint
+    from worker.engine.checkpoint import decode_checkpoint, encode_checkpoint
 
     monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", True)
 

@@ -26,8 +26,8 @@ from sketches.core.base import MechanismEntry, register, registered
 from sketches.errors import SpecError
 from tests.integration.exact_mechanism import ExactCounts, _spec
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-from worker.engine import Engine
-from worker.topology import parse_topology
+from worker.config.topology import parse_topology
+from worker.engine.engine import Engine
 
 LOG: list[tuple[str, int]] = []
 
@@ -269,7 +269,7 @@ def test_event_time_is_the_production_default_and_processing_time_is_refused() -
 
 
 def test_timestamp_type_check_refuses_create_time_inputs_in_production() -> None:
-    from worker.event_time import check_timestamp_types, topic_configs
+    from worker.ingest.event_time import check_timestamp_types, topic_configs
 
     prod = parse_topology(TOPO.replace("name: et", "name: et\nproduction: true\n"
                                        "shards: {allowed: [r1]}").replace(
@@ -332,7 +332,7 @@ def test_switching_to_event_time_never_reopens_a_closed_tick() -> None:
     """A checkpoint without a watermark (processing time, or written before event time):
     the restored watermark starts at the shards' closed ticks, so a record of an already
     closed tick is late, never moved to the open tick."""
-    from worker.checkpoint import decode_checkpoint, encode_checkpoint
+    from worker.engine.checkpoint import decode_checkpoint, encode_checkpoint
 
     LOG.clear()
     store, clock = MemStore(), Clock(T0_MS / 1000)
@@ -369,7 +369,7 @@ def test_switching_to_event_time_never_reopens_a_closed_tick() -> None:
 
 def test_create_time_records_fail_production_and_warn_once_otherwise(caplog) -> None:
     """A broker that reports LogAppendTime but keeps producer timestamps (Tansu)."""
-    from worker.event_time import TimestampTypeGuard
+    from worker.ingest.event_time import TimestampTypeGuard
 
     prod = parse_topology(TOPO.replace("name: et", "name: et\nproduction: true\n"
                                        "shards: {allowed: [r1]}").replace(
@@ -390,7 +390,7 @@ def test_create_time_records_make_non_production_releases_not_private() -> None:
     bound made about 8 later records late (25/25 trials), yet releases said private:
     true. The guard's reason now reaches the running epoch's block (checkpointed) and
     every later epoch's, before any record of the revealing fetch is applied."""
-    from worker.event_time import TimestampTypeGuard
+    from worker.ingest.event_time import TimestampTypeGuard
 
     t = parse_topology(TOPO.replace("TIME", "event").replace(
         "noise: {kind: zero, allow_insecure_noise: true}", "noise: {kind: secure}"))
@@ -431,7 +431,7 @@ def test_a_record_stamped_ahead_of_the_clock_never_moves_the_watermark_past_now_
     moves the watermark: progress between batches (``watermark_ms``), progress inside a
     batch (``add``), the end of the log (``reached_end``), and a wall clock stepping
     back (the watermark never moves back)."""
-    from worker.event_time import EventTimeQueue
+    from worker.ingest.event_time import EventTimeQueue
 
     rec = lambda off, ts: (off, b"k", b"{}", ts)  # noqa: E731
     # between batches: the read stamp 10,300 is capped at 10,000 - 250
@@ -472,7 +472,7 @@ def test_queue_watermark_before_resume_ticks_and_due_records_by_tick() -> None:
     ``now - lateness``; ``watermark_tick`` is the integer tick of the watermark; ``due``
     releases exactly the records of ticks up to it, the records of one tick as one group
     in offset order, and never a record of the first open tick (whatever its offset)."""
-    from worker.event_time import EventTimeQueue
+    from worker.ingest.event_time import EventTimeQueue
 
     q = EventTimeQueue(tick_ms=100, lateness_ms=250)
     assert q.watermark_ms(10_000) == 9_750 and q.watermark == 9_750
@@ -492,7 +492,7 @@ def test_queue_watermark_before_resume_ticks_and_due_records_by_tick() -> None:
 def test_offsets_already_done_are_skipped_without_dropping_the_rest_of_the_batch() -> None:
     """After a restore, ``done`` offsets (applied before the checkpoint) are skipped one by
     one: the records after one in the same batch are still judged and held."""
-    from worker.event_time import EventTimeQueue
+    from worker.ingest.event_time import EventTimeQueue
 
     q = EventTimeQueue(tick_ms=100, lateness_ms=250)
     q.resume(9_750, 10_000)
@@ -505,7 +505,7 @@ def test_an_older_stamp_read_later_never_moves_read_progress_back() -> None:
     """Read progress (a) is the newest stamp read: a batch holding only older stamps (a
     clock step of the producer's broker) must not lower it, or the watermark would stall
     while records keep arriving."""
-    from worker.event_time import EventTimeQueue
+    from worker.ingest.event_time import EventTimeQueue
 
     q = EventTimeQueue(tick_ms=100, lateness_ms=250)
     q.resume(9_000, 10_200)
@@ -518,7 +518,7 @@ def test_an_older_stamp_read_later_never_moves_read_progress_back() -> None:
 def test_held_records_failed_names_the_cause_and_keeps_the_records() -> None:
     """The poison guard's message names the failing cause and suspects exactly the held
     records (not the current batch)."""
-    from worker.event_time import HeldRecordsFailed
+    from worker.ingest.event_time import HeldRecordsFailed
 
     recs = [_rec(3, 1), _rec(4, 2)]
     err = HeldRecordsFailed("in", 2, recs, ValueError("bad item"))
@@ -531,7 +531,7 @@ def test_timestamp_checks_apply_to_event_time_inputs_only_input_first(caplog) ->
     start-up check, the per-batch guard nor the declared topic config asks for it. For
     event time, the input topic is checked first, and an unreported topic does not stop
     the checks of the next one."""
-    from worker.event_time import TimestampTypeGuard, timestamp_problems, topic_configs
+    from worker.ingest.event_time import TimestampTypeGuard, timestamp_problems, topic_configs
 
     proc = topo("processing")
     assert timestamp_problems([proc], {"in": "CreateTime", "out": "CreateTime"}) == ([], [])
@@ -549,7 +549,7 @@ def test_timestamp_checks_apply_to_event_time_inputs_only_input_first(caplog) ->
 
 def test_the_guard_checks_every_event_time_input_topic_and_production_wins(caplog) -> None:
     """Two topologies on one input topic: the topic is production if either is."""
-    from worker.event_time import TimestampTypeGuard
+    from worker.ingest.event_time import TimestampTypeGuard
 
     prod = parse_topology(TOPO.replace("name: et", "name: et\nproduction: true\n"
                                        "shards: {allowed: [r1]}").replace(
@@ -588,7 +588,7 @@ class _Admin:
 def test_describe_timestamp_types_reads_each_topic_and_survives_a_failing_one() -> None:
     """The broker's reported ``message.timestamp.type`` per topic (None when not reported
     or when describing fails), every topic asked once, in order."""
-    from worker.event_time import describe_timestamp_types
+    from worker.ingest.event_time import describe_timestamp_types
 
     admin = _Admin({"in": "LogAppendTime", "out": "CreateTime", "quiet": None},
                    fail=frozenset({"bad"}))

@@ -17,8 +17,8 @@ from typing import Any
 from tests.integration.exact_mechanism import POISON
 from tests.unit.worker.test_event_time import T0_MS, topo
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-from worker.engine import Engine
-from worker.poison import PoisonGuard, process_guarded, reset_failed
+from worker.engine.engine import Engine
+from worker.runtime.poison import PoisonGuard, process_guarded, reset_failed
 
 
 def _rec(off: int, item: str, ts: int) -> tuple[int, bytes, bytes, int]:

@@ -1,4 +1,4 @@
-"""Pure tests of worker.faults, worker.poison bookkeeping, metrics hygiene and CLI errors."""
+"""Pure tests of kafka.broker_watch, runtime.poison bookkeeping, metrics hygiene, CLI errors."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import socket
 import pytest
 
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev, topo
-from worker.cli import build_parser, main
-from worker.decode import REASONS
-from worker.engine import Engine
-from worker.faults import BrokerUnavailable, BrokerWatch
-from worker.metrics import Metrics
+from worker.cli.main import build_parser, main
+from worker.engine.engine import Engine
+from worker.ingest.decode import REASONS
+from worker.kafka.broker_watch import BrokerUnavailable, BrokerWatch
+from worker.observe.metrics import Metrics
 
 
 def _watch(probe_results: list[bool], *, limit: float, embedded=None):
@@ -118,7 +118,7 @@ def test_validate_checks_topologies_without_a_broker(capsys, tmp_path) -> None:
 
 @pytest.mark.parametrize("attempts", [1, 3])
 def test_poison_guard_isolates_then_gives_up(attempts: int) -> None:
-    from worker.poison import PoisonGuard
+    from worker.runtime.poison import PoisonGuard
 
     g = PoisonGuard(attempts)
     recs = [(o, None, b"v", 0) for o in range(10, 14)]

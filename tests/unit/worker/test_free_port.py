@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from worker.broker import ephemeral_floor, free_port
+from worker.kafka.embedded import ephemeral_floor, free_port
 
 
 def test_free_port_is_bindable_and_below_the_ephemeral_range() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from worker.health import Probe, liveness, readiness
-from worker.metrics import Metrics
+from worker.observe.health import Probe, liveness, readiness
+from worker.observe.metrics import Metrics
 
 READY = {"started": True, "stopping": False, "failed": None, "broker_connected": True,
          "rebalancing": False}
@@ -91,7 +91,7 @@ def test_worker_readiness_follows_the_rebalance() -> None:
     from aiokafka import TopicPartition
 
     from tests.unit.worker.test_worker_consume import FakeConsumer, FakeEngine, _worker
-    from worker.app import _Listener
+    from worker.runtime.worker import _Listener
 
     tp = TopicPartition("in", 0)
     w = _worker(FakeEngine(restored_at=3))
@@ -115,7 +115,7 @@ def test_worker_readiness_follows_the_rebalance() -> None:
 def test_run_refuses_to_start_an_embedded_broker_when_forbidden(monkeypatch: Any,
                                                                capsys: Any) -> None:
     """The container image sets DPSTREAM_EMBEDDED_BROKER=false: no broker is an error."""
-    from worker.cli import main
+    from worker.cli.main import main
 
     monkeypatch.delenv("DPSTREAM_BROKER", raising=False)
     monkeypatch.setenv("DPSTREAM_EMBEDDED_BROKER", "false")

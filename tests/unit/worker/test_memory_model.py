@@ -7,10 +7,10 @@ import pytest
 
 from sketches import ZeroNoise, lookup
 from sketches.errors import SpecError
-from worker.mechanisms import load_mechanisms
-from worker.memory_model import check_memory_limit, shard_bytes, worst_case_bytes
-from worker.settings import Settings
-from worker.topology import parse_topology
+from worker.config.mechanism_loader import load_mechanisms
+from worker.config.settings import Settings
+from worker.config.topology import parse_topology
+from worker.engine.memory_model import check_memory_limit, shard_bytes, worst_case_bytes
 
 TOPO = """
 name: {name}
@@ -62,7 +62,7 @@ def test_spec_memory_model_matches_the_measured_state(mech: str, params: dict) -
 
 
 def test_plan_and_the_limit_use_the_same_function() -> None:
-    from worker.plan import memory, probe
+    from worker.plan.plan import memory, probe
 
     t = topo()
     assert memory(probe(t))["per_shard_bytes"] == shard_bytes(t)[0] > 4 * 1024 * 8
@@ -100,7 +100,7 @@ def test_settings_read_the_limit_from_the_environment() -> None:
 
 def test_the_worker_refuses_to_start_over_the_limit(tmp_path) -> None:
     """create_worker (what `dpstream run` calls) applies the limit before any Kafka client."""
-    from worker.app import create_worker
+    from worker.runtime.worker import create_worker
 
     path = tmp_path / "t.yaml"
     # the tree pinned: the byte count below is its state (blt_int, the default where it

@@ -1,6 +1,6 @@
 """One writer per release (issue 19), without a broker.
 
-The real :class:`worker.checkpoint.CheckpointStore` runs over :class:`FakeLog`, an
+The real :class:`worker.engine.checkpoint.CheckpointStore` runs over :class:`FakeLog`, an
 in-memory single-partition log with the Kafka semantics the protocol uses (offsets in
 write order, headers, read from a position); two engines share it like two workers
 share the checkpoint topic. What these tests prove: the *protocol* (claims in log order,
@@ -23,7 +23,9 @@ import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_co
 from privacy_audit.duplicates import duplicate_report
 from sketches.errors import SerializationError
 from tests.unit.worker.test_worker_state import TOPO, Clock, MemSink, MemStore, ev
-from worker.checkpoint import (
+from worker.config.settings import Settings
+from worker.config.topology import parse_topology
+from worker.engine.checkpoint import (
     CLAIM_MAGIC,
     HEAD_MAGIC,
     OWNER_HEADER,
@@ -33,9 +35,7 @@ from worker.checkpoint import (
     claim_key,
     head_key,
 )
-from worker.engine import Engine
-from worker.settings import Settings
-from worker.topology import parse_topology
+from worker.engine.engine import Engine
 
 
 class FakeLog:
@@ -349,7 +349,7 @@ def test_compaction_keeps_the_claim_that_fences_a_zombie(repair_on_restore: bool
 def test_a_racing_foreign_claim_is_found_among_many_other_claims() -> None:
     """The race check kept the last 64 claims of all partitions: a foreign claim of our
     partition followed by 64 others was forgotten. It now keeps 64 per partition."""
-    from worker.checkpoint import CLAIM_MAGIC, claim_key
+    from worker.engine.checkpoint import CLAIM_MAGIC, claim_key
 
     log = FakeLog()
 

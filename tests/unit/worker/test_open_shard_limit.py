@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from worker.mechanisms import load_mechanisms
-from worker.routing import ShardBudget, ShardGate, partition_for
-from worker.topology import parse_topology
+from worker.config.mechanism_loader import load_mechanisms
+from worker.config.topology import parse_topology
+from worker.ingest.routing import ShardBudget, ShardGate, partition_for
 
 TEXT = """
 name: o
@@ -67,7 +67,7 @@ def test_no_budget_means_no_limit() -> None:
 
 def test_engine_dead_letters_records_of_shards_beyond_the_limit() -> None:
     from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-    from worker.engine import Engine
+    from worker.engine.engine import Engine
 
     load_mechanisms()
     t = parse_topology(TEXT, "o.yaml")

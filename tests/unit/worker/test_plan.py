@@ -16,11 +16,11 @@ import pytest
 
 from sketches.privacy import tree_levels
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-from worker import plan as planmod
-from worker.cli import main
-from worker.engine import Engine
-from worker.mechanisms import load_mechanisms
-from worker.topology import load_topology, parse_topology
+from worker.cli.main import main
+from worker.config.mechanism_loader import load_mechanisms
+from worker.config.topology import load_topology, parse_topology
+from worker.engine.engine import Engine
+from worker.plan import plan as planmod
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -240,8 +240,8 @@ dead_letter: {{topic: dlq}}
 
 
 def test_a_changed_guarantee_code_path_would_show_in_the_plan(monkeypatch: Any) -> None:
-    """The plan reads the guarantee from worker.publish.envelope, not a copy of its rules."""
-    import worker.publish as publish
+    """The plan reads the guarantee from release.envelope.envelope, not a copy of its rules."""
+    import worker.release.envelope as publish
 
     real = publish.envelope
 
@@ -401,7 +401,7 @@ def test_a_memory_limit_refuses_exactly_the_states_without_a_worst_case(
     size was counted as if it were the worst case. With a limit set they are refused
     (the plan's memory line says why); every other mechanism is checked as before."""
     from sketches.errors import SpecError
-    from worker.memory_model import check_memory_limit, shard_bytes
+    from worker.engine.memory_model import check_memory_limit, shard_bytes
 
     t = topo(mech, params, **kw)
     grows = mech in ("pamg", "triehh")

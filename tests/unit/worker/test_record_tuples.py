@@ -1,4 +1,4 @@
-"""worker/record_tuples.py against aiokafka's own PartitionRecords, record for record (pure).
+"""worker/kafka/record_tuples.py against aiokafka's own PartitionRecords, record for record (pure).
 
 Both read the same fetch-response bytes (built with aiokafka's batch builders);
 every test compares what the worker's tuple path hands over, and where the
@@ -22,7 +22,7 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.record_tuples import (
+from worker.kafka.record_tuples import (
     RecordTuples,
     TupleMode,
     _partition_records,
@@ -35,7 +35,7 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 def _original() -> Any:
-    from worker import record_tuples
+    from worker.kafka import record_tuples
     return record_tuples._ORIGINAL
 
 
@@ -259,7 +259,7 @@ def test_a_transient_failure_heals_without_a_skip() -> None:
 
 def test_a_skip_never_spans_more_than_max_skip_offsets() -> None:
     """A corrupt header can claim any last offset: the skip is capped."""
-    from worker.record_tuples import MAX_SKIP
+    from worker.kafka.record_tuples import MAX_SKIP
 
     buf = bytearray(batch(5, 5))
     struct.pack_into(">i", buf, 23, MAX_SKIP + 100)  # lastOffsetDelta (inside the CRC)
@@ -401,7 +401,7 @@ def test_a_response_that_cannot_be_framed_is_retried_then_skipped_offset_by_offs
 def test_large_batches_are_taken_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Review remark: a batch became one list at once (a zstd batch of millions of empty
     records took 500 MB). It is taken CHUNK records at a time; positions stay exact."""
-    from worker import record_tuples
+    from worker.kafka import record_tuples
 
     monkeypatch.setattr(record_tuples, "CHUNK", 4)
     data = batch(0, 10) + batch(10, 3)
@@ -414,7 +414,7 @@ def test_a_failure_inside_a_batch_keeps_the_records_before_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch that fails after some chunks were handed over: those records count, the
     position is after them, and the failure is keyed there (the same on every re-read)."""
-    from worker import record_tuples
+    from worker.kafka import record_tuples
 
     monkeypatch.setattr(record_tuples, "CHUNK", 2)
     buf = bytearray(batch(0, 6))

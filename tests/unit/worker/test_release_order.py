@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-from worker.engine import Engine
-from worker.topology import parse_topology
+from worker.config.topology import parse_topology
+from worker.engine.engine import Engine
 
 TICK_MS, LATENESS_MS, EPOCH_TICKS, EVERY = 100, 300, 50, 5  # slot 0.5 s, epoch 5 s
 T0 = 1_000_000_000  # an epoch boundary

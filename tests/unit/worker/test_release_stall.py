@@ -28,7 +28,7 @@ from collections.abc import Awaitable
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from tests.unit.worker.test_engine_schedule import T0, make
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-from worker.engine import Engine
+from worker.engine.engine import Engine
 
 N_SHARDS = 256
 BATCH = 64

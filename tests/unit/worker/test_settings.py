@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sketches.errors import SpecError
-from worker.settings import Settings
+from worker.config.settings import Settings
 
 
 def test_defaults_bind_metrics_to_loopback_and_use_short_group_timers() -> None:

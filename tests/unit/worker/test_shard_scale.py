@@ -10,8 +10,8 @@ import pytest
 
 from tests.unit.worker.test_engine_schedule import T0, make, out
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
-from worker.engine import Engine
-from worker.shard_state import ShardState
+from worker.engine.engine import Engine
+from worker.engine.shard_state import ShardState
 
 
 def _closed(n: int, every: int = 5) -> Any:
@@ -92,7 +92,7 @@ class _Rec:
     def __init__(self, offset: int, key: bytes, value: bytes | None,
                  headers: Any = None) -> None:
         self.offset, self.key, self.value = offset, key, value
-        self.headers = headers  # the owner header (worker/checkpoint.py)
+        self.headers = headers  # the owner header (worker/engine/checkpoint.py)
 
 
 class FakeLog:
@@ -130,7 +130,7 @@ class FakeLog:
 
 
 def _store(log: FakeLog) -> Any:
-    from worker.checkpoint import CheckpointStore
+    from worker.engine.checkpoint import CheckpointStore
     return CheckpointStore(log, log.consumer(), "ck")
 
 
@@ -205,7 +205,7 @@ def test_version_1_full_snapshots_restore_and_unknown_versions_are_refused() -> 
     import struct
 
     from sketches.errors import SerializationError
-    from worker.checkpoint import PartitionCheckpoint
+    from worker.engine.checkpoint import PartitionCheckpoint
 
     log, clock = FakeLog(), Clock(T0)
     topo = _closed(3)

@@ -17,9 +17,9 @@ import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
-from worker.engine import Engine
-from worker.mechanisms import load_mechanisms
-from worker.topology import parse_topology
+from worker.config.mechanism_loader import load_mechanisms
+from worker.config.topology import parse_topology
+from worker.engine.engine import Engine
 
 TOPO = """
 name: {name}
@@ -151,7 +151,7 @@ def test_events_over_the_bound_are_logged_once_a_minute_not_per_batch(
         for b in range(5, 7):
             await eng.process_batch("in", 0, [ev(7 * b + k, "r1", f"i{k}") for k in range(7)])
 
-    caplog.set_level("WARNING", logger="worker.engine")
+    caplog.set_level("WARNING", logger="worker.engine.engine")
     asyncio.run(run())
     lines = [r.getMessage() for r in caplog.records if "event bound" in r.getMessage()]
     assert len(lines) == 2, lines

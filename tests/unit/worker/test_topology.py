@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from sketches.errors import SpecError
-from worker.mechanisms import load_mechanisms
-from worker.topology import (
+from worker.config.mechanism_loader import load_mechanisms
+from worker.config.topology import (
     load_topologies,
     load_topology,
     parse_topology,
@@ -259,7 +259,7 @@ def test_punctual_topology_runs_in_the_engine(name: str) -> None:
     import json
 
     from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-    from worker.engine import Engine
+    from worker.engine.engine import Engine
 
     load_mechanisms()
     text = f"""
@@ -375,8 +375,8 @@ def test_many_event_encoding_with_a_privacy_unit(encoding: str) -> None:
     with pytest.raises(SpecError) as err:
         parse_topology(yaml.safe_dump(_many_event(encoding, True, 10, unit=True)), "p.yaml")
     assert "p.yaml: input.encoding:" in str(err.value) and "encoding: json" in str(err.value)
-    from worker.epoch_params import epoch_params
-    from worker.publish import envelope
+    from worker.release.envelope import envelope
+    from worker.release.epoch_params import epoch_params
 
     topo = parse_topology(yaml.safe_dump(_many_event(encoding, False, 10, unit=True)))
     assert topo.calibration_cap == 30
@@ -388,8 +388,8 @@ def test_many_event_encoding_with_a_privacy_unit(encoding: str) -> None:
 
 
 def test_non_production_many_event_without_a_bound_is_not_private() -> None:
-    from worker.epoch_params import epoch_params
-    from worker.publish import envelope
+    from worker.release.envelope import envelope
+    from worker.release.epoch_params import epoch_params
 
     topo = parse_topology(yaml.safe_dump(_many_event("columnar", False)))
     assert topo.calibration_cap == 1
@@ -457,8 +457,8 @@ def test_encoding_is_structural_and_judged_from_the_topology() -> None:
     """Review of issue 19, finding 3: json -> columnar mid-epoch is refused; a block
     from before issue 19 (no `encoding`) restored under a columnar topology without a
     message bound says private: false (the current encoding is judged too)."""
-    from worker.epoch_params import check_hard, epoch_params
-    from worker.publish import envelope
+    from worker.release.envelope import envelope
+    from worker.release.epoch_params import check_hard, epoch_params
 
     json_topo = parse_topology(yaml.safe_dump(BASE))
     col = parse_topology(yaml.safe_dump(_many_event("columnar", False)))

@@ -17,8 +17,8 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from worker.app import Worker, _Listener
-from worker.settings import Settings
+from worker.config.settings import Settings
+from worker.runtime.worker import Worker, _Listener
 
 TP = TopicPartition("in", 0)
 

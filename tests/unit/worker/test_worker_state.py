@@ -12,7 +12,9 @@ import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from sketches.errors import SerializationError
-from worker.checkpoint import (
+from worker.config.mechanism_loader import load_mechanisms
+from worker.config.topology import parse_topology
+from worker.engine.checkpoint import (
     CheckpointCache,
     PartitionCheckpoint,
     chunk_records,
@@ -20,10 +22,8 @@ from worker.checkpoint import (
     encode_checkpoint,
     merge_checkpoint,
 )
-from worker.engine import Engine
-from worker.mechanisms import load_mechanisms
-from worker.shard_state import cap_mask
-from worker.topology import parse_topology
+from worker.engine.engine import Engine
+from worker.engine.shard_state import cap_mask
 
 TOPO = """
 name: t

@@ -13,7 +13,7 @@ from sketches.core.hashing import HashSpec
 from sketches.errors import SpecError
 from worker.dashboard.metrics_probe import MetricsProbe
 from worker.dashboard.state import DashboardState, dumps, error_interval
-from worker.release_status import is_private, privacy_note
+from worker.release.status import is_private, privacy_note
 
 SPEC = HashSpec(seed=5, depth=3, width=64)
 

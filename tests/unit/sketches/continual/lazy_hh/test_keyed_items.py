@@ -88,8 +88,8 @@ def test_delta_tilde_includes_key_collisions_and_delta_is_the_guarantee() -> Non
 
 
 def test_worker_envelope_states_delta_tilde_as_delta() -> None:
-    from worker.publish import envelope
-    from worker.topology import parse_topology
+    from worker.config.topology import parse_topology
+    from worker.release.envelope import envelope
 
     topo = parse_topology('''
 name: hh

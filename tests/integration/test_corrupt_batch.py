@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.protocol.produce import ProduceRequest
 
 from tests.integration.conftest import create_topic, latest_by_shard, read_all
-from tests.unit.worker.test_record_tuples import _corrupt, batch
+from tests.unit.worker.kafka.test_record_tuples import _corrupt, batch
 from worker.ingest.routing import partition_for
 
 pytestmark = pytest.mark.broker

@@ -18,7 +18,7 @@ from worker.config.topology import check_topics, load_topologies, parse_topology
 from worker.engine.composition import compose, describe, stated_guarantee, topic_totals
 from worker.release.envelope import envelope
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _topo(name: str, eps: float, *, topic: str = "flows", budget: dict | None = None,

@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
-from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
+from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore, ev
 from worker.config.mechanism_loader import load_mechanisms
 from worker.config.topology import parse_topology, validate_mechanism_params
 from worker.engine.engine import Engine
 from worker.ingest.routing import partition_for
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 TOPO = """
 name: t

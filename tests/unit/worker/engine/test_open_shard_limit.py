@@ -66,7 +66,7 @@ def test_no_budget_means_no_limit() -> None:
 
 
 def test_engine_dead_letters_records_of_shards_beyond_the_limit() -> None:
-    from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
+    from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
     from worker.engine.engine import Engine
 
     load_mechanisms()

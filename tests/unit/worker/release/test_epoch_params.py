@@ -14,7 +14,7 @@ import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from sketches.errors import SerializationError, SpecError
-from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore, ev
+from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore, ev
 from worker.config.mechanism_loader import load_mechanisms
 from worker.config.topology import parse_topology
 from worker.engine.engine import Engine

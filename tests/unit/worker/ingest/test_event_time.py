@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from sketches.core.base import MechanismEntry, register, registered
 from sketches.errors import SpecError
 from tests.integration.exact_mechanism import ExactCounts, _spec
-from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
+from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
 from worker.config.topology import parse_topology
 from worker.engine.engine import Engine
 
@@ -349,7 +349,7 @@ def test_switching_to_event_time_never_reopens_a_closed_tick() -> None:
     cp = decode_checkpoint(store.data[("et", 0)])
     assert cp.watermark is None
     blob = cp.shards[0]  # pretend the checkpoint predates `time` (version-1 state)
-    from tests.unit.worker.test_epoch_params import _as_version_1
+    from tests.unit.worker.release.test_epoch_params import _as_version_1
 
     cp.shards = [_as_version_1(blob)]
     store.data[("et", 0)] = encode_checkpoint(cp)

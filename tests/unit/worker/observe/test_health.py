@@ -90,7 +90,7 @@ def test_worker_readiness_follows_the_rebalance() -> None:
 
     from aiokafka import TopicPartition
 
-    from tests.unit.worker.test_worker_consume import FakeConsumer, FakeEngine, _worker
+    from tests.unit.worker.runtime.test_worker_consume import FakeConsumer, FakeEngine, _worker
     from worker.runtime.worker import _Listener
 
     tp = TopicPartition("in", 0)

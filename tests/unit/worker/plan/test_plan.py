@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from sketches.privacy import tree_levels
-from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
+from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
 from worker.cli.main import main
 from worker.config.mechanism_loader import load_mechanisms
 from worker.config.topology import load_topology, parse_topology
 from worker.engine.engine import Engine
 from worker.plan import plan as planmod
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 TOPO = """
 name: {name}

@@ -17,7 +17,7 @@ from worker.config.topology import (
     validate_mechanism_params,
 )
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 BASE = {
     "name": "t1",
@@ -258,7 +258,7 @@ def test_punctual_topology_runs_in_the_engine(name: str) -> None:
     import asyncio
     import json
 
-    from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
+    from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
     from worker.engine.engine import Engine
 
     load_mechanisms()

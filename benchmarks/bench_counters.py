@@ -23,7 +23,7 @@ same streams, secure noise. Writes ``results/counters.md`` and ``results/counter
    with 10 events at tick 0 read at tick 3,000, point-query RMSE over repeated
    sketches.
 
-Data (/work/shared/data, README there): CAIDA 2016 minute (dst /16, thinned
+Data (/work/shared/data, docs/DATA.md): CAIDA 2016 minute (dst /16, thinned
 with binomial(p) to the stream size), AGH 2015 flows (thinned), synthetic Zipf
 (s=1.2, 10^6 items). Streams: keys repeated count times, seeded permutation
 (the packet order is not in the data). Noise: seeded FastNoise (benchmark

@@ -316,7 +316,7 @@ def report(rows: list[Row], info: list[str], args: argparse.Namespace, secs: flo
         f"(seed {args.seed}, {secs:.0f} s on 2 shared cores). eps = 1, total delta <= 1e-6, "
         "event-level, relation add/remove, k = 128 for the metrics (LazyHH also run with "
         "k = 1024), FastNoise (seeded; benchmark only).", "",
-        "Data (see /work/shared/data/README.md): CAIDA Anonymized Internet Traces 2016, "
+        "Data (see docs/DATA.md): CAIDA Anonymized Internet Traces 2016, "
         "equinix-chicago A, one minute, packets per destination /16 (we acknowledge CAIDA; "
         "research use under its AUP); AGH campus NetFlow 2015-06-10 19-20h, packets per "
         "flow, thinned with `rng.binomial(counts, 0.0147)` (seed 0). Streams: keys "

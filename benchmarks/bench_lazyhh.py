@@ -1,7 +1,7 @@
 """Reproduce Figure 4 of paper 002 (LazyHH heavy hitters on real traffic).
 
 Data: CAIDA 2016 (equinix-chicago A, 2016-04-06 12:59:12 UTC, one minute),
-packets per destination /16 prefix, from ``../shared/data`` (see its README;
+packets per destination /16 prefix, from ``../shared/data`` (docs/DATA.md;
 CAIDA's acceptable-use policy applies, acknowledge CAIDA). Only per-key counts
 exist, so the stream repeats every key ``count`` times and applies a seeded
 random permutation (22,995,783 packets, 1,843 prefixes). The paper used CAIDA

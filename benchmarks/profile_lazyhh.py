@@ -43,7 +43,7 @@ from sketches.core.noise import FastNoise, SecureNoise  # noqa: E402
 from sketches.counters.gauss_bm_lazy import LazyNoiseCounters  # noqa: E402
 from sketches.privacy import Calibrator, Clock, Relation  # noqa: E402
 
-_NAME = "caida2016_chicagoA_20160406-125912_dst16_counts.csv"  # ../shared/data (its README)
+_NAME = "caida2016_chicagoA_20160406-125912_dst16_counts.csv"  # docs/DATA.md
 CAIDA = next((p / "shared" / "data" / _NAME for p in (ROOT.parent, ROOT.parent.parent)
               if (p / "shared" / "data" / _NAME).exists()), ROOT.parent / "shared" / "data" / _NAME)
 

@@ -13,7 +13,7 @@ printable colliding string.
 The audit uses it for the permanent collision regression tests
 (tests/privacy/test_collisions.py): a mechanism that publishes item labels
 must never publish the constructed string's label when the stream holds the
-target 200 times and the constructed string once (DESIGN.md, point 11).
+target 200 times and the constructed string once (SEMANTICS.md §11).
 
 Examples
 --------

@@ -206,7 +206,7 @@ NOTES = """## Differences from the paper, and why
   releases after every event (Alg. 3), so it loops over events in Python and
   draws d*w Gaussians per event. Its time per event is therefore a + b*w with
   a large per-event overhead a, and the Lazy/Punctual ratio is far above the
-  paper's 250x. For scale, DESIGN.md measured C++ ports of the paper's
+  paper's 250x. For scale, C++ ports of the paper's
   pseudo-code on this machine at 7.5M/s (LazyCMS) and 9k/s (PunctualCMS),
   d=4, w=1024: 830x. Punctual is timed on a prefix of the stream (n in the
   table): its cost per event does not depend on the position (one round, one

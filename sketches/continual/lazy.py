@@ -5,7 +5,7 @@ of every cell, and ``d x w`` GaussBM counters ``O``
 (:class:`~sketches.counters.gauss_bm.ContinualCounters`) that receive column ``j`` of
 ``P`` (then reset it) once per round. Queries use Algorithm 4 on ``O``.
 
-Clocks (DESIGN.md, privacy semantics 2)
+Clocks (SEMANTICS.md §2)
 ---------------------------------------
 Both clocks are the same schedule over *steps*: step ``s`` (0-based) first adds
 its events to ``P``, then pushes ``c = columns_per_tick`` consecutive columns

@@ -33,7 +33,7 @@ keys, see below)::
   (a collision is part of the sketch's error) and **never** for published
   labels or for a proof that needs unpredictable keys: Misra-Gries sketches key
   str items by their exact bytes (:mod:`sketches.windowed.misra_gries.mg_state`) and LazyHH by a
-  secret keyed PRF (:mod:`sketches.core.keyed_prf`; DESIGN.md point 11).
+  secret keyed PRF (:mod:`sketches.core.keyed_prf`; SEMANTICS.md §11).
   Fixed-width numpy ``U``/``S`` arrays cannot hold trailing NULs (numpy
   strips them when the array is built); pass object arrays or lists to hash
   such items exactly (lists are converted to object arrays).

@@ -1,8 +1,8 @@
 """A secret keyed PRF for item keys: SipHash-2-4, vectorised over a batch (numpy).
 
 Why: a mechanism whose privacy proof needs distinct items to get unrelated
-keys that the adversary cannot predict (LazyHH, paper 002 Lemma 6; DESIGN.md
-point 11) must not key str/bytes items with a public or merely salted
+keys that the adversary cannot predict (LazyHH, paper 002 Lemma 6; SEMANTICS.md
+§11) must not key str/bytes items with a public or merely salted
 invertible chain: whoever knows (or can probe) the chain can build a second
 string with the same 64-bit key. SipHash-2-4 (Aumasson and Bernstein,
 "SipHash: a fast short-input PRF", INDOCRYPT 2012) is a pseudorandom function

@@ -1,10 +1,10 @@
 """Budget accounting (the package :mod:`sketches.privacy` re-exports it with
 :mod:`~sketches.privacy.calibration` and :mod:`~sketches.privacy.bounds`):
 
-- the DP stream-length counter of LazyHH under add/remove (DESIGN.md 6) and the
+- the DP stream-length counter of LazyHH under add/remove (SEMANTICS.md §6) and the
   split of a total budget between sketch and counter (basic composition);
 - :class:`BudgetAccountant`: the guarantee per event and per unit across epochs
-  and shards (DESIGN.md 3, 4, 5).
+  and shards (SEMANTICS.md §3, 4, 5).
 
 Examples
 --------
@@ -127,7 +127,7 @@ class Guarantee:
 
 @dataclass(frozen=True)
 class BudgetAccountant:
-    """What a per-(shard, epoch) ``(ε, δ)`` means for an event and for a unit (DESIGN.md 3-5).
+    """What a per-(shard, epoch) ``(ε, δ)`` means for an event and for a unit (SEMANTICS.md §3-5).
 
     Parameters
     ----------

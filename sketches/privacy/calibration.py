@@ -103,14 +103,14 @@ __all__ = [
 
 
 class Relation(StrEnum):
-    """Neighbouring relation (DESIGN.md 1). ``replace`` is the paper's model."""
+    """Neighbouring relation (SEMANTICS.md §1). ``replace`` is the paper's model."""
 
     ADD_REMOVE = "add_remove"
     REPLACE = "replace"
 
 
 class Clock(StrEnum):
-    """Sketch clock (DESIGN.md 2): one step per arrival, or fixed processing-time ticks."""
+    """Sketch clock (SEMANTICS.md §2): one step per arrival, or fixed processing-time ticks."""
 
     ARRIVAL = "arrival"
     TICK = "tick"
@@ -131,7 +131,7 @@ def _check_positive_int(name: str, value: int) -> int:
 
 
 def check_clock(relation: Relation, clock: Clock) -> None:
-    """Refuse the arrival clock unless the relation is ``replace`` (DESIGN.md 2).
+    """Refuse the arrival clock unless the relation is ``replace`` (SEMANTICS.md §2).
 
     Under add/remove the number of arrivals is private, so a schedule advancing
     per arrival leaks it; the tick clock is data-independent.

@@ -1,6 +1,6 @@
 """Permanent regression test: one event must never change the label another item is published under.
 
-DESIGN.md point 11 / issue 8 item 1. For every mechanism that publishes item
+SEMANTICS.md §11 / issue 8 item 1. For every mechanism that publishes item
 labels, X = many events of ``10.0.0.1`` (or its int), X' = X + ONE event of an
 item constructed to share the mechanism's item key with it
 (:mod:`privacy_audit.collisions` inverts the public str key chain; for ints
@@ -81,7 +81,7 @@ def assert_never_published(run: Callable[[Any], dict[str, Any]], colliders: list
         assert published == 0, (
             f"the label {c!r} (1 event, sharing an item key or prefix with {TARGET!r} x many)"
             f" was published in {published}/{runs} runs of X': one event changed the label "
-            "another item is published under (DESIGN.md point 11)")
+            "another item is published under (SEMANTICS.md §11)")
 
 
 def _stream(c: Any, n: int, kind: str) -> np.ndarray:

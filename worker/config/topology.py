@@ -456,7 +456,7 @@ def _parse_time(r: SpecReader, clock: str, production: bool) -> tuple[str, int]:
 
     Event time is the default of production tick-clock topologies and the only
     time they accept: with processing time one extra event can move others
-    across a tick boundary (DESIGN.md privacy semantics 2).
+    across a tick boundary (SEMANTICS.md §2).
     """
     default = "event" if production and clock == "tick" else "processing"
     time_ = r.choice("time", TIMES, default)

@@ -6,7 +6,7 @@ never by class name), the epoch number, the next release ``seq`` of the epoch,
 the epoch progress in rounds and, for user-level privacy, the *exact* number
 of contributions of every privacy unit in this ``(shard, epoch)``.
 
-Clocks (DESIGN.md, privacy semantics 2 and 3)
+Clocks (SEMANTICS.md §2 and 3)
 
 - ``tick``: ``global_tick = now_ms // tick_ms`` (wall clock, data-independent);
   ``epoch = global_tick // epoch_ticks``; the mechanism sees the local tick

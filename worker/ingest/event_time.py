@@ -1,6 +1,6 @@
 """Event-time ticks: a record's tick from its own Kafka timestamp; ticks close on read progress.
 
-DESIGN.md privacy semantics 2: which tick an event gets must not depend on
+SEMANTICS.md §2: which tick an event gets must not depend on
 other events. With ``privacy.time: event`` (the default of production
 topologies) the worker assigns every record the tick of its Kafka record
 timestamp, which the broker sets at append time when the input topic has

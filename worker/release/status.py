@@ -1,6 +1,6 @@
 """Is a release private? One answer for every reader (tail, dashboard, Python readers).
 
-A release states the guarantee its noise has (DESIGN.md, decision 12): a
+A release states the guarantee its noise has (SEMANTICS.md §12): a
 release made with seeded (``fast``) or ``zero`` noise is not differentially
 private and says so with ``"private": false``; the envelope may also name the
 noise kind. A reader treats a release as **not private** when either says so:

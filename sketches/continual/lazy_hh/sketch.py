@@ -23,7 +23,7 @@ Output times ``I`` and clocks
   ``output_every``-th tick (ticks ``b - 1`` with ``b`` a multiple of
   ``output_every``). The Theorem 4 bounds hold at those boundaries.
 
-Stream length ``t`` (DESIGN.md point 6)
+Stream length ``t`` (SEMANTICS.md §6)
 ---------------------------------------
 ``replace``: ``t`` is public and enters the thresholds as in the paper.
 ``add_remove``: a GaussBM length counter (``count_fraction`` of eps and delta)

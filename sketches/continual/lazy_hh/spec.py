@@ -494,5 +494,5 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
                              "words under independent secret keys per shard and epoch; int "
                              "items are keyed one-to-one; docs/PRIVACY.md 10.4)"},
         },
-        "reference": "paper 002 Theorem 3; stream length per DESIGN.md 6 [D]",
+        "reference": "paper 002 Theorem 3; stream length per SEMANTICS.md §6 [D]",
     }

@@ -45,7 +45,7 @@ class ItemCodec:
     exact bijection. ``"str"``: the key is the item's exact bytes (str as
     UTF-8; ``"a"`` and ``b"a"`` are one item), held as Python ``bytes`` in an
     object array. Distinct items never share a key, so one event can never
-    change the label another item is published under (DESIGN.md point 11; a
+    change the label another item is published under (SEMANTICS.md §11; a
     64-bit hash with a public seed let anyone forge a colliding string, issue
     8). A Misra-Gries sketch holds at most ``k`` keys, so exact keys cost
     O(k) memory; the fixed total order of Algorithm 1 on str items is the

@@ -1,4 +1,4 @@
-"""Release number and order never depend on the data (DESIGN.md privacy semantics 2, 4, 9).
+"""Release number and order never depend on the data (SEMANTICS.md §2, 4, 9).
 
 Pure tests of the engine (no broker), zero noise. A closed shard set ``r0, r1, r2``
 publishes on a schedule that is a function of time alone: one release per slot

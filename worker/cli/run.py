@@ -243,20 +243,14 @@ async def _demo(settings: Settings, rate: float, seconds: float | None,
 
 
 async def _print_releases(settings: Settings, topics: Sequence[str], probe: str) -> None:
-    from aiokafka import AIOKafkaConsumer
-
+    """Print every record of the release ``topics`` from their beginning, one line each."""
+    from worker.kafka.release_follower import follow_release_topics
     from worker.release.envelope import summarize_release
 
-    consumer = AIOKafkaConsumer(*topics, bootstrap_servers=settings.broker, group_id=None,
-                                auto_offset_reset="earliest",
-                                **settings.kafka_security_kwargs())
-    await consumer.start()
-    try:
-        async for msg in consumer:
-            if msg.value:
-                print(summarize_release(msg.value, probe=probe), flush=True)
-    finally:
-        await consumer.stop()
+    async for value in follow_release_topics(str(settings.broker), topics, replay=0,
+                                             client_options=settings.kafka_security_kwargs()):
+        if value:
+            print(summarize_release(value, probe=probe), flush=True)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

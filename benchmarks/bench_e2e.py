@@ -7,7 +7,7 @@ One run, one embedded broker, same machine, same topic for all consumers:
    worker (``worker.runtime.worker``, a LazyCMS topology, tick 100 ms, a release every
    5 ticks) consumes them. We time the first fetched batch, the last one, and
    the first moment the published releases (read back with
-   :class:`worker.release.reader.ReleaseReader`) include all N events. The topology
+   :class:`worker.kafka.release_reader.ReleaseReader`) include all N events. The topology
    uses **zero noise** only so that inclusion can be checked exactly
    (row sums of the released matrix = events covered); the mechanism does the
    same work with real noise.
@@ -102,7 +102,7 @@ async def run_worker_case(bootstrap: str, name: str, encoding: str, events: int,
                           tmp: Path, chunk_events: int = 5000) -> dict[str, Any]:
     """Produce ``events``, run the worker, time ingestion and release inclusion."""
     from worker.config.settings import Settings
-    from worker.release.reader import ReleaseReader
+    from worker.kafka.release_reader import ReleaseReader
     from worker.runtime.worker import create_worker
 
     topic = f"{name}-in"

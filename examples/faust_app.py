@@ -11,7 +11,7 @@ Run it against a broker (``dpstream run`` with no broker prints how to start
 the embedded one; any Kafka works)::
 
     EXAMPLE_BROKER=127.0.0.1:9092 python examples/faust_app.py worker -l info
-    # then: python -m worker.kafka.demo_producer --broker 127.0.0.1:9092 --topic netflow
+    # then: python -m worker.cli.demo_producer --broker 127.0.0.1:9092 --topic netflow
     # and open http://127.0.0.1:6066/dpstream/
 
 Environment (all optional): ``EXAMPLE_BROKER`` (host:port), ``EXAMPLE_WEB_PORT``

@@ -1,7 +1,7 @@
 """The dashboard in a real browser: headless Chromium against a running worker.
 
 A `dpstream run` worker (subprocess, session broker) runs three topologies fed
-by the demo producer (`python -m worker.kafka.demo_producer`, subprocess): LazyHH
+by the demo producer (`python -m worker.cli.demo_producer`, subprocess): LazyHH
 heavy sources and a LazyCMS prefix sketch (secure noise, like the demo's, but
 eps 4 and a smaller event bound so that heavy hitters pass the threshold
 within seconds). A zero-noise release (``"private": false``) written to a
@@ -239,7 +239,7 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         # auto-creation would pick a partition count of its own
         wait("the worker's /readyz", 60, lambda: urllib.request.urlopen(
             f"http://127.0.0.1:{metrics_port}/readyz", timeout=2))
-        start("producer", "-m", "worker.kafka.demo_producer", "--broker", broker.bootstrap,
+        start("producer", "-m", "worker.cli.demo_producer", "--broker", broker.bootstrap,
               "--topic", f"{unique}-in", "--rate", "20000", "--routers", "2")
 
         def ready() -> Any:

@@ -1,4 +1,5 @@
-"""ReleaseReader and the tail/query CLIs against the real embedded broker.
+"""ReleaseReader (aiokafka), the pure ReleaseIndex and the tail/query CLIs against the
+real embedded broker.
 
 Releases are written straight to a topic (deterministic matrices, no noise),
 so every expected answer is exact.
@@ -16,9 +17,10 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from sketches.core.hashing import HashSpec
+from worker.cli.read import query_main, tail_main
 from worker.kafka.embedded import EmbeddedBroker
-from worker.kafka.release_reader import tail_main
-from worker.release.reader import ReleaseIndex, ReleaseReader, query_main
+from worker.kafka.release_reader import ReleaseReader
+from worker.release.reader import ReleaseIndex
 
 pytestmark = pytest.mark.broker
 
@@ -93,13 +95,13 @@ def test_reader_keeps_latest_and_answers_queries(broker: EmbeddedBroker, unique:
             assert await rd.catch_up() == len(values)
             assert rd.shards() == [("dst", "r1"), ("dst", "r2")]
             assert rd.rejected == 2
-            assert rd.latest("r1")["seq"] == 2
-            assert rd.estimate("r1", "10.0.0.0/24") == 40.0
-            est = rd.estimate("r1", ["10.0.0.0/24", "10.9.0.0/24"])
+            assert rd.latest(None, "r1")["seq"] == 2
+            assert rd.query(None, "r1", "10.0.0.0/24") == 40.0
+            est = rd.query(None, "r1", ["10.0.0.0/24", "10.9.0.0/24"])
             assert est.tolist() == [40.0, 7.0]
-            assert rd.estimate("r2", "10.0.0.0/24") == 3.0
+            assert rd.query(None, "r2", "10.0.0.0/24") == 3.0
             with pytest.raises(KeyError, match="r9"):
-                rd.latest("r9")
+                rd.latest(None, "r9")
 
     asyncio.run(main())
 
@@ -109,12 +111,12 @@ def test_heavy_hitters_and_int_items() -> None:
     idx = ReleaseIndex()
     assert idx.add(enc(hh_env("r7", 0, [("10.0.0.1", 50.0), ("10.0.0.2", 12.5)])))
     assert idx.add(enc(sketch_env("r8", 0, {"17": 4}, item_type="int")))
-    assert idx.heavy_hitters("r7")[0] == {"item": "10.0.0.1", "estimate": 50.0}
-    assert idx.estimate("r8", "17") == 4.0 and idx.estimate("r8", 17) == 4.0
+    assert idx.heavy_hitters(None, "r7")[0] == {"item": "10.0.0.1", "estimate": 50.0}
+    assert idx.query(None, "r8", "17") == 4.0 and idx.query(None, "r8", 17) == 4.0
     with pytest.raises(Exception, match="heavy_hitters"):
-        idx.estimate("r7", "10.0.0.1")
+        idx.query(None, "r7", "10.0.0.1")
     with pytest.raises(Exception, match="estimate"):
-        idx.heavy_hitters("r8")
+        idx.heavy_hitters(None, "r8")
 
 
 def test_query_and_tail_cli(broker: EmbeddedBroker, unique: str,
@@ -178,15 +180,16 @@ def test_reader_on_a_real_worker_release(broker: EmbeddedBroker, unique: str,
                 deadline = asyncio.get_running_loop().time() + 60
                 while True:
                     await rd.poll(0.2)
-                    done = [s for _, s in rd.shards()
-                            if sum(rd.latest(s)["payload"]["matrix"][0]) == sum(exact[s].values())]
+                    done = [s for _, s in rd.shards() if sum(
+                        rd.latest(None, s)["payload"]["matrix"][0]) == sum(exact[s].values())]
                     if sorted(done) == ["r1", "r2"]:
                         break
                     assert asyncio.get_running_loop().time() < deadline, rd.shards()
                 for shard, counts in exact.items():
                     items = list(counts)
-                    assert rd.estimate(shard, items).tolist() == [float(counts[i]) for i in items]
-                    assert rd.latest(shard)["mechanism"] == "lazy_cms"
+                    assert (rd.query(None, shard, items).tolist()
+                            == [float(counts[i]) for i in items])
+                    assert rd.latest(None, shard)["mechanism"] == "lazy_cms"
         finally:
             await worker.stop()
 

@@ -15,10 +15,16 @@
     Before running: each topology's stated guarantee, noise sigma, error
     bounds, detection times, memory and what-ifs (``worker.plan.plan``).
 ``dpstream tail ...`` / ``dpstream query ...``
-    Read releases (see ``worker.release.reader``).
+    Read releases through the reader API (``worker.release.reader``).
 ``dpstream dashboard ...``
     Live web page over release topics (see ``worker.dashboard.server``);
     ``dpstream demo`` serves it on ``--dashboard-port`` (default 8050).
+
+This module parses and dispatches; one module per command group does the
+work: :mod:`worker.cli.run` (``run``, ``demo``), :mod:`worker.cli.plan`
+(``validate``, ``plan``), :mod:`worker.cli.read` (``tail``, ``query``),
+:mod:`worker.cli.dashboard` (``dashboard``), and
+:mod:`worker.cli.demo_producer` (``python -m worker.cli.demo_producer``).
 
 Examples
 --------
@@ -31,44 +37,25 @@ Examples
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import dataclasses
-import logging
-import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from sketches.errors import DPStreamError, SpecError
-from worker.config.settings import Settings
+from sketches.errors import DPStreamError
+from worker.cli import dashboard, plan, read, run
 
-log = logging.getLogger("dpstream")
+DELEGATED: dict[str, Callable[[Sequence[str]], int]] = {
+    "tail": read.tail_main, "query": read.query_main, "dashboard": dashboard.main}
+"""Commands whose module parses its own arguments (the rest of the command line)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Argument parser of ``dpstream``."""
+    """Argument parser of ``dpstream`` (each command group registers its own subcommands)."""
     p = argparse.ArgumentParser(prog="dpstream", description="Differentially private "
                                 "statistics over Kafka event streams")
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the worker")
-    run.add_argument("--topology", action="append", help="topology file or directory "
-                     "(repeatable; default $DPSTREAM_TOPOLOGIES or ./topologies)")
-    run.add_argument("--broker", help="Kafka bootstrap servers; default $DPSTREAM_BROKER, "
-                     "else an embedded broker")
-    run.add_argument("--metrics-port", type=int, help="Prometheus port (0 disables)")
-    _faust_flags(run)
-    demo = sub.add_parser("demo", help="embedded broker + demo producer + worker")
-    _faust_flags(demo)
-    demo.add_argument("--metrics-port", type=int, help="Prometheus port (default "
-                      "$DPSTREAM_METRICS_PORT or 9108; 0 disables)")
-    demo.add_argument("--rate", type=float, default=20000.0, help="events per second")
-    demo.add_argument("--seconds", type=float, default=None, help="stop after this long")
-    demo.add_argument("--dashboard-port", type=int, default=8050,
-                      help="serve the dashboard (dpstream dashboard) on this port; 0: none")
-    val = sub.add_parser("validate", help="check topology files without a broker")
-    val.add_argument("topology", nargs="+", help="topology file or directory")
-    _plan_parser(sub)
+    run.add_parsers(sub)
+    plan.add_parsers(sub)
+    # parsed by their own modules (main() hands them the rest of the command line)
     sub.add_parser("tail", help="tail a release topic (see dpstream tail -h)", add_help=False)
     sub.add_parser("query", help="point queries on releases (see dpstream query -h)",
                    add_help=False)
@@ -77,363 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _plan_parser(sub: Any) -> None:
-    """``dpstream plan``: the numbers a topology's releases will have, before running it."""
-    pl = sub.add_parser("plan", help="sigma, error bounds, detection times, memory and "
-                        "what-ifs of topologies, before running them (no broker)")
-    pl.add_argument("topology", nargs="+", help="topology file or directory")
-    pl.add_argument("--rate", type=float, default=None, help="events per second on the input "
-                    "topic, spread evenly over the shards (default: no rate; bounds only)")
-    pl.add_argument("--shards", type=int, default=None, help="shards the rate spreads over "
-                    "(default: the size of shards.allowed, else 1)")
-    pl.add_argument("--share", type=float, action="append", default=None,
-                    help="traffic share of an example item, e.g. 0.05 (repeatable; default "
-                    "0.01, 0.05, 0.10)")
-    pl.add_argument("--json", action="store_true", help="machine-readable JSON")
-
-
-def _faust_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-faust", dest="faust", action="store_false",
-                   help="plain asyncio runner instead of hosting the worker in a Faust app "
-                   "(default: Faust-hosted; ingestion is batched aiokafka either way)")
-    p.add_argument("--faust", dest="faust", action="store_true", help=argparse.SUPPRESS)
-    p.set_defaults(faust=True)
-
-
-def _run_faust(app: Any, settings: Settings) -> int:
-    """Run a Faust app until SIGINT/SIGTERM; the exit code is non-zero if it crashed.
-
-    A dpstream worker failure (the app was made with ``crash_on_failure=False``)
-    ends like ``--no-faust``: one line ``dpstream: <reason>`` on stderr, exit 2
-    for a dpstream error (e.g. the broker is gone), 1 otherwise.
-    """
-    import faust
-
-    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True,
-                          redirect_stdouts=False)
-    code = 0
-    try:
-        worker.execute_from_commandline()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    failed = getattr(getattr(app, "dpstream_worker", None), "failed", None)
-    if failed is None:
-        return code
-    if isinstance(failed, DPStreamError):
-        print(f"dpstream: {failed}", file=sys.stderr, flush=True)
-        return 2
-    print(f"dpstream: the worker failed: {type(failed).__name__}: {failed}", file=sys.stderr,
-          flush=True)
-    return 1
-
-
-def _logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
-
-
-async def _run(settings: Settings, topology: Sequence[str] | None,
-               embedded_exit: ExitStatus | None = None) -> None:
-    from worker.runtime.worker import create_worker
-
-    worker = create_worker(settings, topology)
-    worker.embedded_exit = embedded_exit
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, worker.request_stop)
-    await worker.start()
-    if worker.metrics_port:
-        log.info("metrics: http://%s:%d/metrics", settings.metrics_host, worker.metrics_port)
-    await worker.run_until_stopped()
-
-
-ExitStatus = Callable[[], "str | None"]
-
-
-def _with_broker(settings: Settings, *, demo: bool = False,
-                 ) -> tuple[Settings, contextlib.AbstractContextManager[object], ExitStatus | None]:
-    """The configured broker (checked reachable), or a new embedded one.
-
-    The embedded broker keeps everything in memory and dies with this process
-    (parent-death signal): a restart starts a new, empty one. To keep data
-    across worker restarts, run a broker of your own and pass ``--broker``.
-    ``DPSTREAM_EMBEDDED_BROKER=false`` forbids starting it (``demo`` always does).
-    """
-    from worker.kafka.broker_watch import check_broker
-
-    if settings.broker:
-        asyncio.run(check_broker(settings.broker, settings.kafka_security_kwargs()))
-        return settings, contextlib.nullcontext(), None
-    if not (demo or settings.embedded_broker):
-        raise SpecError("DPSTREAM_BROKER: no broker configured; set host:port[,host:port] "
-                        "(DPSTREAM_EMBEDDED_BROKER=false forbids starting the embedded "
-                        "in-memory broker; `dpstream demo` always starts one)")
-    from worker.kafka.embedded import EmbeddedBroker
-
-    broker = EmbeddedBroker()
-    broker.start()
-    log.warning("no broker configured: started a NEW embedded broker on %s (pid %s). It keeps "
-                "topics and checkpoints in memory only and dies with this process: data of "
-                "earlier runs is not there. Use --broker HOST:PORT for a persistent broker",
-                broker.bootstrap, broker.pid)
-    return (settings.with_broker(broker.bootstrap), contextlib.closing(_Stopper(broker)),
-            broker.exit_status)
-
-
-def _check_metrics_port(settings: Settings) -> None:
-    """Fail fast, in one line, if the metrics port is taken (before any broker starts)."""
-    import errno
-    import socket
-
-    if not settings.metrics_port:
-        return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((settings.metrics_host, settings.metrics_port))
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise
-            raise DPStreamError(
-                f"metrics port {settings.metrics_host}:{settings.metrics_port} is already in "
-                "use (another dpstream worker or demo?); pass --metrics-port with a free port, "
-                "set DPSTREAM_METRICS_PORT, or 0 to disable metrics") from None
-
-
-class _Stopper:
-    def __init__(self, broker: object) -> None:
-        self.broker = broker
-
-    def close(self) -> None:
-        self.broker.stop()  # type: ignore[attr-defined]
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    """``dpstream run``."""
-    settings = Settings.from_env()
-    if args.broker:
-        settings = settings.with_broker(args.broker)
-    if args.metrics_port is not None:
-        settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
-    _logging(settings.log_level)
-    _check_metrics_port(settings)
-    settings, broker, exit_status = _with_broker(settings)
-    with broker:
-        if args.faust:
-            from worker.runtime.worker import create_faust_app
-
-            app = create_faust_app(settings, args.topology, crash_on_failure=False)
-            app.dpstream_worker.embedded_exit = exit_status
-            return _run_faust(app, settings)
-        asyncio.run(_run(settings, args.topology, exit_status))
-    return 0
-
-
-DEMO_TOPOLOGIES = ["topologies/netmon.yaml", "topologies/netmon_prefixes.yaml"]
-DEMO_PROBE = "93.184.216.0/24"  # the demo producer's heaviest destination prefix
-
-
-Extra = Callable[[Any], Coroutine[Any, Any, None]]
-"""A coroutine function started with the worker (argument: the started worker)."""
-
-
-def _demo_extras(settings: Settings, rate: float) -> list[Extra]:
-    """The demo's producer and release printer, as coroutines taking the started worker."""
-
-    async def produce(worker: Any) -> None:
-        try:
-            from worker.kafka.demo_producer import run_producer
-        except ImportError:
-            log.error("worker.kafka.demo_producer is not available; run your own producer")
-            return
-        topo = worker.topologies[0]
-        await run_producer(settings.broker, topo.input.topic, events=None, rate=rate,
-                           encoding=topo.input.encoding, seed=0)
-
-    async def show(worker: Any) -> None:
-        prefixes = worker.topologies[1].release.topic
-        print(f"dpstream demo: broker {settings.broker}; metrics "
-              f"http://{settings.metrics_host}:{worker.metrics_port}/metrics; Ctrl-C stops\n"
-              f"  heavy source IPs per router and, from the destination-prefix sketch,\n"
-              f"  the noisy count of {DEMO_PROBE} are printed as they are released;\n"
-              f"  query the sketch for any prefix from another shell with\n"
-              f"  DPSTREAM_BROKER={settings.broker} dpstream query --topic {prefixes} "
-              f"--shard r1 {DEMO_PROBE}", flush=True)
-        await _print_releases(settings, [worker.topologies[0].release.topic, prefixes],
-                              probe=DEMO_PROBE)
-
-    return [produce, show]
-
-
-async def _demo(settings: Settings, rate: float, seconds: float | None,
-                more: Sequence[Extra] = (),
-                embedded_exit: ExitStatus | None = None) -> None:
-    from worker.runtime.worker import create_worker
-
-    worker = create_worker(settings, DEMO_TOPOLOGIES)
-    worker.embedded_exit = embedded_exit
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, worker.request_stop)
-    await worker.start()
-    tasks: list[asyncio.Task[None]] = [asyncio.create_task(fn(worker))
-                                       for fn in [*_demo_extras(settings, rate), *more]]
-    if seconds:
-        loop.call_later(seconds, worker.request_stop)
-    try:
-        await worker.run_until_stopped()
-    finally:
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
-
-
-async def _print_releases(settings: Settings, topics: Sequence[str], probe: str) -> None:
-    from aiokafka import AIOKafkaConsumer
-
-    from worker.release.envelope import summarize_release
-
-    consumer = AIOKafkaConsumer(*topics, bootstrap_servers=settings.broker, group_id=None,
-                                auto_offset_reset="earliest",
-                                **settings.kafka_security_kwargs())
-    await consumer.start()
-    try:
-        async for msg in consumer:
-            if msg.value:
-                print(summarize_release(msg.value, probe=probe), flush=True)
-    finally:
-        await consumer.stop()
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    """``dpstream demo``."""
-    settings = Settings.from_env()
-    if args.metrics_port is not None:
-        settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
-    _logging(settings.log_level)
-    _check_metrics_port(settings)
-    settings, broker, exit_status = _with_broker(settings, demo=True)
-    with broker:
-        if args.faust:
-            from worker.runtime.worker import create_faust_app
-
-            extras = list(_demo_extras(settings, args.rate)) + _dashboard(settings, args)
-            if args.seconds:
-                seconds = float(args.seconds)
-
-                async def stop_later(worker: Any) -> None:
-                    await asyncio.sleep(seconds)
-                    worker.request_stop()
-
-                extras.append(stop_later)
-            app = create_faust_app(settings, DEMO_TOPOLOGIES, extras=extras,
-                                   crash_on_failure=False)
-            app.dpstream_worker.embedded_exit = exit_status
-            return _run_faust(app, settings)
-        asyncio.run(_demo(settings, args.rate, args.seconds, _dashboard(settings, args),
-                          exit_status))
-    return 0
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    """``dpstream validate``: load and check topologies; no broker needed."""
-    from worker.config.mechanism_loader import load_mechanisms
-    from worker.config.topology import check_topics, load_topologies
-    from worker.engine.composition import check_budgets, describe, topic_totals
-
-    settings = Settings.from_env()
-    load_mechanisms(settings.plugins)
-    topos = load_topologies(args.topology)
-    check_topics(topos, settings.checkpoint_topic)
-    totals = topic_totals(topos)
-    check_budgets(totals, topos)  # what `run` would refuse
-    for t in topos:
-        print(f"ok {t.source}: topology {t.name!r}, mechanism {t.mechanism}, "
-              f"eps {t.privacy.eps}, delta {t.privacy.delta}, input {t.input.topic} "
-              f"({t.input.partitions} partitions), releases on {t.release.topic}")
-    for total in totals.values():  # sequential composition per input topic
-        print(describe(total))
-    print("next: `dpstream plan TOPOLOGY --rate EVENTS_PER_S` shows the noise, the error "
-          "bounds and detection times these releases will have, and which knob changes them")
-    return 0
-
-
-def cmd_plan(args: argparse.Namespace) -> int:
-    """``dpstream plan``: print each topology's plan (worker.plan.plan); no broker needed."""
-    import glob
-    import json
-    import os
-
-    from worker.config.mechanism_loader import load_mechanisms
-    from worker.config.topology import load_topology
-    from worker.engine.composition import describe, topic_totals
-    from worker.plan.plan import DEFAULT_SHARES, plan, render
-
-    shares = tuple(args.share or DEFAULT_SHARES)
-    if args.rate is not None and not args.rate > 0:
-        raise SpecError(f"--rate: must be > 0 events per second, got {args.rate}")
-    if any(not 0 < s <= 1 for s in shares):
-        raise SpecError(f"--share: each share must be in (0, 1], got {list(shares)}; "
-                        "e.g. --share 0.05 for 5% of the traffic")
-    if args.shards is not None and args.shards < 1:
-        raise SpecError(f"--shards: must be >= 1, got {args.shards}")
-    load_mechanisms(Settings.from_env().plugins)
-    # every file on its own (unlike `run`, two plans may share a topology name: a user
-    # compares alternatives of one topology)
-    files = [f for path in args.topology for f in (
-        sorted(glob.glob(os.path.join(path, "*.yaml")) + glob.glob(os.path.join(path, "*.yml")))
-        if os.path.isdir(path) else [path])]
-    if not files:
-        raise SpecError(f"topology: no *.yaml files in {args.topology}; name topology files")
-    topos = [load_topology(f) for f in files]
-    plans = plan(topos, rate=args.rate, shares=shares, shards=args.shards)
-    # what the topologies spend together, per input topic and unit, if run together
-    by_key = topic_totals(topos)
-    for t, p in zip(topos, plans, strict=True):
-        p["topic_total"] = by_key[t.input.topic].to_json()
-    totals = [t for t in by_key.values() if len(t.shares) > 1 or t.budget]
-    if args.json:
-        print(json.dumps(plans, indent=2, default=str, allow_nan=False))
-    else:
-        print(render(plans), end="")
-        for total in totals:
-            print(f"== composition: {describe(total)}")
-    return 0
-
-
-def _dashboard(settings: Settings, args: argparse.Namespace) -> list[Extra]:
-    """The demo's dashboard as an extra (none with ``--dashboard-port 0``)."""
-    if not args.dashboard_port:
-        return []
-    from worker.dashboard.server import demo_extra
-
-    return [demo_extra(str(settings.broker), args.dashboard_port)]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dpstream`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "dashboard":
-        from worker.dashboard.server import main as dashboard_main
-
-        return int(dashboard_main(argv[1:]) or 0)
-    if argv and argv[0] in ("tail", "query"):
-        if argv[0] == "tail":
-            from worker.kafka.release_reader import tail_main as fn
-        else:
-            from worker.release.reader import query_main as fn
-        return int(fn(argv[1:]) or 0)
+    if argv and argv[0] in DELEGATED:
+        return int(DELEGATED[argv[0]](argv[1:]) or 0)
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "run":
-            return cmd_run(args)
-        if args.command == "validate":
-            return cmd_validate(args)
-        if args.command == "plan":
-            return cmd_plan(args)
-        return cmd_demo(args)
+        return int(args.func(args))
     except DPStreamError as exc:
         print(f"dpstream: {exc}", file=sys.stderr)
         return 2

@@ -1,10 +1,10 @@
 """The dashboard server: follows release topics, serves the page and a JSON API.
 
-``dpstream dashboard --topic T [--topic T2 ...] [--broker H:P] [--port 8050]
-[--metrics-url http://127.0.0.1:9108/metrics]``; ``--topology FILE`` takes
-the release topics from topology files instead. Binds 127.0.0.1 by default
-(``--host`` to change it: the page shows operator metrics when
-``--metrics-url`` is given).
+The command line is ``dpstream dashboard`` (:mod:`worker.cli.dashboard`): ``--topic T
+[--topic T2 ...] [--broker H:P] [--port 8050] [--metrics-url
+http://127.0.0.1:9108/metrics]``; ``--topology FILE`` takes the release topics
+from topology files instead. Binds 127.0.0.1 by default (``--host`` to change
+it: the page shows operator metrics when ``--metrics-url`` is given).
 
 Routes (relative, so they can be mounted under a prefix, e.g. on a Faust
 app's web server by :mod:`worker.runtime.faust_host`):
@@ -14,8 +14,11 @@ app's web server by :mod:`worker.runtime.faust_host`):
 - ``GET /api/query?topology=T&shard=S&item=X`` a point query on the latest
   sketch release of ``T/S``, with its error bound and time series.
 
-The follower reads every partition of the release topics (no consumer group,
-nothing committed) with aiokafka, starting ``replay`` records before each
+The follower (:func:`worker.kafka.release_follower.follow_release_topics`)
+reads every partition of the release topics (no consumer group, nothing
+committed) with aiokafka into the state
+(:class:`~worker.dashboard.state.DashboardState`, which answers the reader API
+:class:`worker.release.reader.ReleaseView`), starting ``replay`` records before each
 partition's end (``--replay``, default 5000; 0 replays everything), so a
 dashboard started on a topic with days of releases is ready at once; topics
 that do not exist yet are looked for (an all-topics metadata request every
@@ -25,7 +28,6 @@ error (e.g. the broker is gone) is shown on the page and retried every 2 s.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
@@ -39,6 +41,7 @@ from sketches.errors import SpecError
 from worker.dashboard.metrics_probe import MetricsProbe
 from worker.dashboard.page import PAGE
 from worker.dashboard.state import DashboardState, dumps
+from worker.kafka.release_follower import follow_release_topics
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +103,7 @@ class Dashboard:
             return _error(400, f"query: missing parameter(s) {missing}; "
                                "pass topology=, shard= and item=")
         try:
-            answer = self.state.query(q["topology"], q["shard"], q["item"])
+            answer = self.state.query_series(q["topology"], q["shard"], q["item"])
         except KeyError as exc:
             return _error(404, str(exc.args[0]) if exc.args else "unknown shard")
         except (SpecError, ValueError) as exc:
@@ -157,73 +160,14 @@ class Dashboard:
                 await asyncio.sleep(FOLLOW_RETRY_S)
 
     async def _follow_once(self) -> None:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
-        from aiokafka.admin import AIOKafkaAdminClient
+        """Feed every record of the release topics into :attr:`state` (a reader)."""
+        async for value in follow_release_topics(
+                self.bootstrap, self.topics, replay=self.replay,
+                client_options=self._client_options, on_status=self._follower_status):
+            self.state.add(value)
 
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
-                                    enable_auto_commit=False, auto_offset_reset="earliest",
-                                    **self._client_options)
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, **self._client_options)
-        try:
-            await consumer.start()
-            await admin.start()
-            assigned: set[Any] = set()
-            next_check = 0.0
-            while True:
-                if time.monotonic() > next_check:
-                    # topics may appear later (dashboard started before the worker), and
-                    # partitions may be added
-                    found = await self._discover(admin)
-                    wanted = {TopicPartition(t, p) for t, parts in found.items() for p in parts}
-                    if wanted - assigned:
-                        new = wanted - assigned
-                        assigned |= new
-                        consumer.assign(sorted(assigned))
-                        await self._position(consumer, sorted(new))
-                    missing = [t for t in self.topics
-                               if not any(tp.topic == t for tp in assigned)]
-                    self.follower_error = (f"waiting for topic(s) {missing}" if missing
-                                           else None)
-                    next_check = time.monotonic() + (0.5 if missing else 10.0)
-                if not assigned:
-                    await asyncio.sleep(0.5)
-                    continue
-                fetched = await consumer.getmany(timeout_ms=500)
-                for records in fetched.values():
-                    for rec in records:
-                        if rec.value is not None:
-                            self.state.add(rec.value)
-        finally:
-            with contextlib.suppress(Exception):
-                await admin.close()
-            await consumer.stop()
-
-    async def _discover(self, admin: Any) -> dict[str, list[int]]:
-        """The partitions of each followed topic that exists now.
-
-        An all-topics metadata request through an admin client. Not the
-        consumer's metadata cache: once ``assign()`` has run, aiokafka's
-        metadata requests name only the assigned topics, so a followed topic
-        created after another one was assigned would never appear (the cause
-        of a "waiting for topic(s)" page that never filled, issue #11). Not a
-        request naming the missing topics either: that may auto-create them.
-        """
-        found: dict[str, list[int]] = {}
-        for t in await admin.describe_topics():
-            if t.get("topic") in self.topics and not t.get("error_code") and t.get("partitions"):
-                found[t["topic"]] = sorted(int(p["partition"]) for p in t["partitions"])
-        return found
-
-    async def _position(self, consumer: Any, tps: list[Any]) -> None:
-        """Start ``replay`` records before each partition's end (0: its beginning)."""
-        first = await consumer.beginning_offsets(tps)
-        if not self.replay:
-            for tp in tps:
-                consumer.seek(tp, first[tp])
-            return
-        last = await consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, max(first[tp], last[tp] - self.replay))
+    def _follower_status(self, status: str | None) -> None:
+        self.follower_error = status
 
     async def _poll_metrics(self) -> None:
         async with ClientSession(timeout=ClientTimeout(total=5)) as session:
@@ -246,34 +190,7 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-# -------------------------------------------------------------------- CLI
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="dpstream dashboard",
-                                 description="Live web page over dpstream release topics.")
-    ap.add_argument("--topic", action="append", default=[], help="release topic (repeatable)")
-    ap.add_argument("--topology", action="append", default=[],
-                    help="topology file or directory: follow its release.topic (repeatable)")
-    ap.add_argument("--broker", help="host:port (default: $DPSTREAM_BROKER)")
-    ap.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    ap.add_argument("--port", type=int, default=DEFAULT_PORT,
-                    help=f"HTTP port (default {DEFAULT_PORT}; 0 picks a free one)")
-    ap.add_argument("--metrics-url", help="the worker's Prometheus endpoint, e.g. "
-                    "http://127.0.0.1:9108/metrics (throughput and lag; operator-only)")
-    ap.add_argument("--public", action="store_true",
-                    help="a page for release readers: only public releases, a metrics URL "
-                    "is refused (metrics are exact, private counts)")
-    ap.add_argument("--history", type=int, default=720,
-                    help="releases kept per shard for the time series (default 720: an hour "
-                    "of releases every 5 s)")
-    ap.add_argument("--sketch-history", type=int, default=120,
-                    help="released sketch matrices kept per shard for a queried item's series "
-                    "(default 120; each is depth x width floats)")
-    ap.add_argument("--replay", type=int, default=5000,
-                    help="records read before each partition's end at start (0: all)")
-    ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
-    return ap
+# -------------------------------------------------------------------- entry points
 
 
 def topics_of(topology_paths: Sequence[str]) -> list[str]:
@@ -284,48 +201,6 @@ def topics_of(topology_paths: Sequence[str]) -> list[str]:
 
     load_mechanisms(Settings.from_env().plugins)
     return sorted({t.release.topic for t in load_topologies(list(topology_paths))})
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``dpstream dashboard``."""
-    from worker.release.reader import bootstrap_from
-
-    args = build_parser().parse_args(argv)
-    if args.public and args.metrics_url:
-        print("dpstream: --public: a page for release readers shows releases only; "
-              "--metrics-url is operator information (exact counts per topology: "
-              "docs/PRIVACY.md section 1); drop --metrics-url or --public",
-              file=__import__("sys").stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
-                        "%(message)s")
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
-
-    async def run() -> int:
-        bootstrap, opts = bootstrap_from(args.broker)
-        topics = list(args.topic) + (topics_of(args.topology) if args.topology else [])
-        dash = Dashboard(bootstrap, topics, metrics_url=args.metrics_url,
-                         client_options=opts, history=args.history, replay=args.replay,
-                         sketch_history=args.sketch_history, public=args.public)
-        port = await dash.serve(args.host, args.port)
-        print(f"dpstream dashboard: http://{args.host}:{port}/ (topics {', '.join(dash.topics)})",
-              flush=True)
-        try:
-            if args.seconds:
-                await asyncio.sleep(args.seconds)
-            else:
-                await asyncio.Event().wait()
-        finally:
-            await dash.stop()
-        return 0
-
-    try:
-        return int(asyncio.run(run()))
-    except SpecError as exc:
-        print(f"dpstream: {exc}", file=__import__("sys").stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
 
 
 def demo_extra(broker: str, port: int, host: str = "127.0.0.1") -> Any:

@@ -5,7 +5,9 @@ cost), except throughput and lag, which the server reads from the worker's
 metrics endpoint (operator-only) and attaches separately.
 
 Per ``(topology, shard)`` the state keeps the latest release (highest
-``(epoch, seq)``; duplicates after a worker crash are ignored) and a bounded
+``(epoch, seq)``; duplicates after a worker crash are ignored: a
+:class:`worker.release.reader.ReleaseIndex` decides, and the state answers the
+reader API :class:`worker.release.reader.ReleaseView` through it) and a bounded
 history of the last ``history`` releases: for heavy-hitter payloads the
 published items and estimates, for sketch payloads the matrices (so a queried
 item gets a time series across releases, answered by
@@ -41,9 +43,9 @@ from typing import Any
 import numpy as np
 
 from sketches import query_release
-from sketches.errors import SerializationError, SpecError
-from worker.release.reader import Envelope, parse_envelope
-from worker.release.status import is_private, noise_kind
+from sketches.errors import SpecError
+from worker.release.envelope import Envelope, is_private, noise_kind
+from worker.release.reader import ReleaseIndex
 
 PRIVACY_FIELDS = ("eps", "delta", "delta_tilde", "relation", "unit", "unit_cap", "clock",
                   "tick_ms", "horizon", "mechanism", "item_type")
@@ -130,28 +132,35 @@ class DashboardState:
                             "max_points >= 2")
         self.history, self.top = history, top
         self.sketch_history, self.max_points = sketch_history, max_points
+        self.index = ReleaseIndex()
+        """The latest release per shard; the reader API answers from it."""
         self._shards: dict[tuple[str, str], _Shard] = {}
-        self.seen = 0
-        self.rejected = 0
         self.version = 0  # bumped on every accepted release (cheap change detection)
+
+    @property
+    def seen(self) -> int:
+        """Record values read."""
+        return self.index.seen
+
+    @property
+    def rejected(self) -> int:
+        """Record values that were not a readable release."""
+        return self.index.rejected
 
     # ------------------------------------------------------------- input
     def add(self, raw: bytes) -> Envelope | None:
         """Index one record value; return the envelope if it became its shard's latest."""
-        self.seen += 1
-        try:
-            env = parse_envelope(raw)
-        except SerializationError:
-            self.rejected += 1
-            return None
-        return self.add_envelope(env)
+        env = self.index.add_envelope(raw)
+        return None if env is None else self._keep(env)
 
     def add_envelope(self, env: Envelope) -> Envelope | None:
         """As :meth:`add` for a parsed envelope."""
+        return None if self.index.offer(env) is None else self._keep(env)
+
+    def _keep(self, env: Envelope) -> Envelope:
+        """Record a release that became its shard's latest in the shard's history."""
         key = (env["topology"], env["shard"])
         sh = self._shards.get(key)
-        if sh is not None and (sh.latest["epoch"], sh.latest["seq"]) >= (env["epoch"], env["seq"]):
-            return None
         if sh is None:
             sh = self._shards[key] = _Shard(latest=env, history=deque(maxlen=self.history))
         sh.latest = env
@@ -180,9 +189,28 @@ class DashboardState:
             pt.sketch = dict(payload, matrix=np.asarray(payload["matrix"], dtype=np.float64))
         return pt
 
-    # ------------------------------------------------------------- queries
-    def query(self, topology: str, shard: str, item: str) -> dict[str, Any]:
-        """Point query on the shard's latest sketch release, plus its time series.
+    # ------------------------------------------------------------- the reader API
+    def shards(self, topology: str | None = None) -> list[tuple[str, str]]:
+        """Every ``(topology, shard)`` with a release (of ``topology`` if given), sorted."""
+        return self.index.shards(topology)
+
+    def latest(self, topology: str | None, shard: str) -> Envelope:
+        """The current release of ``topology``/``shard``."""
+        return self.index.latest(topology, shard)
+
+    def query(self, topology: str | None, shard: str, items: Any) -> Any:
+        """Point estimates from the latest sketch release (one item: float; a sequence:
+        array)."""
+        return self.index.query(topology, shard, items)
+
+    def heavy_hitters(self, topology: str | None, shard: str) -> list[dict[str, Any]]:
+        """The heavy-hitter list of the latest heavy_hitters release."""
+        return self.index.heavy_hitters(topology, shard)
+
+    # ------------------------------------------------------------- the page's queries
+    def query_series(self, topology: str, shard: str, item: str) -> dict[str, Any]:
+        """Point query on the shard's latest sketch release, plus its time series
+        (``GET api/query``).
 
         Raises KeyError (unknown shard) or SpecError (not a sketch release).
         """

@@ -86,7 +86,7 @@ from worker.ingest.decode import (
 from worker.ingest.event_time import HeldRecordsFailed
 from worker.ingest.routing import ShardBudget, ShardGate, group_by_shard
 from worker.observe.metrics import Metrics
-from worker.release.envelope import envelope_bytes, release_key
+from worker.release.envelope import envelope_bytes, release_key, split_release_key
 from worker.release.epoch_params import check_hard, epoch_params, soft_changes, topology_at
 
 log = logging.getLogger(__name__)
@@ -932,7 +932,7 @@ class Engine:
         await self.sink.flush()
         now = self.now_ms()
         for _, key, _, oldest, _ in ps.pending:
-            shard = key.decode().split("/", 1)[1]
+            shard = split_release_key(key)[1]
             self.metrics.releases.labels(topology=topo.name, shard=shard).inc()
             self.metrics.last_release.labels(topology=topo.name).set(now / 1000)
             if oldest is not None:

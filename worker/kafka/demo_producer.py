@@ -26,8 +26,9 @@ Two encodings, matching ``worker/ingest/decode.py`` and the topologies:
 Messages are keyed by router, and partitions are chosen with the default
 Kafka partitioner (murmur2 of the key), exactly as ``worker/ingest/routing.py``
 expects. Generation is vectorised with numpy; the seed makes a run
-reproducible (this is synthetic data, not noise). Standalone:
-``python -m worker.kafka.demo_producer --broker HOST:PORT --topic netflow --rate 5000``.
+reproducible (this is synthetic data, not noise). Standalone (the command line is
+:mod:`worker.cli.demo_producer`):
+``python -m worker.cli.demo_producer --broker HOST:PORT --topic netflow --rate 5000``.
 
 Examples
 --------
@@ -324,33 +325,3 @@ async def run_producer(
         await producer.stop()
     log.info("demo producer: %d events to %s (%s)", sent, topic, encoding)
     return sent
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m worker.kafka.demo_producer --broker HOST:PORT --topic netflow [...]``."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m worker.kafka.demo_producer",
-                                 description="Produce synthetic network-monitoring flow records.")
-    ap.add_argument("--broker", required=True, help="host:port of the Kafka cluster")
-    ap.add_argument("--topic", default="netflow")
-    ap.add_argument("--events", type=int, default=None, help="how many (default: forever)")
-    ap.add_argument("--rate", type=float, default=None, help="events/s (default: max)")
-    ap.add_argument("--encoding", choices=ENCODINGS, default="json")
-    ap.add_argument("--item-field", choices=ITEM_FIELDS, default="src_ip",
-                    help="the item column of columnar messages")
-    ap.add_argument("--routers", type=int, default=8)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    try:
-        n = asyncio.run(run_producer(args.broker, args.topic, events=args.events,
-                                     rate=args.rate, encoding=args.encoding, seed=args.seed,
-                                     routers=args.routers, item_field=args.item_field))
-    except KeyboardInterrupt:
-        return 130
-    print(f"produced {n} events to {args.topic}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,8 +1,15 @@
-"""A synchronous release reader on confluent-kafka (librdkafka).
+"""Release readers over Kafka: the reader API (:class:`worker.release.reader.ReleaseView`)
+filled from a release topic.
 
-For readers outside the worker: scripts, notebooks, and pipelines built on
-confluent-kafka (Quix Streams, Bytewax). Releases are public, so reading them
-is post-processing and costs no privacy budget.
+Two clients, one API (arguments in the order ``topology, shard[, items]``):
+
+- :class:`ReleaseReader` (aiokafka, asyncio): for asyncio code (``dpstream
+  query``, the benchmarks);
+- :class:`ConfluentReleaseReader` (confluent-kafka/librdkafka, synchronous): for
+  scripts, notebooks, and pipelines built on confluent-kafka (Quix Streams,
+  Bytewax), and ``dpstream tail``.
+
+Releases are public, so reading them is post-processing and costs no privacy budget.
 
 >>> # needs a running broker, so not run as a doctest:
 >>> # with ConfluentReleaseReader("127.0.0.1:9092", "netmon-dst-prefixes") as rd:
@@ -10,7 +17,7 @@ is post-processing and costs no privacy budget.
 >>> #     rd.query("netmon-dst-prefixes", "r7", ["93.184.216.0/24"])
 >>> #     for env in rd.follow(timeout_s=60): print(env["shard"], env["seq"])
 
-Behaviour:
+Behaviour of :class:`ConfluentReleaseReader`:
 
 - ``from_beginning=True`` (default for the class) replays the topic, so
   :meth:`latest` knows every shard after :meth:`catch_up`; ``False`` starts at
@@ -28,23 +35,17 @@ Behaviour:
 
 from __future__ import annotations
 
-import argparse
-import sys
+import asyncio
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from sketches.errors import SerializationError, SpecError
-from worker.release.reader import (
-    Envelope,
-    ReleaseIndex,
-    add_topic_args,
-    bootstrap_from,
-    parse_envelope,
-)
+from sketches.errors import SerializationError
+from worker.release.envelope import Envelope, parse_envelope
+from worker.release.reader import ReleaseIndex
 
 FETCH_QUEUE_BACKOFF_MS = 10
 
@@ -65,8 +66,93 @@ def librdkafka_security(settings: Any) -> dict[str, Any]:
     return conf
 
 
+class ReleaseReader(ReleaseIndex):
+    """Tail the release ``topic`` (all partitions, no consumer group) into an index (aiokafka).
+
+    A :class:`~worker.release.reader.ReleaseIndex`, so it answers the reader API
+    (``latest(topology, shard)``, ``query(topology, shard, items)``, ...) for what
+    it has read. Example (needs a running broker, so it is not run as a doctest)::
+
+        async def main():
+            async with ReleaseReader("127.0.0.1:9092", "netmon-dst-prefixes") as rd:
+                await rd.catch_up()
+                print(rd.query(None, "r7", "93.184.216.0/24"))
+    """
+
+    def __init__(self, bootstrap: str, topic: str, *,
+                 client_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        self.bootstrap, self.topic = bootstrap, topic
+        self._client_options = dict(client_options or {})
+        self._consumer: Any = None
+
+    async def start(self) -> None:
+        """Connect and position at the beginning of every partition of the topic."""
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+            auto_offset_reset="earliest", **self._client_options)
+        await self._consumer.start()
+        parts = await self._partitions()
+        self._consumer.assign([TopicPartition(self.topic, p) for p in parts])
+        await self._consumer.seek_to_beginning()
+
+    async def _partitions(self, timeout_s: float = 10.0) -> list[int]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            parts = self._consumer.partitions_for_topic(self.topic)
+            if parts:
+                return sorted(parts)
+            if time.monotonic() > deadline:
+                raise KeyError(f"release topic {self.topic!r} does not exist on "
+                               f"{self.bootstrap}; check --topic (the topology's release.topic)")
+            await self._consumer._client.force_metadata_update()
+            await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        """Close the consumer."""
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None
+
+    async def __aenter__(self) -> ReleaseReader:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def poll(self, timeout_s: float = 1.0) -> list[Envelope]:
+        """Read what arrived within ``timeout_s``; return the releases that became latest."""
+        if self._consumer is None:
+            raise RuntimeError("ReleaseReader is not started; use `async with` or start()")
+        fetched = await self._consumer.getmany(timeout_ms=int(timeout_s * 1000))
+        fresh = []
+        for records in fetched.values():
+            for rec in records:
+                env = self.add_envelope(rec.value) if rec.value is not None else None
+                if env is not None:
+                    fresh.append(env)
+        return fresh
+
+    async def catch_up(self, idle_s: float = 0.5, timeout_s: float = 30.0) -> int:
+        """Read until a poll of ``idle_s`` brings nothing (or ``timeout_s``); return #records."""
+        before = self.seen
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            n = self.seen
+            await self.poll(idle_s)
+            if self.seen == n:
+                break
+        return self.seen - before
+
+
 class ConfluentReleaseReader:
     """Read one release topic (all partitions) synchronously with confluent-kafka.
+
+    Answers the reader API (:class:`worker.release.reader.ReleaseView`) from
+    :attr:`index`, the releases read so far.
 
     Parameters
     ----------
@@ -249,73 +335,19 @@ class ConfluentReleaseReader:
         return [found[k] for k in sorted(found)]
 
     # ------------------------------------------------------------- answers
-    def shards(self) -> list[tuple[str, str]]:
-        """Every ``(topology, shard)`` with a release read so far."""
-        return self.index.shards()
+    def shards(self, topology: str | None = None) -> list[tuple[str, str]]:
+        """Every ``(topology, shard)`` with a release read so far (of ``topology`` if given)."""
+        return self.index.shards(topology)
 
-    def latest(self, topology: str, shard: str) -> Envelope:
+    def latest(self, topology: str | None, shard: str) -> Envelope:
         """The current release of ``topology``/``shard`` (KeyError if none was read)."""
-        return self.index.latest(shard, topology)
+        return self.index.latest(topology, shard)
 
-    def query(self, topology: str, shard: str, items: Any) -> Any:
+    def query(self, topology: str | None, shard: str, items: Any) -> Any:
         """Point estimates from the latest sketch release (one item: float; a list: array)."""
-        out = self.index.estimate(shard, items, topology)
+        out = self.index.query(topology, shard, items)
         return out if isinstance(out, float) else np.asarray(out)
 
-    def heavy_hitters(self, topology: str, shard: str) -> list[dict[str, Any]]:
+    def heavy_hitters(self, topology: str | None, shard: str) -> list[dict[str, Any]]:
         """The heavy-hitter list of the latest heavy_hitters release."""
-        return self.index.heavy_hitters(shard, topology)
-
-
-def tail_main(argv: Sequence[str] | None = None) -> int:
-    """``dpstream tail --topic T [--from-beginning] [--json] [--count N] [--seconds S]``.
-
-    Prints releases as they are published (from now on; ``--from-beginning``
-    replays the topic first). A release that is not private (``private:
-    false`` or fast/zero noise, :mod:`worker.release.status`) is marked
-    ``[NOT PRIVATE ...]`` (with ``--json``: on stderr, the JSON line unchanged).
-    Reads with confluent-kafka (:class:`worker.kafka.release_reader.ConfluentReleaseReader`).
-    """
-    from worker.release.envelope import summarize_release
-    from worker.release.status import privacy_note
-
-    ap = argparse.ArgumentParser(prog="dpstream tail", description=tail_main.__doc__)
-    add_topic_args(ap)
-    ap.add_argument("--from-beginning", action="store_true",
-                    help="replay the topic from its first release (default: from now on)")
-    ap.add_argument("--json", action="store_true", help="print each envelope as JSON")
-    ap.add_argument("--count", type=int, default=0, help="stop after N releases (0: never)")
-    ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
-    args = ap.parse_args(argv)
-    try:
-        if args.broker:
-            bootstrap, conf = args.broker, {}
-        else:
-            from worker.config.settings import Settings
-
-            bootstrap = bootstrap_from(None)[0]
-            conf = librdkafka_security(Settings.from_env())
-        printed = 0
-        with ConfluentReleaseReader(bootstrap, args.topic, from_beginning=args.from_beginning,
-                                    config=conf) as rd:
-            for raw, env in rd.records(timeout_s=args.seconds or None):
-                note = privacy_note(env) if env is not None else ""
-                if args.json:
-                    print(raw.decode(errors="replace"), flush=True)
-                    if note:
-                        print(f"dpstream tail: {note}: {env and env['topology']}/"
-                              f"{env and env['shard']} epoch {env and env['epoch']} "
-                              f"seq {env and env['seq']}", file=sys.stderr, flush=True)
-                else:
-                    line = summarize_release(raw)
-                    print(f"[{note}] {line}" if note else line, flush=True)
-                printed += 1
-                if args.count and printed >= args.count:
-                    break
-    except (KeyError, SpecError, SerializationError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"dpstream: {msg}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    return 0
+        return self.index.heavy_hitters(topology, shard)

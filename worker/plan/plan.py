@@ -59,7 +59,7 @@ from typing import Any
 
 from sketches.errors import DPStreamError
 from worker.config.topology import Topology
-from worker.release.status import is_private, privacy_note
+from worker.release.envelope import is_private, privacy_note
 
 DEFAULT_SHARES = (0.01, 0.05, 0.10)
 """Traffic shares of the example items (``--share``)."""

@@ -1,5 +1,13 @@
 """The release envelope (JSON, ``schema_version`` 2), documented in docs/RELEASES.md.
 
+The one module that knows the envelope: it **builds** it (:func:`envelope`,
+:func:`envelope_bytes`, the record key :func:`release_key`), **parses** it
+(:func:`parse_envelope`, :func:`split_release_key`) and **judges** it (is a
+release private: :func:`not_private_reason` when it is built,
+:func:`is_private`, :func:`noise_kind`, :func:`privacy_note`,
+:func:`privacy_label`, :func:`not_private_warning` when it is read). The
+schema version is :data:`SCHEMA_VERSION`, assigned here only.
+
 The worker wraps a mechanism's public ``release()`` payload with the metadata
 a reader needs to interpret it. The envelope is encoded once, checkpointed as
 bytes and published; after a crash the same bytes are re-published, so a
@@ -30,7 +38,7 @@ False
 The guarantee stated is the one the epoch's noise was drawn with: ``params``
 (the shard state's checkpointed block) wins over the topology.
 
->>> from worker.release.epoch_params import epoch_params, not_private_reason
+>>> from worker.release.epoch_params import epoch_params
 >>> old = dict(epoch_params(topo), eps=4.0, unit_cap=1)
 >>> doc = json.loads(envelope_bytes(topo, "acme", epoch=7, seq=1, rounds=60, final=False,
 ...                                 payload={}, published_at_ms=1, params=old))
@@ -44,15 +52,51 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from worker.config.topology import Topology
-from worker.release.epoch_params import epoch_params, not_private_reason
+from sketches.errors import SerializationError
+from worker.config.topology import (
+    UNBOUNDED_LATTICE,
+    Topology,
+    float_noise_field,
+    unbounded_lattice_cells,
+)
 
 SCHEMA_VERSION = 2
+"""The version this worker writes. Version 2 adds ``private``/``noise`` (a
+``fast``/``zero`` release says it is not private), ``time``,
+``covers_shard_presence``, and states the epoch's checkpointed privacy parameters."""
+KNOWN_VERSIONS = (1, SCHEMA_VERSION)
+"""The versions :func:`parse_envelope` reads."""
+
+Envelope = dict[str, Any]
+"""A parsed release (the JSON object; fields in docs/RELEASES.md)."""
+
+INSECURE_NOISE = ("fast", "zero")
+"""Noise kinds that give no privacy (seeded, or none at all)."""
+
+
+# ---------------------------------------------------------------- the record key
 
 
 def release_key(topology: str, shard: str) -> bytes:
-    """Kafka key of a release: ``"<topology>/<shard>"`` (one partition per shard)."""
+    """Kafka key of a release: ``"<topology>/<shard>"`` (one partition per shard).
+
+    >>> release_key("views", "acme")
+    b'views/acme'
+    """
     return f"{topology}/{shard}".encode()
+
+
+def split_release_key(key: bytes) -> tuple[str, str]:
+    """``(topology, shard)`` of a :func:`release_key` (a topology name has no ``/``).
+
+    >>> split_release_key(release_key("views", "a/b"))
+    ('views', 'a/b')
+    """
+    topology, shard = key.decode().split("/", 1)
+    return topology, shard
+
+
+# ---------------------------------------------------------------- build
 
 
 def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, final: bool,
@@ -67,7 +111,12 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
     (the engine's live view, :class:`worker.engine.composition.Composition`); the one the
     topology was loaded with when None.
     """
-    p = epoch_params(topo) if params is None else params
+    if params is None:
+        # epoch_params builds its block with this module's judge: imported here, not at the top
+        from worker.release.epoch_params import epoch_params
+
+        params = epoch_params(topo)
+    p = params
     tick = p["clock"] == "tick"
     # from the checkpointed block itself, so an epoch stored before a rule was added is
     # judged by it too (a block's own "private" can only make a release less private)
@@ -154,7 +203,139 @@ def _jsonable(obj: Any) -> Any:
                     "the mechanism's release() must return JSON types")
 
 
-def privacy_label(doc: dict[str, Any]) -> str:
+# ---------------------------------------------------------------- parse
+
+
+def parse_envelope(raw: bytes) -> Envelope:
+    """Decode and validate one release record value (schema versions 1 and 2).
+
+    >>> try:
+    ...     parse_envelope(b'{"schema_version": 3}')
+    ... except SerializationError as exc:
+    ...     print(exc)
+    release schema_version 3 is not supported by this reader (knows 1, 2); upgrade dpstream
+    """
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SerializationError(f"release is not UTF-8 JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise SerializationError("release must be a JSON object (the envelope)")
+    version = doc.get("schema_version")
+    if version not in KNOWN_VERSIONS:
+        raise SerializationError(
+            f"release schema_version {version} is not supported by this reader "
+            f"(knows {', '.join(map(str, KNOWN_VERSIONS))}); upgrade dpstream")
+    for name, kind in (("topology", str), ("shard", str), ("epoch", int), ("seq", int),
+                       ("payload", dict)):
+        if not isinstance(doc.get(name), kind):
+            raise SerializationError(
+                f"release field {name!r} is missing or not a {kind.__name__}")
+    return doc
+
+
+# ---------------------------------------------------------------- judge
+#
+# One answer for every reader (tail, query, dashboard, plan, Python readers). A
+# release states the guarantee its noise has (docs/PRIVACY.md): a release made with
+# seeded (``fast``) or ``zero`` noise, or with float noise, is not differentially
+# private and says so with ``"private": false`` and a ``not_private_reason``; the
+# envelope may also name the noise kind. A reader treats a release as **not
+# private** when either says so: ``private`` is ``false``, or the noise kind
+# (``noise_kind``, or ``noise`` as a string or as an object with a ``kind``) is
+# ``fast`` or ``zero``. An envelope that states neither (written before these
+# fields existed) is shown as it claims, private, with its kind unknown.
+
+
+def not_private_reason(mechanism: str, noise: str, mechanism_params: Mapping[str, Any]
+                       ) -> str | None:
+    """Why releases of an epoch are not differentially private, or None if they are.
+
+    ``fast`` (seeded) and ``zero`` noise give no privacy; float noise
+    (:func:`worker.config.topology.float_noise_field`) is open to the floating-point
+    attack, so its stated eps does not hold either. Computed from the epoch's
+    checkpointed block (:func:`worker.release.epoch_params.epoch_params`), so a state
+    written before this rule is judged the same.
+
+    >>> not_private_reason("lazy_cms", "secure", {}) is None
+    True
+    >>> not_private_reason("lazy_cms", "zero", {})
+    'zero noise'
+    >>> not_private_reason("lazy_cms", "secure", {"calibrator": "analytic"})  # doctest: +ELLIPSIS
+    'float noise (mechanism.params.calibrator: floating-point attack...'
+    """
+    if noise != "secure":
+        return f"{noise} noise"
+    if unbounded_lattice_cells(mechanism, mechanism_params):
+        return UNBOUNDED_LATTICE
+    field = float_noise_field(mechanism, mechanism_params)
+    if field == "mechanism.params.counter":
+        return (f"float noise ({field}: a continuous Gaussian sampler whose gap to the ideal "
+                "is not bounded, so the guarantee is not certified; use counter: tree)")
+    if field is not None:
+        return (f"float noise ({field}: floating-point attack, Mironov 2012; use integer "
+                "noise for a private release)")
+    return None
+
+
+def noise_kind(env: Mapping[str, Any]) -> str | None:
+    """The noise kind an envelope states (``secure``/``fast``/``zero``), or None.
+
+    >>> noise_kind({"noise": {"kind": "fast"}}), noise_kind({"noise_kind": "zero"}), noise_kind({})
+    ('fast', 'zero', None)
+    """
+    for name in ("noise_kind", "noise"):
+        value = env.get(name)
+        if isinstance(value, Mapping):
+            value = value.get("kind")
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def is_private(env: Mapping[str, Any]) -> bool:
+    """False when the envelope says ``private: false`` or names fast/zero noise.
+
+    >>> is_private({"private": False})
+    False
+    >>> is_private({"noise_kind": "zero"}), is_private({"noise": {"kind": "fast"}})
+    (False, False)
+    >>> is_private({"noise": "secure"}), is_private({})
+    (True, True)
+    """
+    return env.get("private") is not False and noise_kind(env) not in INSECURE_NOISE
+
+
+def privacy_note(env: Mapping[str, Any]) -> str:
+    """``""`` for a private release, else a loud marker naming the noise kind.
+
+    >>> privacy_note({"private": False, "noise_kind": "zero"})
+    'NOT PRIVATE (zero noise)'
+    """
+    if is_private(env):
+        return ""
+    why = env.get("not_private_reason")
+    if isinstance(why, str) and why:
+        return f"NOT PRIVATE ({why})"
+    kind = noise_kind(env)
+    return "NOT PRIVATE" + (f" ({kind} noise)" if kind else "")
+
+
+def not_private_warning(env: Mapping[str, Any]) -> str | None:
+    """The warning to show before a release made without secure noise, else None.
+
+    >>> not_private_warning({"private": False, "noise": "fast", "eps": 1.0})
+    'NOT PRIVATE: made with fast noise; the stated eps 1.0 does not hold'
+    >>> not_private_warning({"private": True}) is None
+    True
+    """
+    if env.get("private") is False:
+        why = env.get("not_private_reason") or f"{env.get('noise')} noise"
+        return f"NOT PRIVATE: made with {why}; the stated eps {env.get('eps')} does not hold"
+    return None
+
+
+def privacy_label(doc: Mapping[str, Any]) -> str:
     """How a reader should label a release's guarantee (``NOT PRIVATE`` first if so).
 
     >>> privacy_label({"eps": 1.0, "private": True})
@@ -166,6 +347,9 @@ def privacy_label(doc: dict[str, Any]) -> str:
         why = doc.get("not_private_reason") or f"{doc.get('noise')} noise"
         return f"NOT PRIVATE: {why}, eps {doc.get('eps')} not provided"
     return f"eps {doc.get('eps')}"
+
+
+# ---------------------------------------------------------------- render
 
 
 def summarize_release(raw: bytes, top: int = 5, probe: str | None = None) -> str:

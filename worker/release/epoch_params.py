@@ -55,12 +55,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from sketches.errors import SpecError
-from worker.config.topology import (
-    UNBOUNDED_LATTICE,
-    Topology,
-    float_noise_field,
-    unbounded_lattice_cells,
-)
+from worker.config.topology import Topology
+from worker.release.envelope import not_private_reason
 
 PARAMS_VERSION = 1
 
@@ -102,6 +98,7 @@ def epoch_params(topo: Topology) -> dict[str, Any]:
         "unit": p.unit_field or "event",
         "unit_cap": p.unit_cap if p.unit_field else 1,
         "noise": topo.noise.kind,
+        # judged as the envelope judges it (worker.release.envelope.not_private_reason)
         "private": not_private_reason(topo.mechanism, topo.noise.kind,
                                      topo.mechanism_params) is None
         and topo.message_unit_reason() is None,
@@ -116,36 +113,6 @@ def epoch_params(topo: Topology) -> dict[str, Any]:
         # event: its releases cover shard presence (a block without it: not covered)
         "closed_shards": topo.allowed_shards is not None,
     }
-
-
-def not_private_reason(mechanism: str, noise: str, mechanism_params: Mapping[str, Any]
-                       ) -> str | None:
-    """Why releases of this epoch are not differentially private, or None if they are.
-
-    ``fast`` (seeded) and ``zero`` noise give no privacy; float noise
-    (:func:`worker.config.topology.float_noise_field`) is open to the floating-point
-    attack, so its stated eps does not hold either. Computed from the epoch's
-    checkpointed block, so a state written before this rule is judged the same.
-
-    >>> not_private_reason("lazy_cms", "secure", {}) is None
-    True
-    >>> not_private_reason("lazy_cms", "zero", {})
-    'zero noise'
-    >>> not_private_reason("lazy_cms", "secure", {"calibrator": "analytic"})  # doctest: +ELLIPSIS
-    'float noise (mechanism.params.calibrator: floating-point attack...'
-    """
-    if noise != "secure":
-        return f"{noise} noise"
-    if unbounded_lattice_cells(mechanism, mechanism_params):
-        return UNBOUNDED_LATTICE
-    field = float_noise_field(mechanism, mechanism_params)
-    if field == "mechanism.params.counter":
-        return (f"float noise ({field}: a continuous Gaussian sampler whose gap to the ideal "
-                "is not bounded, so the guarantee is not certified; use counter: tree)")
-    if field is not None:
-        return (f"float noise ({field}: floating-point attack, Mironov 2012; use integer "
-                "noise for a private release)")
-    return None
 
 
 def soft_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -1,14 +1,22 @@
-"""Read published releases: the latest release per (topology, shard), point queries.
+"""Read published releases: one reader API, whatever carries the releases.
 
 Releases are public (docs/RELEASES.md, envelope schema versions 1 and 2), so reading
-them is post-processing and costs no privacy budget. :class:`ReleaseIndex` is
-the pure part (parse, validate, keep the latest); :class:`ReleaseReader` tails
-a release topic with aiokafka into an index (asyncio code);
-:class:`worker.kafka.release_reader.ConfluentReleaseReader` is the synchronous
-confluent-kafka reader for scripts and notebooks; its
-:func:`~worker.kafka.release_reader.tail_main` (on
-confluent-kafka) and :func:`query_main` are the ``dpstream tail`` /
-``dpstream query`` commands.
+them is post-processing and costs no privacy budget. Every reader answers the
+same small protocol, :class:`ReleaseView`, always in the order ``(topology,
+shard, ...)``:
+
+- ``shards(topology=None)``: every ``(topology, shard)`` with a release;
+- ``latest(topology, shard)``: the current release (highest ``(epoch, seq)``);
+- ``query(topology, shard, items)``: point estimates on a sketch release;
+- ``heavy_hitters(topology, shard)``: the list of a heavy_hitters release.
+
+``topology`` may be None when only one topology publishes the shard.
+:class:`ReleaseIndex` is the pure implementation (parse with
+:func:`worker.release.envelope.parse_envelope`, keep the latest); the Kafka
+readers in :mod:`worker.kafka.release_reader` (``ReleaseReader`` on aiokafka,
+asyncio; ``ConfluentReleaseReader`` on confluent-kafka, synchronous) fill one
+from a release topic. ``dpstream tail``/``query`` (:mod:`worker.cli.read`) and
+the dashboard read through it.
 
 A release may be seen twice after a worker crash (identical bytes); the index
 keeps the highest ``(epoch, seq)`` per ``(topology, shard)``, so duplicates and
@@ -16,85 +24,63 @@ late copies never replace a newer release.
 
 Examples
 --------
+>>> import json
 >>> idx = ReleaseIndex()
 >>> env = {"schema_version": 1, "topology": "hh", "shard": "r1", "epoch": 3, "seq": 2,
 ...        "payload": {"kind": "heavy_hitters", "items": [{"item": "10.0.0.1", "estimate": 9.0}]}}
 >>> idx.add(json.dumps(env).encode())
 True
->>> idx.heavy_hitters("r1")
+>>> idx.heavy_hitters("hh", "r1")
 [{'item': '10.0.0.1', 'estimate': 9.0}]
 >>> idx.add(json.dumps(dict(env, seq=1)).encode())    # older: ignored
 False
+>>> isinstance(idx, ReleaseView), idx.shards("hh"), idx.latest(None, "r1")["seq"]
+(True, [('hh', 'r1')], 2)
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import sys
-import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from sketches import query_release
 from sketches.errors import SerializationError, SpecError
+from worker.release.envelope import Envelope, parse_envelope
 
-SCHEMA_VERSION = 2
-KNOWN_VERSIONS = (1, 2)
-"""Version 2 adds ``private``/``noise`` (a ``fast``/``zero`` release says it is not
-private), ``time``, ``covers_shard_presence``, and states the epoch's checkpointed
-privacy parameters."""
-
-Envelope = dict[str, Any]
+__all__ = ["ReleaseIndex", "ReleaseView"]
 
 
-def parse_envelope(raw: bytes) -> Envelope:
-    """Decode and validate one release record value (schema versions 1 and 2).
+@runtime_checkable
+class ReleaseView(Protocol):
+    """The reader API: the latest release per ``(topology, shard)`` and its answers.
 
-    >>> try:
-    ...     parse_envelope(b'{"schema_version": 3}')
-    ... except SerializationError as exc:
-    ...     print(exc)
-    release schema_version 3 is not supported by this reader (knows 1, 2); upgrade dpstream
+    Arguments always come in the order ``topology, shard[, items]``; ``topology``
+    None means "the only topology publishing ``shard``". A shard without a
+    release raises KeyError; a release of the wrong kind, or a shard published by
+    several topologies when ``topology`` is None, raises SpecError.
     """
-    try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SerializationError(f"release is not UTF-8 JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise SerializationError("release must be a JSON object (the envelope)")
-    version = doc.get("schema_version")
-    if version not in KNOWN_VERSIONS:
-        raise SerializationError(
-            f"release schema_version {version} is not supported by this reader "
-            f"(knows {', '.join(map(str, KNOWN_VERSIONS))}); upgrade dpstream")
-    for name, kind in (("topology", str), ("shard", str), ("epoch", int), ("seq", int),
-                       ("payload", dict)):
-        if not isinstance(doc.get(name), kind):
-            raise SerializationError(
-                f"release field {name!r} is missing or not a {kind.__name__}")
-    return doc
 
+    def shards(self, topology: str | None = None) -> list[tuple[str, str]]:
+        """Every ``(topology, shard)`` with a release (of ``topology`` if given), sorted."""
+        ...
 
-def not_private_warning(env: Envelope) -> str | None:
-    """The warning to show before a release made without secure noise, else None.
+    def latest(self, topology: str | None, shard: str) -> Envelope:
+        """The current release of ``topology``/``shard``."""
+        ...
 
-    >>> not_private_warning({"private": False, "noise": "fast", "eps": 1.0})
-    'NOT PRIVATE: made with fast noise; the stated eps 1.0 does not hold'
-    >>> not_private_warning({"private": True}) is None
-    True
-    """
-    if env.get("private") is False:
-        why = env.get("not_private_reason") or f"{env.get('noise')} noise"
-        return f"NOT PRIVATE: made with {why}; the stated eps {env.get('eps')} does not hold"
-    return None
+    def query(self, topology: str | None, shard: str, items: Any) -> Any:
+        """Point estimates from the latest sketch release (one item: float; a sequence:
+        array)."""
+        ...
+
+    def heavy_hitters(self, topology: str | None, shard: str) -> list[dict[str, Any]]:
+        """The heavy-hitter list of the latest heavy_hitters release."""
+        ...
 
 
 class ReleaseIndex:
-    """The latest release per ``(topology, shard)``, with point queries."""
+    """The latest release per ``(topology, shard)``, with point queries (a :class:`ReleaseView`)."""
 
     def __init__(self) -> None:
         self._latest: dict[tuple[str, str], Envelope] = {}
@@ -116,6 +102,10 @@ class ReleaseIndex:
         except SerializationError:
             self.rejected += 1
             return None
+        return self.offer(env)
+
+    def offer(self, env: Envelope) -> Envelope | None:
+        """Keep a parsed envelope if it is newer than its shard's latest; return it if so."""
         key = (env["topology"], env["shard"])
         cur = self._latest.get(key)
         if cur is not None and (cur["epoch"], cur["seq"]) >= (env["epoch"], env["seq"]):
@@ -123,11 +113,11 @@ class ReleaseIndex:
         self._latest[key] = env
         return env
 
-    def shards(self) -> list[tuple[str, str]]:
-        """Every ``(topology, shard)`` with a release, sorted."""
-        return sorted(self._latest)
+    def shards(self, topology: str | None = None) -> list[tuple[str, str]]:
+        """Every ``(topology, shard)`` with a release (of ``topology`` if given), sorted."""
+        return sorted(k for k in self._latest if topology is None or k[0] == topology)
 
-    def latest(self, shard: str, topology: str | None = None) -> Envelope:
+    def latest(self, topology: str | None, shard: str) -> Envelope:
         """The current release of ``shard`` (``topology`` needed only if several share it)."""
         matches = [k for k in self._latest if k[1] == shard
                    and (topology is None or k[0] == topology)]
@@ -141,14 +131,14 @@ class ReleaseIndex:
                             f"{sorted(t for t, _ in matches)}; pass topology=")
         return self._latest[matches[0]]
 
-    def estimate(self, shard: str, items: Any, topology: str | None = None) -> Any:
+    def query(self, topology: str | None, shard: str, items: Any) -> Any:
         """Point query on the latest sketch release of ``shard``.
 
         ``items``: one item (returns a float) or a sequence (returns an array).
         String items are converted to int when the release's ``item_type`` is
         ``int``.
         """
-        env = self.latest(shard, topology)
+        env = self.latest(topology, shard)
         payload = env["payload"]
         if payload.get("kind") != "sketch":
             raise SpecError(f"release of {env['topology']}/{shard} is a "
@@ -163,173 +153,11 @@ class ReleaseIndex:
         out = np.asarray(query_release(payload, seq), dtype=np.float64)
         return float(out[0]) if single else out
 
-    def heavy_hitters(self, shard: str, topology: str | None = None) -> list[dict[str, Any]]:
+    def heavy_hitters(self, topology: str | None, shard: str) -> list[dict[str, Any]]:
         """The heavy-hitter list of the latest heavy_hitters release of ``shard``."""
-        env = self.latest(shard, topology)
+        env = self.latest(topology, shard)
         payload = env["payload"]
         if payload.get("kind") != "heavy_hitters":
             raise SpecError(f"release of {env['topology']}/{shard} is a "
-                            f"{payload.get('kind')!r} payload; use estimate() for sketches")
+                            f"{payload.get('kind')!r} payload; use query() for sketch estimates")
         return list(payload.get("items") or [])
-
-
-class ReleaseReader(ReleaseIndex):
-    """Tail the release ``topic`` (all partitions, no consumer group) into an index.
-
-    Example (needs a running broker, so it is not run as a doctest)::
-
-        async def main():
-            async with ReleaseReader("127.0.0.1:9092", "netmon-dst-prefixes") as rd:
-                await rd.catch_up()
-                print(rd.estimate("r7", "93.184.216.0/24"))
-    """
-
-    def __init__(self, bootstrap: str, topic: str, *,
-                 client_options: Mapping[str, Any] | None = None) -> None:
-        super().__init__()
-        self.bootstrap, self.topic = bootstrap, topic
-        self._client_options = dict(client_options or {})
-        self._consumer: Any = None
-
-    async def start(self) -> None:
-        """Connect and position at the beginning of every partition of the topic."""
-        from aiokafka import AIOKafkaConsumer, TopicPartition
-
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-            auto_offset_reset="earliest", **self._client_options)
-        await self._consumer.start()
-        parts = await self._partitions()
-        self._consumer.assign([TopicPartition(self.topic, p) for p in parts])
-        await self._consumer.seek_to_beginning()
-
-    async def _partitions(self, timeout_s: float = 10.0) -> list[int]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            parts = self._consumer.partitions_for_topic(self.topic)
-            if parts:
-                return sorted(parts)
-            if time.monotonic() > deadline:
-                raise KeyError(f"release topic {self.topic!r} does not exist on "
-                               f"{self.bootstrap}; check --topic (the topology's release.topic)")
-            await self._consumer._client.force_metadata_update()
-            await asyncio.sleep(0.1)
-
-    async def stop(self) -> None:
-        """Close the consumer."""
-        if self._consumer is not None:
-            await self._consumer.stop()
-            self._consumer = None
-
-    async def __aenter__(self) -> ReleaseReader:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    async def poll(self, timeout_s: float = 1.0) -> list[Envelope]:
-        """Read what arrived within ``timeout_s``; return the releases that became latest."""
-        if self._consumer is None:
-            raise RuntimeError("ReleaseReader is not started; use `async with` or start()")
-        fetched = await self._consumer.getmany(timeout_ms=int(timeout_s * 1000))
-        fresh = []
-        for records in fetched.values():
-            for rec in records:
-                env = self.add_envelope(rec.value) if rec.value is not None else None
-                if env is not None:
-                    fresh.append(env)
-        return fresh
-
-    async def catch_up(self, idle_s: float = 0.5, timeout_s: float = 30.0) -> int:
-        """Read until a poll of ``idle_s`` brings nothing (or ``timeout_s``); return #records."""
-        before = self.seen
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            n = self.seen
-            await self.poll(idle_s)
-            if self.seen == n:
-                break
-        return self.seen - before
-
-
-# ---------------------------------------------------------------- CLI
-
-
-def bootstrap_from(arg: str | None) -> tuple[str, dict[str, Any]]:
-    if arg:
-        return arg, {}
-    from worker.config.settings import Settings
-
-    s = Settings.from_env()
-    if not s.broker:
-        raise SpecError("no broker: pass --broker host:port or set DPSTREAM_BROKER")
-    return s.broker, s.kafka_security_kwargs()
-
-
-def add_topic_args(ap: argparse.ArgumentParser) -> None:
-    """The ``--topic`` and ``--broker`` options of ``dpstream tail`` and ``query``."""
-    ap.add_argument("--topic", required=True, help="release topic (the topology's release.topic)")
-    ap.add_argument("--broker", help="host:port (default: $DPSTREAM_BROKER)")
-
-
-def query_main(argv: Sequence[str] | None = None) -> int:
-    """``dpstream query --topic T --shard S [ITEM ...]``: point estimates or heavy hitters."""
-    ap = argparse.ArgumentParser(prog="dpstream query", description=query_main.__doc__)
-    add_topic_args(ap)
-    ap.add_argument("--shard", required=True, help="shard key, e.g. r7")
-    ap.add_argument("--topology", help="only needed if several topologies share the topic")
-    ap.add_argument("--json", action="store_true", help="print the answer as JSON")
-    ap.add_argument("--wait", type=float, default=10.0,
-                    help="seconds to wait for a first release of the shard")
-    ap.add_argument("items", nargs="*", help="items to estimate (sketch releases)")
-    args = ap.parse_args(argv)
-
-    async def run() -> int:
-        bootstrap, opts = bootstrap_from(args.broker)
-        async with ReleaseReader(bootstrap, args.topic, client_options=opts) as rd:
-            await rd.catch_up()
-            deadline = time.monotonic() + args.wait
-            while not any(s == args.shard for _, s in rd.shards()):
-                if time.monotonic() > deadline:
-                    break
-                await rd.poll(0.5)
-            env = rd.latest(args.shard, args.topology)
-            head = {k: env.get(k) for k in ("topology", "shard", "epoch", "seq", "mechanism",
-                                            "private", "noise", "eps", "delta", "relation",
-                                            "unit", "rounds", "error_bound")}
-            if env["payload"].get("kind") == "heavy_hitters" or not args.items:
-                answer: Any = (rd.heavy_hitters(args.shard, args.topology)
-                               if env["payload"].get("kind") == "heavy_hitters" else [])
-                if not answer and env["payload"].get("kind") == "sketch":
-                    raise SpecError("this is a sketch release: pass the items to estimate")
-            else:
-                est = rd.estimate(args.shard, args.items, args.topology)
-                answer = [{"item": i, "estimate": float(e)}
-                          for i, e in zip(args.items, est, strict=True)]
-        if args.json:
-            print(json.dumps({"release": head, "answer": answer}))
-        else:
-            warning = not_private_warning(head)
-            if warning:
-                print(f"*** {warning} ***")
-            print(f"{head['topology']}/{head['shard']} epoch {head['epoch']} seq {head['seq']} "
-                  f"({head['mechanism']}, eps {head['eps']}, delta {head['delta']}, "
-                  f"{head['relation']}, unit {head['unit']}; error bound {head['error_bound']})")
-            for row in answer:
-                print(f"  {row['item']}\t{float(row['estimate']):.1f}")
-        return 0
-
-    return _run_cli(run)
-
-
-def _run_cli(run: Any) -> int:
-    try:
-        return int(asyncio.run(run()))
-    except (KeyError, SpecError, SerializationError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"dpstream: {msg}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-

@@ -13,7 +13,7 @@ from sketches.core.hashing import HashSpec
 from sketches.errors import SpecError
 from worker.dashboard.metrics_probe import MetricsProbe
 from worker.dashboard.state import DashboardState, dumps, error_interval
-from worker.release.status import is_private, privacy_note
+from worker.release.envelope import is_private, privacy_note
 
 SPEC = HashSpec(seed=5, depth=3, width=64)
 
@@ -48,15 +48,15 @@ def test_query_answers_from_latest_matrix_with_series_and_bound() -> None:
     for seq, c in enumerate([5, 9, 14, 20]):
         st.add(sketch(seq, {"10.0.0.0/24": c, "10.1.0.0/24": 1}))
     st.add(sketch(1, {"10.0.0.0/24": 99}))  # older, late: ignored
-    ans = st.query("dst", "r1", "10.0.0.0/24")
+    ans = st.query_series("dst", "r1", "10.0.0.0/24")
     assert ans["estimate"] == 20.0 and (ans["low"], ans["high"]) == (17.0, 23.0)
     # history keeps the last 3 releases, oldest first
     assert ans["series"] == [[2000, 9.0], [3000, 14.0], [4000, 20.0]]
     with pytest.raises(KeyError):
-        st.query("dst", "r9", "x")
+        st.query_series("dst", "r9", "x")
     st.add(hh(0, [("a", 3.0)]))
     with pytest.raises(SpecError, match="sketch"):
-        st.query("hh", "r1", "a")
+        st.query_series("hh", "r1", "a")
 
 
 def test_heavy_hitters_view_error_bars_threshold_and_series() -> None:
@@ -184,13 +184,13 @@ def test_an_hour_of_heavy_hitters_but_a_bounded_number_of_matrices() -> None:
     series = card["heavy_hitters"]["series"]["a"]
     assert len(series) <= 10 and series[-1] == [590, 59.0] and series[0] == [100, 10.0]
     assert len(card["heavy_hitters"]["threshold_series"]) == len(series)
-    ans = st.query("dst", "r1", "10.0.0.0/24")
+    ans = st.query_series("dst", "r1", "10.0.0.0/24")
     assert [v for _, v in ans["series"]] == [56.0, 57.0, 58.0, 59.0]
 
 
 def test_public_mode_refuses_a_metrics_url(capsys) -> None:
     """Issue 19 item 8: a page for release readers never reads the metrics endpoint."""
-    from worker.dashboard.server import main
+    from worker.cli.dashboard import main
 
     assert main(["--public", "--metrics-url", "http://127.0.0.1:1/metrics",
                  "--topic", "t"]) == 2

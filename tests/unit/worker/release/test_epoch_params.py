@@ -220,7 +220,7 @@ def test_not_private_reason_names_the_float_noise_field_or_the_mechanism() -> No
     """Why a release is not private, as stated in it: a factorized counter is uncertified
     (not the floating-point attack); a mechanism registered float-noise-only (PAMG) is
     judged by its name, with no parameter pointing at it."""
-    from worker.release.epoch_params import not_private_reason
+    from worker.release.envelope import not_private_reason
 
     blt = not_private_reason("lazy_cms", "secure", {"counter": "blt"})
     assert blt is not None and blt.startswith("float noise (mechanism.params.counter: a "
@@ -309,9 +309,12 @@ def test_float_noise_releases_say_not_private(mech: str, params: str, private: b
     does not hold against the floating-point attack (Mironov 2012), the very reason production
     topologies refuse them. Such a release now says `private: false` and why, and every reader
     prints NOT PRIVATE for it."""
-    from worker.release.envelope import privacy_label
-    from worker.release.reader import not_private_warning
-    from worker.release.status import is_private, privacy_note
+    from worker.release.envelope import (
+        is_private,
+        not_private_warning,
+        privacy_label,
+        privacy_note,
+    )
 
     load_mechanisms()
     eps = 0.5 if "paper" in params else 4.0  # the classic bound needs eps < 1
@@ -362,14 +365,15 @@ def test_release_records_carry_published_at_as_their_kafka_timestamp() -> None:
 
 
 def test_reader_flags_not_private_releases_and_reads_both_schema_versions() -> None:
-    from worker.release.reader import ReleaseIndex, not_private_warning
+    from worker.release.envelope import not_private_warning
+    from worker.release.reader import ReleaseIndex
 
     idx = ReleaseIndex()
     base = {"topology": "t", "shard": "r1", "epoch": 1, "payload": {"kind": "heavy_hitters"}}
     assert idx.add(json.dumps(dict(base, schema_version=1, seq=0)).encode())
     assert idx.add(json.dumps(dict(base, schema_version=2, seq=1, private=False,
                                    noise="zero", eps=1.0)).encode())
-    warning = not_private_warning(idx.latest("r1"))
+    warning = not_private_warning(idx.latest(None, "r1"))
     assert warning is not None and "NOT PRIVATE" in warning and "zero" in warning
 
 

@@ -101,6 +101,15 @@ class MemLog:
                 pos[0] = len(log.records)
                 return {0: got}
 
+            def assignment(self) -> set[Any]:
+                return set()  # an in-memory log: nothing to pause between read-backs
+
+            def pause(self, *partitions: Any) -> None:
+                return None
+
+            def resume(self, *partitions: Any) -> None:
+                return None
+
         return _C()
 
 

@@ -463,7 +463,7 @@ def _lazy_hh() -> Case:
 def _lazy_hh_truncated() -> Case:
     """The epoch at ``event_horizon``: one early event of X' pushes out the last late one.
 
-    The worker (worker/engine/engine.py) keeps the first ``event_horizon`` events of an
+    The worker (worker/engine/ingest.py) keeps the first ``event_horizon`` events of an
     epoch and drops later ones one by one; the case applies the same rule to
     the whole epoch's stream before feeding it. X' differs from X by +1 event at
     tick 0 and -1 event at tick 32. The length counter's prefix releases expose

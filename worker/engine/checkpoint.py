@@ -77,7 +77,7 @@ import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sketches.errors import DPStreamError, SerializationError, SpecError
 
@@ -538,6 +538,22 @@ class CheckpointCache:
         return gen, cp
 
 
+class CheckpointConsumer(Protocol):
+    """How a :class:`CheckpointStore` reads its topic (an ``AIOKafkaConsumer`` assigned
+    to it in production). Its assigned partitions are paused between read-backs; a
+    consumer with nothing assigned (an in-memory log) is never paused."""
+
+    async def getmany(self, *partitions: Any, timeout_ms: int = 0,
+                      max_records: int | None = None) -> dict[Any, list[Any]]:
+        """The records fetched so far, per partition."""
+    def assignment(self) -> set[Any]:
+        """The partitions assigned to this consumer."""
+    def pause(self, *partitions: Any) -> None:
+        """Stop fetching ``partitions`` in the background."""
+    def resume(self, *partitions: Any) -> None:
+        """Fetch ``partitions`` again."""
+
+
 class CheckpointStore:
     """Write checkpoints and read them back to the end of the topic.
 
@@ -546,8 +562,8 @@ class CheckpointStore:
     and reads until it has seen that offset.
     """
 
-    def __init__(self, producer: Any, consumer: Any, topic: str, *, deployment: str = "",
-                 takeover: tuple[str, ...] = ()) -> None:
+    def __init__(self, producer: Any, consumer: CheckpointConsumer, topic: str, *,
+                 deployment: str = "", takeover: tuple[str, ...] = ()) -> None:
         self.producer, self.consumer, self.topic = producer, consumer, topic
         self.deployment, self.takeover = deployment, tuple(takeover)
         self.owners: dict[str, int] = {}
@@ -754,7 +770,7 @@ class CheckpointStore:
         # at once, while a background fetch waiting at the broker may not be woken by
         # our write (the embedded broker answers it after fetch_max_wait_ms: ~250 ms per
         # read-back on average, measured; docs/OPERATIONS.md "One writer")
-        tps = list(self.consumer.assignment()) if hasattr(self.consumer, "pause") else []
+        tps = list(self.consumer.assignment())
         if tps:
             self.consumer.resume(*tps)
         try:

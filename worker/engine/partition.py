@@ -1,6 +1,6 @@
 """Engine building blocks: the release sink, per-partition state, noise per (shard, epoch).
 
-Split out of :mod:`worker.engine.engine` so the engine module holds only the
+Split out of :mod:`worker.engine.engine` so the engine's modules hold only the
 ingest/release/checkpoint flow.
 
 Examples
@@ -37,11 +37,26 @@ from worker.ingest.routing import ShardGate
 
 
 class Store(Protocol):
-    """Where checkpoints go (``worker.engine.checkpoint.CheckpointStore`` in production)."""
+    """Where checkpoints go (``worker.engine.checkpoint.CheckpointStore`` in production).
 
-    async def write(self, cp: PartitionCheckpoint) -> int: ...
-    async def refresh(self) -> None: ...
-    def load(self, topology: str, partition: int) -> PartitionCheckpoint | None: ...
+    Besides writing and loading, a store may own its partitions (the Kafka store
+    fences a previous writer: docs/OPERATIONS.md "One writer"); a store without
+    owners (in memory, in tests) implements :meth:`claim` as a no-op,
+    :meth:`take_damaged` as an empty set and :meth:`needs_repair` as False.
+    """
+
+    async def write(self, cp: PartitionCheckpoint) -> int:
+        """Write ``cp``; return the bytes written."""
+    async def refresh(self) -> None:
+        """Read everything written so far (call before :meth:`load` and :meth:`claim`)."""
+    def load(self, topology: str, partition: int) -> PartitionCheckpoint | None:
+        """The latest checkpoint of ``(topology, partition)``, None if there is none."""
+    async def claim(self, topology: str, partition: int) -> None:
+        """Take ownership of ``(topology, partition)`` before restoring it."""
+    def take_damaged(self, topology: str, partition: int) -> set[str]:
+        """Shards a fenced writer wrote over, to rewrite in the next checkpoint."""
+    def needs_repair(self, topology: str, partition: int) -> bool:
+        """A fenced writer's records of the partition still need a checkpoint."""
 
 
 class Sink(Protocol):

@@ -85,6 +85,15 @@ class FakeConsumer:
         self.pos = len(self.log.records)
         return {"ck": out} if out else {}
 
+    def assignment(self) -> set[Any]:
+        return set()  # an in-memory log: nothing to pause between read-backs
+
+    def pause(self, *partitions: Any) -> None:
+        return None
+
+    def resume(self, *partitions: Any) -> None:
+        return None
+
 
 def store(log: FakeLog, deployment: str, takeover: tuple[str, ...] = ()) -> CheckpointStore:
     return CheckpointStore(FakeProducer(log), FakeConsumer(log), "ck", deployment=deployment,

@@ -63,6 +63,15 @@ class MemStore:
         raw = self.data.get((topology, partition))
         return None if raw is None else decode_checkpoint(raw)
 
+    async def claim(self, topology: str, partition: int) -> None:
+        return None  # one writer by construction: nothing to fence
+
+    def take_damaged(self, topology: str, partition: int) -> set[str]:
+        return set()
+
+    def needs_repair(self, topology: str, partition: int) -> bool:
+        return False
+
 
 class MemSink:
     def __init__(self) -> None:

@@ -1,0 +1,183 @@
+"""The ingest step: one fetched batch of a partition -> decode -> dead letters -> update.
+
+Processing time: the batch is decoded and routed by shard
+(:func:`worker.ingest.decode.decode_batch`, :func:`worker.ingest.routing.group_by_shard`),
+the schedule is moved to ``now`` (releases due before these events' tick are
+made first) and every shard's ``update_batch`` takes its events at the open tick.
+
+Event time (``privacy.time: event``, :mod:`worker.ingest.event_time`): records
+wait in the partition's queue until the watermark reaches their tick; then they
+are applied tick by tick (:meth:`Ingest.drain`), the schedule run to each
+tick's start before its records. Late and future records are dead-lettered.
+
+Event bounds: a mechanism whose spec has ``event_horizon`` (LazyHH on the tick
+clock) takes at most that many events per epoch; the engine truncates at the
+exact event position (later events of the epoch are dropped one by one and
+counted in ``dpstream_events_over_horizon_total``), never a whole batch.
+
+Arrival clock: an epoch ends by event count, so a batch is split at epoch
+boundaries (:meth:`worker.engine.schedule.Schedule.roll` makes the final
+release in between).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from worker.config.topology import Topology
+from worker.engine.partition import PartitionState, event_limit
+from worker.engine.schedule import Schedule
+from worker.engine.shard_state import ShardState
+from worker.engine.state import EngineState, log
+from worker.ingest.decode import DeadLetter, Decoded, Record, decode_batch
+from worker.ingest.event_time import HeldRecordsFailed
+from worker.ingest.routing import group_by_shard
+
+
+class Ingest:
+    """Applies records to the shard states of a partition (no release is published here)."""
+
+    def __init__(self, state: EngineState, schedule: Schedule) -> None:
+        self.s, self.schedule = state, schedule
+        self._held_suspects: dict[tuple[str, int], set[int]] = {}
+        """Event time: offsets of held groups that raised, applied one by one next time."""
+        self._over_logged: dict[tuple[str, str], tuple[int | None, float, int]] = {}
+
+    async def batch(self, ps: PartitionState, recs: Sequence[Record], topic: str) -> int:
+        """Ingest ``recs`` (all at or after ``ps.next_offset``); return events applied."""
+        topo, m = ps.topology, self.s.metrics
+        if ps.events is not None:  # event time (worker/ingest/event_time.py)
+            m.messages_in.labels(topology=topo.name).inc(len(recs))
+            now = self.s.now_ms()
+            late, future = ps.events.add(recs, now)
+            dead = [DeadLetter(r[0], r[1], r[2], r[3], "late",
+                               f"tick {r[3] // topo.privacy.tick_ms} already closed (allowed "
+                               f"lateness {topo.privacy.allowed_lateness_ms} ms)") for r in late]
+            dead += [DeadLetter(r[0], r[1], r[2], r[3], "future",
+                                f"timestamp {r[3]} is ahead of the wall clock {now} by more "
+                                "than the allowed lateness plus one tick") for r in future]
+            await self.dead_letters(ps, topic, dead)
+            return await self.drain(ps, topic, now)
+        decoded = decode_batch(topo.input, recs, ps.gate)
+        m.messages_in.labels(topology=topo.name).inc(len(recs))
+        now = self.s.now_ms()
+        await self.schedule.run(ps, now)  # processing time: releases due before this tick
+        return await self._apply(ps, topic, decoded, now, now)
+
+    async def drain(self, ps: PartitionState, topic: str, now: int) -> int:
+        """Event time: apply held records the watermark has reached, tick by tick.
+
+        A group that raises is reported as :class:`HeldRecordsFailed` naming its records
+        (they were read in earlier batches); the partition is then reset to its checkpoint
+        by the caller's poison guard, and on the way back a group holding such suspect
+        offsets is applied one record at a time, so the guard can isolate the culprit.
+        The partition is marked failed until then: no checkpoint may record the popped
+        records as done.
+        """
+        assert ps.events is not None
+        applied = 0
+        suspect = self._held_suspects.get((topic, ps.partition), set())
+        for g, group in ps.events.due(now):
+            at = g * ps.topology.privacy.tick_ms
+            await self.schedule.run(ps, at)  # releases before tick g
+            one_by_one = bool(suspect) and any(r[0] in suspect for r in group)
+            for chunk in ([r] for r in group) if one_by_one else (group,):
+                try:
+                    decoded = decode_batch(ps.topology.input, chunk, ps.gate)
+                    applied += await self._apply(ps, topic, decoded, at, now)
+                except self.s.reraise:
+                    raise
+                except Exception as exc:
+                    if len(chunk) > 1:
+                        self._held_suspects.setdefault((topic, ps.partition), set()).update(
+                            r[0] for r in chunk)
+                    ps.failed = HeldRecordsFailed(topic, ps.partition, chunk, exc)
+                    raise ps.failed from exc
+                if one_by_one:
+                    suspect.discard(chunk[0][0])
+        return applied
+
+    async def _apply(self, ps: PartitionState, topic: str, decoded: Decoded, at: int,
+                     now: int) -> int:
+        """Apply decoded events; tick clock: all at the tick of time ``at`` (ms).
+
+        Processing time: ``at == now``. Event time: ``at`` is the start of the
+        records' own tick, which no clock has closed yet (the engine advances
+        clocks only to the watermark, after draining what it reached). The
+        caller has run the schedule to ``at`` for every shard; this method
+        never makes a tick-clock release (a new shard of an open set starts at ``at``).
+        """
+        topo, m = ps.topology, self.s.metrics
+        await self.dead_letters(ps, topic, decoded.dead)
+        dropped = applied = over_total = 0
+        for shard, idx in group_by_shard(decoded.shards):
+            st = ps.shards.get(shard)
+            if st is None:
+                st = ps.shards[shard] = self.schedule.new_state(ps, shard, at)
+            items = decoded.items[idx]
+            units = None if decoded.units is None else decoded.units[idx]
+            weights = None if decoded.weights is None else decoded.weights[idx]
+            if st.is_tick:
+                epoch, local = st.tick_of(at)
+                if epoch < st.epoch or local < st.rounds:  # wall clock stepped back
+                    local = st.rounds  # the open tick: time never runs backwards for a shard
+                capped, over = st.apply(items, units, weights, local, now,
+                                        limit=event_limit(st))
+                if over:
+                    m.over_horizon.labels(topology=topo.name).inc(over)
+                    self._log_over_bound(topo, st, over)
+                dropped += capped + over
+                over_total += over
+                applied += len(items)
+                continue
+            start = 0
+            while start < len(items):  # arrival clock: split at epoch boundaries
+                if st.room() == 0:
+                    self.schedule.roll(ps, st, st.epoch + 1, now)
+                stop = min(len(items), start + st.room())
+                sl = slice(start, stop)
+                dropped += st.apply(items[sl], None if units is None else units[sl],
+                                    None if weights is None else weights[sl], 0, now)[0]
+                start = stop
+            applied += len(items)
+        applied -= dropped
+        m.events_in.labels(topology=topo.name).inc(applied)
+        m.batch_size.labels(topology=topo.name).observe(len(decoded))
+        if dropped - over_total:
+            m.dropped.labels(topology=topo.name).inc(dropped - over_total)
+        return applied
+
+    def _log_over_bound(self, topo: Topology, st: ShardState, over: int) -> None:
+        """Warn at an epoch's first drop over its event bound, then at most once a minute
+        (every batch drops events once the bound is reached; the metric counts each)."""
+        key, now = (topo.name, st.shard), self.s.clock()
+        epoch, at, total = self._over_logged.get(key, (None, -math.inf, 0))
+        if epoch != st.epoch:
+            at, total = -math.inf, 0
+        total += over
+        if now - at >= 60.0:
+            at = now
+            log.warning("topology %s shard %s epoch %d: %d events beyond the epoch's public "
+                        "event bound dropped so far (truncated at the exact event; logged "
+                        "once a minute, dpstream_events_over_horizon_total counts each)",
+                        topo.name, st.shard, st.epoch, total)
+        self._over_logged[key] = (st.epoch, at, total)
+
+    async def dead_letters(self, ps: PartitionState, topic: str,
+                           dead: Sequence[DeadLetter]) -> None:
+        """Publish ``dead`` (decode errors are counted per reason; late/future are not)."""
+        topo, m = ps.topology, self.s.metrics
+        for d in dead:
+            if d.reason not in ("late", "future"):
+                m.decode_errors.labels(topology=topo.name, reason=d.reason).inc()
+            await self.dead_letter(ps, topic, d)
+
+    async def dead_letter(self, ps: PartitionState, topic: str, d: DeadLetter) -> None:
+        """Publish one dead letter, truncated to fit the producer's limit."""
+        topo = ps.topology
+        self.s.metrics.dead_letters.labels(topology=topo.name, reason=d.reason).inc()
+        log.debug("dead letter %s at %s/%d@%d", d.reason, topic, ps.partition, d.offset)
+        await self.s.sink.publish(topo.dead_letter_topic, (d.key or b"")[:256],
+                                  d.to_json(topo.name, topic, ps.partition,
+                                            self.s.dead_letter_max_bytes))

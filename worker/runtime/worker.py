@@ -8,7 +8,7 @@ plus validated topologies in, a :class:`Worker` out. The worker
   partition) and refuses an input topic that exists with another count;
   event-time input topics are declared ``LogAppendTime`` and release topics
   ``CreateTime``, and the reported timestamp types are checked
-  (:func:`worker.ingest.event_time.check_timestamp_types`);
+  (:mod:`worker.kafka.admin`);
 - consumes the input topics in batches (``getmany``, handing over
   ``(offset, key, value, timestamp)`` tuples read straight from the record
   batches: :mod:`worker.kafka.record_tuples`) in a consumer group
@@ -41,8 +41,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import IllegalStateError, TopicAlreadyExistsError
+from aiokafka.errors import IllegalStateError
 
 from sketches.errors import SpecError
 from worker.config.mechanism_loader import load_mechanisms
@@ -51,15 +50,12 @@ from worker.config.topology import Topology, check_topics, load_topologies
 from worker.engine.checkpoint import CheckpointStore
 from worker.engine.composition import compose
 from worker.engine.engine import Engine
-from worker.ingest.event_time import (
-    TimestampTypeGuard,
-    check_timestamp_types,
-    describe_timestamp_types,
-    topic_configs,
-)
+from worker.ingest.event_time import TimestampTypeGuard
 from worker.ingest.records import Record
+from worker.kafka.admin import check_partitions, client_options, declare_topics
 from worker.kafka.broker_watch import BrokerUnavailable, BrokerWatch, install_rate_limit
 from worker.kafka.record_tuples import SkippedBatch, TupleMode, install
+from worker.kafka.sink import KafkaSink
 from worker.observe.health import Probe, liveness, readiness
 from worker.observe.metrics import Metrics
 from worker.runtime.poison import BROKER_ERRORS, PoisonGuard, process_guarded, reset_failed
@@ -70,24 +66,6 @@ GROUP_COMMIT_INTERVAL_S = 5.0
 """How often checkpoint-covered offsets are committed to the group (monitoring only)."""
 
 """A consumer record as the engine's ``(offset, key, value, timestamp_ms)`` tuple (one C call)."""
-
-
-class KafkaSink:
-    """Engine sink over an aiokafka producer: buffered sends, explicit flush."""
-
-    def __init__(self, producer: AIOKafkaProducer) -> None:
-        self.producer = producer
-        self._futures: list[asyncio.Future[Any]] = []
-
-    async def publish(self, topic: str, key: bytes, value: bytes,
-                      timestamp_ms: int | None = None) -> None:
-        self._futures.append(await self.producer.send(topic, key=key, value=value,
-                                                      timestamp_ms=timestamp_ms))
-
-    async def flush(self) -> None:
-        futures, self._futures = self._futures, []
-        if futures:
-            await asyncio.gather(*futures)
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -174,43 +152,6 @@ class Worker:
         """``/readyz`` (see :mod:`worker.observe.health`)."""
         return readiness(self)
 
-    def _common(self) -> dict[str, Any]:
-        return {"bootstrap_servers": self.settings.broker,
-                **self.settings.kafka_security_kwargs()}
-
-    async def _declare_topics(self) -> None:
-        admin = AIOKafkaAdminClient(**self._common())
-        await admin.start()
-        try:
-            wanted: dict[str, tuple[int, dict[str, str]]] = {
-                self.settings.checkpoint_topic: (1, {"cleanup.policy": "compact"})}
-            for t in self.topologies:
-                input_cfg, release_cfg = topic_configs(t)  # LogAppendTime / CreateTime
-                prev = wanted.get(t.input.topic, (0, {}))[1]  # topologies sharing the topic
-                wanted[t.input.topic] = (t.input.partitions, {**prev, **input_cfg})
-                wanted[t.release.topic] = (t.release.partitions, release_cfg)
-                wanted[t.dead_letter_topic] = (1, {})
-            for name, (n, cfg) in wanted.items():
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    await admin.create_topics([NewTopic(name, n, 1, topic_configs=cfg)])
-            topics = [x for t in self.topologies for x in (t.input.topic, t.release.topic)]
-            check_timestamp_types(self.topologies, await describe_timestamp_types(admin, topics))
-        finally:
-            await admin.close()
-
-    async def _check_partitions(self) -> None:
-        for t in self.topologies:
-            parts = self.consumer.partitions_for_topic(t.input.topic)
-            for _ in range(50):
-                if parts:
-                    break
-                await self.consumer._client.force_metadata_update()
-                parts = self.consumer.partitions_for_topic(t.input.topic)
-            if parts and len(parts) != t.input.partitions:
-                raise SpecError(
-                    f"{t.source}: input.partitions: topic {t.input.topic!r} has {len(parts)} "
-                    f"partitions, the topology says {t.input.partitions}; make them equal")
-
     @property
     def broker_connected(self) -> bool:
         """True unless the broker is currently unreachable (readiness; kafka.broker_watch)."""
@@ -251,14 +192,14 @@ class Worker:
         if s.metrics_port:  # first, so /healthz answers while the worker connects
             self.metrics_port = self.metrics.serve(s.metrics_host, s.metrics_port,
                                                    live=self.liveness, ready=self.readiness)
-        await self._declare_topics()
+        await declare_topics(s, self.topologies)
         install()  # the input consumer's record tuples (worker/kafka/record_tuples.py)
         self.producer = AIOKafkaProducer(
             enable_idempotence=False, acks="all", linger_ms=2,
-            max_request_size=s.producer_max_request_bytes, **self._common())
+            max_request_size=s.producer_max_request_bytes, **client_options(s))
         await self.producer.start()
         self.ck_consumer = AIOKafkaConsumer(enable_auto_commit=False, group_id=None,
-                                            auto_offset_reset="earliest", **self._common())
+                                            auto_offset_reset="earliest", **client_options(s))
         await self.ck_consumer.start()
         ck_tp = TopicPartition(s.checkpoint_topic, 0)
         self.ck_consumer.assign([ck_tp])
@@ -276,9 +217,9 @@ class Worker:
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
             max_poll_interval_ms=300_000, rebalance_timeout_ms=60_000,
             max_partition_fetch_bytes=8 * 1024 * 1024, value_deserializer=self.fetch_mode,
-            **self._common())
+            **client_options(s))
         await self.consumer.start()
-        await self._check_partitions()
+        await check_partitions(self.consumer, self.topologies)
         topics = sorted({t.input.topic for t in self.topologies})
         if s.assignment == "static":
             tps = [TopicPartition(t.input.topic, p) for t in self.topologies

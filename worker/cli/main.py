@@ -1,7 +1,7 @@
 """The ``dpstream`` command line.
 
 ``dpstream run [--topology FILE_OR_DIR ...] [--broker HOST:PORT] [--no-faust]``
-    Run the worker, hosted in a Faust app (``worker.runtime.worker.create_faust_app``;
+    Run the worker, hosted in a Faust app (``worker.runtime.faust_host.create_faust_app``;
     ``--no-faust``: the plain asyncio runner). With no broker configured (no
     ``--broker``, no ``DPSTREAM_BROKER``) it starts the embedded broker on
     loopback and stops it on exit.
@@ -220,7 +220,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings, broker, exit_status = _with_broker(settings)
     with broker:
         if args.faust:
-            from worker.runtime.worker import create_faust_app
+            from worker.runtime.faust_host import create_faust_app
 
             app = create_faust_app(settings, args.topology, crash_on_failure=False)
             app.dpstream_worker.embedded_exit = exit_status
@@ -317,7 +317,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings, broker, exit_status = _with_broker(settings, demo=True)
     with broker:
         if args.faust:
-            from worker.runtime.worker import create_faust_app
+            from worker.runtime.faust_host import create_faust_app
 
             extras = list(_demo_extras(settings, args.rate)) + _dashboard(settings, args)
             if args.seconds:

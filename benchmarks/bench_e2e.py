@@ -21,7 +21,7 @@ One run, one embedded broker, same machine, same topic for all consumers:
    counts, and a plain Faust agent that only counts (without and with
    ``take()``).
 
-The worker rows run the worker's one ingestion path (``Worker._consume``:
+The worker rows run the worker's one ingestion path (``worker.runtime.consume.ConsumeLoop``:
 ``getmany``, timestamp-type check, poison guard, engine), the same code that
 ``dpstream run`` hosts in a Faust app; only ``engine.process_batch`` is
 wrapped, to time it.

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.broker
 async def _timestamp_type(bootstrap: str, topic: str) -> str | None:
     from aiokafka.admin import AIOKafkaAdminClient
 
-    from worker.ingest.event_time import describe_timestamp_types
+    from worker.kafka.admin import describe_timestamp_types
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()

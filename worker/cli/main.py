@@ -1,7 +1,7 @@
 """The ``dpstream`` command line.
 
 ``dpstream run [--topology FILE_OR_DIR ...] [--broker HOST:PORT] [--no-faust]``
-    Run the worker, hosted in a Faust app (``worker.runtime.worker.create_faust_app``;
+    Run the worker, hosted in a Faust app (``worker.runtime.faust_host.create_faust_app``;
     ``--no-faust``: the plain asyncio runner). With no broker configured (no
     ``--broker``, no ``DPSTREAM_BROKER``) it starts the embedded broker on
     loopback and stops it on exit.

@@ -172,7 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings, broker, exit_status = _with_broker(settings)
     with broker:
         if args.faust:
-            from worker.runtime.worker import create_faust_app
+            from worker.runtime.faust_host import create_faust_app
 
             app = create_faust_app(settings, args.topology, crash_on_failure=False)
             app.dpstream_worker.embedded_exit = exit_status
@@ -263,7 +263,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings, broker, exit_status = _with_broker(settings, demo=True)
     with broker:
         if args.faust:
-            from worker.runtime.worker import create_faust_app
+            from worker.runtime.faust_host import create_faust_app
 
             extras = list(_demo_extras(settings, args.rate)) + _dashboard(settings, args)
             if args.seconds:

@@ -296,27 +296,6 @@ def check_timestamp_types(topologies: Sequence[Any], configs: dict[str, str | No
         raise SpecError("; ".join(errors))
 
 
-async def describe_timestamp_types(admin: Any, topics: Iterable[str]) -> dict[str, str | None]:
-    """``{topic: message.timestamp.type or None}`` as the broker reports it (describe_configs)."""
-    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-
-    out: dict[str, str | None] = {}
-    for topic in sorted(set(topics)):
-        out[topic] = None
-        try:
-            responses = await admin.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, topic)])
-        except Exception as exc:  # a broker without DescribeConfigs: reported as unknown
-            log.debug("describe_configs(%s) failed: %r", topic, exc)
-            continue
-        for resp in responses:
-            for res in resp.resources:
-                for entry in res[4]:
-                    if entry[0] == TIMESTAMP_TYPE:
-                        out[topic] = str(entry[1])
-    return out
-
-
 class TimestampTypeGuard:
     """Checks that event-time input records really carry broker timestamps.
 

@@ -26,10 +26,46 @@ Examples
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 
 import numpy as np
-from aiokafka.partitioner import murmur2
+
+_M = 0x5BD1E995
+_SEED = 0x9747B28C
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """MurmurHash2 of ``data`` as Kafka's Java client computes it (``Utils.murmur2``).
+
+    The unsigned 32-bit hash the default partitioner takes modulo the partition
+    count (after clearing the sign bit); equal to ``aiokafka.partitioner.murmur2``
+    (tests/unit/worker/test_routing_murmur2.py checks it on random keys). Pure
+    Python, so the ingest layer needs no Kafka client library: the 4-byte blocks
+    are read little-endian in one ``struct`` call.
+
+    >>> murmur2(b""), murmur2(b"r1"), murmur2("é".encode())
+    (275646681, 2117483452, 186971271)
+    """
+    length = len(data)
+    h = _SEED ^ length
+    n4 = length // 4
+    for k in struct.unpack_from(f"<{n4}I", data):
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    tail = data[n4 * 4:]
+    if tail:
+        if len(tail) >= 3:
+            h ^= tail[2] << 16
+        if len(tail) >= 2:
+            h ^= tail[1] << 8
+        h = ((h ^ tail[0]) * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    return h ^ (h >> 15)
 
 
 def partition_for(shard: str, partitions: int) -> int:

@@ -1,7 +1,9 @@
 """Kafka: clients, admin, the checkpoint and release topics, the embedded broker.
 
 The only layer below the runtime that talks to a broker: the embedded Tansu
-broker for demos and tests (:mod:`~worker.kafka.embedded`), broker-fault
+broker for demos and tests (:mod:`~worker.kafka.embedded`), the topics a
+worker declares and checks (:mod:`~worker.kafka.admin`), the engine's sink over
+a producer (:mod:`~worker.kafka.sink`), broker-fault
 watching (:mod:`~worker.kafka.broker_watch`), the input consumer's fast fetch
 path (:mod:`~worker.kafka.record_tuples`), the release readers over Kafka
 (:mod:`~worker.kafka.release_reader`, the reader API of

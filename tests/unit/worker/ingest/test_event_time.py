@@ -588,7 +588,7 @@ class _Admin:
 def test_describe_timestamp_types_reads_each_topic_and_survives_a_failing_one() -> None:
     """The broker's reported ``message.timestamp.type`` per topic (None when not reported
     or when describing fails), every topic asked once, in order."""
-    from worker.ingest.event_time import describe_timestamp_types
+    from worker.kafka.admin import describe_timestamp_types
 
     admin = _Admin({"in": "LogAppendTime", "out": "CreateTime", "quiet": None},
                    fail=frozenset({"bad"}))

@@ -91,7 +91,7 @@ def test_worker_readiness_follows_the_rebalance() -> None:
     from aiokafka import TopicPartition
 
     from tests.unit.worker.runtime.test_worker_consume import FakeConsumer, FakeEngine, _worker
-    from worker.runtime.worker import _Listener
+    from worker.runtime.worker import listener_for as _Listener
 
     tp = TopicPartition("in", 0)
     w = _worker(FakeEngine(restored_at=3))

@@ -18,7 +18,8 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from worker.config.settings import Settings
-from worker.runtime.worker import Worker, _Listener
+from worker.runtime.worker import Worker
+from worker.runtime.worker import listener_for as _Listener
 
 TP = TopicPartition("in", 0)
 

@@ -1,0 +1,35 @@
+"""The engine's release sink on Kafka: a producer's buffered sends and an explicit flush.
+
+:class:`worker.engine.engine.Engine` publishes releases and dead letters through
+a sink with ``publish`` and ``flush`` (checkpoint first, publish second, then
+flush before the next checkpoint); :class:`KafkaSink` is that sink over an
+aiokafka producer. Its producer runs with idempotence disabled and ``acks=all``
+(:mod:`worker.runtime.lifecycle`): crash consistency comes from checkpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+
+class KafkaSink:
+    """Engine sink over an aiokafka producer: buffered sends, explicit flush."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self.producer = producer
+        self._futures: list[asyncio.Future[Any]] = []
+
+    async def publish(self, topic: str, key: bytes, value: bytes,
+                      timestamp_ms: int | None = None) -> None:
+        """Send one record (not yet acknowledged: see :meth:`flush`)."""
+        self._futures.append(await self.producer.send(topic, key=key, value=value,
+                                                      timestamp_ms=timestamp_ms))
+
+    async def flush(self) -> None:
+        """Wait for the acknowledgement of every record sent since the last flush."""
+        futures, self._futures = self._futures, []
+        if futures:
+            await asyncio.gather(*futures)

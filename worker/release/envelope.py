@@ -54,11 +54,9 @@ from typing import Any
 
 from sketches.errors import SerializationError
 from worker.config.topology import (
-    UNBOUNDED_LATTICE,
     Topology,
-    float_noise_field,
-    unbounded_lattice_cells,
 )
+from worker.release.epoch_params import epoch_params, not_private_reason
 
 SCHEMA_VERSION = 2
 """The version this worker writes. Version 2 adds ``private``/``noise`` (a
@@ -112,9 +110,6 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
     topology was loaded with when None.
     """
     if params is None:
-        # epoch_params builds its block with this module's judge: imported here, not at the top
-        from worker.release.epoch_params import epoch_params
-
         params = epoch_params(topo)
     p = params
     tick = p["clock"] == "tick"
@@ -236,6 +231,9 @@ def parse_envelope(raw: bytes) -> Envelope:
 
 # ---------------------------------------------------------------- judge
 #
+# (:func:`~worker.release.epoch_params.not_private_reason` judges an epoch's checkpointed
+# parameter block, so it lives beside that block and is re-exported here.)
+#
 # One answer for every reader (tail, query, dashboard, plan, Python readers). A
 # release states the guarantee its noise has (docs/PRIVACY.md): a release made with
 # seeded (``fast``) or ``zero`` noise, or with float noise, is not differentially
@@ -245,37 +243,6 @@ def parse_envelope(raw: bytes) -> Envelope:
 # (``noise_kind``, or ``noise`` as a string or as an object with a ``kind``) is
 # ``fast`` or ``zero``. An envelope that states neither (written before these
 # fields existed) is shown as it claims, private, with its kind unknown.
-
-
-def not_private_reason(mechanism: str, noise: str, mechanism_params: Mapping[str, Any]
-                       ) -> str | None:
-    """Why releases of an epoch are not differentially private, or None if they are.
-
-    ``fast`` (seeded) and ``zero`` noise give no privacy; float noise
-    (:func:`worker.config.topology.float_noise_field`) is open to the floating-point
-    attack, so its stated eps does not hold either. Computed from the epoch's
-    checkpointed block (:func:`worker.release.epoch_params.epoch_params`), so a state
-    written before this rule is judged the same.
-
-    >>> not_private_reason("lazy_cms", "secure", {}) is None
-    True
-    >>> not_private_reason("lazy_cms", "zero", {})
-    'zero noise'
-    >>> not_private_reason("lazy_cms", "secure", {"calibrator": "analytic"})  # doctest: +ELLIPSIS
-    'float noise (mechanism.params.calibrator: floating-point attack...'
-    """
-    if noise != "secure":
-        return f"{noise} noise"
-    if unbounded_lattice_cells(mechanism, mechanism_params):
-        return UNBOUNDED_LATTICE
-    field = float_noise_field(mechanism, mechanism_params)
-    if field == "mechanism.params.counter":
-        return (f"float noise ({field}: a continuous Gaussian sampler whose gap to the ideal "
-                "is not bounded, so the guarantee is not certified; use counter: tree)")
-    if field is not None:
-        return (f"float noise ({field}: floating-point attack, Mironov 2012; use integer "
-                "noise for a private release)")
-    return None
 
 
 def noise_kind(env: Mapping[str, Any]) -> str | None:

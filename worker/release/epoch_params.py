@@ -55,8 +55,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from sketches.errors import SpecError
-from worker.config.topology import Topology
-from worker.release.envelope import not_private_reason
+from worker.config.topology import (
+    UNBOUNDED_LATTICE,
+    Topology,
+    float_noise_field,
+    unbounded_lattice_cells,
+)
 
 PARAMS_VERSION = 1
 
@@ -159,3 +163,34 @@ def topology_at(topo: Topology, params: Mapping[str, Any]) -> Topology:
     mech = params.get("mechanism_params")
     return replace(topo, privacy=privacy,
                    mechanism_params=dict(mech) if mech is not None else topo.mechanism_params)
+
+
+def not_private_reason(mechanism: str, noise: str, mechanism_params: Mapping[str, Any]
+                       ) -> str | None:
+    """Why releases of an epoch are not differentially private, or None if they are.
+
+    ``fast`` (seeded) and ``zero`` noise give no privacy; float noise
+    (:func:`worker.config.topology.float_noise_field`) is open to the floating-point
+    attack, so its stated eps does not hold either. Computed from the epoch's
+    checkpointed block (:func:`worker.release.epoch_params.epoch_params`), so a state
+    written before this rule is judged the same.
+
+    >>> not_private_reason("lazy_cms", "secure", {}) is None
+    True
+    >>> not_private_reason("lazy_cms", "zero", {})
+    'zero noise'
+    >>> not_private_reason("lazy_cms", "secure", {"calibrator": "analytic"})  # doctest: +ELLIPSIS
+    'float noise (mechanism.params.calibrator: floating-point attack...'
+    """
+    if noise != "secure":
+        return f"{noise} noise"
+    if unbounded_lattice_cells(mechanism, mechanism_params):
+        return UNBOUNDED_LATTICE
+    field = float_noise_field(mechanism, mechanism_params)
+    if field == "mechanism.params.counter":
+        return (f"float noise ({field}: a continuous Gaussian sampler whose gap to the ideal "
+                "is not bounded, so the guarantee is not certified; use counter: tree)")
+    if field is not None:
+        return (f"float noise ({field}: floating-point attack, Mironov 2012; use integer "
+                "noise for a private release)")
+    return None

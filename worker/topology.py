@@ -85,6 +85,12 @@ class InputSpec:
     a group of this many events (docs/PRIVACY.md §2); longer messages are
     dead-lettered (``too_many_events``). Required in production for these encodings."""
 
+    max_arrow_expansion: int = 64
+    """``arrow``: the bytes a message may expand to, as a multiple of its size (at
+    least :data:`worker.decode_arrow.EXPANSION_FLOOR`): the declared uncompressed
+    size of its LZ4/ZSTD-compressed buffers, and the text that its dictionary and
+    view columns make (values shared by many rows); over it, ``oversized``."""
+
     budget: tuple[float, float | None] | None = None
     """``input.budget``: the (eps, delta) every topology reading this topic may spend
     together (worker.composition); ``None``: not declared."""
@@ -473,7 +479,7 @@ def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:
 def _parse_input(r: SpecReader) -> InputSpec:
     r.reject_unknown(["topic", "partitions", "encoding", "fields", "max_message_bytes",
                       "item_type", "signed_weights", "max_item_bytes", "max_events_per_message",
-                      "budget"])
+                      "max_arrow_expansion", "budget"])
     f = r.sub("fields")
     f.reject_unknown(["shard", "item", "unit", "weight"])
     fields_ = FieldPaths(f.get("shard", str), f.get("item", str),
@@ -485,12 +491,18 @@ def _parse_input(r: SpecReader) -> InputSpec:
         raise r.error("input.max_events_per_message", f"encoding {encoding!r} carries one "
                       "event per message", "remove max_events_per_message (it bounds the "
                       "events of a columnar or arrow message)")
+    expansion = r.positive_int("max_arrow_expansion", 64)
+    if "max_arrow_expansion" in r.data and encoding != "arrow":
+        raise r.error("input.max_arrow_expansion", f"encoding {encoding!r} has no "
+                      "compressed or dictionary-encoded columns", "remove max_arrow_expansion "
+                      "(it bounds what an arrow message expands to)")
     return InputSpec(r.name("topic"), r.positive_int("partitions"), encoding, fields_,
                      r.positive_int("max_message_bytes", 1_048_576),
                      r.choice("item_type", ITEM_TYPES, "str"),
                      r.get("signed_weights", bool, False),
                      max_item_bytes=r.positive_int("max_item_bytes", 1024),
-                     max_events_per_message=max_events, budget=_parse_budget(r))
+                     max_events_per_message=max_events, max_arrow_expansion=expansion,
+                     budget=_parse_budget(r))
 
 
 def _parse_budget(r: SpecReader) -> tuple[float, float | None] | None:

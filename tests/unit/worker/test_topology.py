@@ -544,3 +544,18 @@ def test_booleans_where_booleans_belong_and_recursive_aliases() -> None:
     assert t.production is False
     with pytest.raises(SpecError):  # a recursive alias is walked once, then refused as usual
         parse_topology(_YAML + "shards: &s {allowed: *s}\n")
+
+
+def test_max_arrow_expansion_setting() -> None:
+    """input.max_arrow_expansion bounds what an arrow message may expand to
+    (worker/decode_arrow.py); other encodings have nothing to expand."""
+    arrow = _YAML.replace("partitions: 2,", "partitions: 2, encoding: arrow,")
+    assert parse_topology(arrow).input.max_arrow_expansion == 64
+    def expansion(k: int) -> str:
+        return arrow.replace("encoding: arrow,", f"encoding: arrow, max_arrow_expansion: {k},")
+
+    assert parse_topology(expansion(8)).input.max_arrow_expansion == 8
+    with pytest.raises(SpecError, match=r"input\.max_arrow_expansion: must be an integer >= 1"):
+        parse_topology(expansion(0))
+    with pytest.raises(SpecError, match=r"input\.max_arrow_expansion: encoding 'json'"):
+        parse_topology(_YAML.replace("partitions: 2,", "partitions: 2, max_arrow_expansion: 8,"))

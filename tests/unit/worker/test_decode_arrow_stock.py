@@ -498,3 +498,38 @@ def test_mutated_stock_layouts_never_raise(which: int, spec: InputSpec,
     assert all(d.reason in REASONS and d.reason != "undecodable" for d in out.dead), \
         [(d.reason, d.detail) for d in out.dead]
     assert out.items.shape == out.shards.shape
+
+
+def _dictionary_stream(col: pa.DictionaryArray) -> bytes:
+    schema = pa.schema([("item", col.type)], metadata=META)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as w:
+        w.write_batch(pa.RecordBatch.from_arrays([col], schema=schema))
+    return sink.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("index", [-1, 2, 5])
+def test_dictionary_index_outside_its_dictionary_is_malformed(index: int) -> None:
+    """A negative index would wrap around in numpy: Arrow's full validation refuses it."""
+    col = pa.DictionaryArray.from_arrays(pa.array([0, index], pa.int8()), pa.array(["a", "b"]),
+                                         safe=False)
+    assert reasons(STR, _dictionary_stream(col)) == ["malformed_arrow"]
+
+
+def test_null_rows_of_an_empty_dictionary_fail_alone() -> None:
+    col = pa.DictionaryArray.from_arrays(pa.array([None, None], pa.int32()),
+                                         pa.array([], pa.string_view()))
+    out = decoded(STR, _dictionary_stream(col))
+    assert len(out.items) == 0 and [d.reason for d in out.dead] == ["wrong_type"]
+    assert out.dead[0].detail.startswith("2 of 2 rows")
+
+
+@pytest.mark.parametrize("typ", [pa.string_view(), pa.binary_view(), pa.large_string(),
+                                 pa.dictionary(pa.int8(), pa.string())])
+def test_empty_batches_of_every_layout(typ: pa.DataType) -> None:
+    schema = pa.schema([("item", typ)], metadata=META)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_batch(pa.RecordBatch.from_arrays([pa.array([], typ)], schema=schema))
+    out = decoded(STR, sink.getvalue().to_pybytes())
+    assert out.dead == [] and len(out.items) == 0

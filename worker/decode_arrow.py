@@ -49,8 +49,10 @@ batches (zero-copy views of the message bytes, or the bounded decompressed
 buffers) and fully validate them (offsets, views, dictionary indices, UTF-8).
 
 Text that rows share is bounded by the same cap (:class:`_Budget`): a
-dictionary's entries are decoded once and its rows reference them (no copy),
-but the text its rows stand for (what hashing reads) is counted; a view's length
+dictionary's entries are decoded once per message (record batches sharing a
+dictionary batch share the decoded entries) and its rows reference them (no
+copy), but both the decoded dictionaries (each delta makes a new, longer one)
+and the text its rows stand for (what hashing reads) are counted; a view's length
 is read from the view, so an oversized value is never copied and the rest is
 copied once, counted. A message whose text would pass the cap is ``oversized``.
 
@@ -374,6 +376,8 @@ class _Budget:
 
     def __init__(self, cap: int) -> None:
         self.cap, self.left = cap, cap
+        self.dictionaries: dict[Any, tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]]
+        self.dictionaries = {}  # decoded dictionaries of this message, by their buffers
 
     def spend(self, n: int, what: str) -> None:
         self.left -= n
@@ -515,26 +519,36 @@ def _text_array(col: Any, name: str, limit: int, errs: _Errs, budget: _Budget,
     if pa.types.is_dictionary(t):
         import pyarrow.compute as pc
 
-        entries = _EntryErrors()
-        values, lengths = _text_array(col.dictionary, name, limit, entries, budget, binary)
-        indices = col.indices
+        # the record batches of one dictionary batch share its buffers: decoded once
+        d = col.dictionary
+        key = (str(d.type), d.offset, len(d),
+               tuple((b.address, b.size) if b is not None else None for b in d.buffers()))
+        if key not in budget.dictionaries:
+            entries = _EntryErrors()
+            vals, lens = _text_array(d, name, limit, entries, budget, binary)
+            # each delta makes a new, longer dictionary: decoding them is counted too
+            budget.spend(int(lens.sum()), f"the dictionaries of column {name!r}")
+            budget.dictionaries[key] = (vals, lens, entries.bad)
+        values, lengths, bad_entries = budget.dictionaries[key]
+        lengths = lengths.copy()
+        idx = np.array(pc.fill_null(col.indices, 0).to_numpy(zero_copy_only=False),
+                       dtype=np.intp)
         if col.null_count:
             mask = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
             for i in np.flatnonzero(mask).tolist():
                 errs.add(i, "wrong_type", f"column {name!r} holds a null; nulls are not "
                          "allowed (drop those rows at the producer)")
             # a null row reads an extra empty entry (the dictionary may be empty)
-            indices = pc.fill_null(indices, pa.scalar(len(values), indices.type))
+            idx[mask] = len(values)
             values = np.append(values, np.array([""], dtype=object))
             lengths = np.append(lengths, 0)
-        idx = np.asarray(indices.to_numpy(zero_copy_only=False)).astype(np.intp, copy=False)
-        if entries.bad:
+        if bad_entries:
             bad_entry = np.zeros(len(values), dtype=bool)
-            bad_entry[list(entries.bad)] = True
+            bad_entry[list(bad_entries)] = True
             lengths[bad_entry] = 0
             for i in np.flatnonzero(bad_entry[idx]).tolist():
                 entry = int(idx[i])
-                reason, detail = entries.bad[entry]
+                reason, detail = bad_entries[entry]
                 errs.add(i, reason, f"{detail} (dictionary entry {entry})")
         rows = lengths[idx]
         budget.spend(int(rows.sum()), f"dictionary-encoded column {name!r}")

@@ -533,3 +533,63 @@ def test_empty_batches_of_every_layout(typ: pa.DataType) -> None:
         w.write_batch(pa.RecordBatch.from_arrays([pa.array([], typ)], schema=schema))
     out = decoded(STR, sink.getvalue().to_pybytes())
     assert out.dead == [] and len(out.items) == 0
+
+
+def test_null_rows_with_a_full_uint8_dictionary() -> None:
+    """256 entries under uint8 indices: a null row must not need a 257th index."""
+    words = [f"w{i}" for i in range(256)]
+    col = pa.DictionaryArray.from_arrays(pa.array([255, None, 0], pa.uint8()), pa.array(words))
+    out = decoded(STR, _dictionary_stream(col))
+    assert out.items.tolist() == ["w255", "w0"] and [d.reason for d in out.dead] == ["wrong_type"]
+
+
+def test_batches_sharing_one_dictionary_decode_it_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hundreds of small record batches of one large dictionary: its entries are
+    decoded once per message, not once per batch (work bounded by the message)."""
+    calls = []
+    real = decode_arrow._checked_text
+
+    def counting(col: Any, *args: Any) -> Any:
+        calls.append(len(col))
+        return real(col, *args)
+
+    monkeypatch.setattr(decode_arrow, "_checked_text", counting)
+    words = pa.array([f"entry-{i:05d}" for i in range(20_000)])
+    schema = pa.schema([("item", pa.dictionary(pa.int16(), pa.string()))], metadata=META)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as w:
+        for k in range(300):
+            col = pa.DictionaryArray.from_arrays(pa.array([k], pa.int16()), words)
+            w.write_batch(pa.RecordBatch.from_arrays([col], schema=schema))
+    out = decoded(InputSpec("in", 1, "arrow", FieldPaths("r", "i"), 1 << 22),
+                  sink.getvalue().to_pybytes())
+    assert out.dead == [] and out.items.tolist() == [f"entry-{k:05d}" for k in range(300)]
+    assert calls == [20_000]
+
+
+def _delta_stream(entries: int, size: int) -> bytes:
+    """One record batch per delta dictionary batch, each adding one entry of ``size``
+    bytes: pyarrow hands every record batch the whole dictionary so far."""
+    words = [f"{i:04d}".ljust(size, "z") for i in range(entries)]
+    schema = pa.schema([("item", pa.dictionary(pa.int32(), pa.string()))], metadata=META)
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(emit_dictionary_deltas=True)
+    with pa.ipc.new_stream(sink, schema, options=options) as w:
+        for k in range(entries):
+            col = pa.DictionaryArray.from_arrays(pa.array([k], pa.int32()),
+                                                 pa.array(words[:k + 1]))
+            w.write_batch(pa.RecordBatch.from_arrays([col], schema=schema))
+    return sink.getvalue().to_pybytes()
+
+
+def test_delta_dictionaries_decoding_is_bounded() -> None:
+    """Each delta re-hands the whole dictionary (quadratic text in the number of
+    deltas); decoding them is counted against the expansion cap."""
+    spec = InputSpec("in", 1, "arrow", FieldPaths("r", "i"), 1 << 22, max_item_bytes=1024)
+    few = _delta_stream(10, 1000)
+    assert [x[:4] for x in decoded(spec, few).items.tolist()] == [f"{k:04d}" for k in range(10)]
+    many = _delta_stream(300, 1000)  # ~45 MB of dictionaries from a ~0.4 MB message
+    assert len(many) < 600_000
+    out = decoded(spec, many)
+    assert [d.reason for d in out.dead] == ["oversized"]
+    assert "the dictionaries of column 'item'" in out.dead[0].detail

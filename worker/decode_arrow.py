@@ -43,7 +43,8 @@ an unknown codec. Compressed buffers carry their uncompressed length in an
 8-byte prefix; their sum over the message may not exceed the *expansion cap*
 (:func:`expansion_cap`: ``input.max_arrow_expansion`` x the message's size, at
 least :data:`EXPANSION_FLOOR`), checked before anything is decompressed
-(``oversized``: no decompression bombs), and pyarrow refuses a buffer that does
+(``oversized``: no decompression bombs; the rows, ~8 bytes each once decoded,
+count against the same cap), and pyarrow refuses a buffer that does
 not decompress to exactly its declared size. Only then does pyarrow read the
 batches (zero-copy views of the message bytes, or the bounded decompressed
 buffers) and fully validate them (offsets, views, dictionary indices, UTF-8).
@@ -106,7 +107,7 @@ MAX_IPC_MESSAGES = 1024
 _CONTINUATION = 0xFFFFFFFF
 _HEADER_SCHEMA, _HEADER_DICTIONARY_BATCH, _HEADER_RECORD_BATCH = 1, 2, 3
 _CODECS = {0: "LZ4_FRAME", 1: "ZSTD"}
-EXPANSION_FLOOR = 1 << 16
+EXPANSION_FLOOR = 1 << 18
 """A message may always expand to this many bytes, whatever its size (a small
 message of a repeated value compresses far more than ``max_arrow_expansion``)."""
 _HEADER_NAMES = {0: "NONE", 1: "Schema", 2: "DictionaryBatch", 3: "RecordBatch",
@@ -162,7 +163,7 @@ def expansion_cap(spec: InputSpec, message_bytes: int) -> int:
     >>> from worker.topology import FieldPaths, InputSpec
     >>> spec = InputSpec("in", 1, "arrow", FieldPaths("s", "i"))
     >>> expansion_cap(spec, 100_000), expansion_cap(spec, 100)
-    (6400000, 65536)
+    (6400000, 262144)
     """
     return max(spec.max_arrow_expansion * message_bytes, EXPANSION_FLOOR)
 
@@ -703,6 +704,9 @@ def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
     chunks = {n: [b.column(n) for b in batches] for n in want}
     n = sum(len(c) for c in chunks["item"])
     check_event_count(spec, n)
+    # the decoded columns hold ~8 bytes a row: rows count against the cap too (only a
+    # compressed message can get near it: every accepted column has >= 1 byte a row)
+    budget.spend(8 * n, f"its {n} rows")
     errs = RowErrors(n)
     try:
         items = _item_column(chunks["item"], schema.field("item").type, spec, errs, budget)

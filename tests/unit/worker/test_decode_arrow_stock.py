@@ -460,7 +460,7 @@ def test_expansion_floor_lets_small_repetitive_messages_through() -> None:
     out = decoded(STR, stream({"item": pa.array(["10.0.0.1"] * 5000).dictionary_encode()},
                               compression="zstd"))
     assert out.dead == [] and len(out.items) == 5000
-    assert decode_arrow.EXPANSION_FLOOR == 1 << 16
+    assert decode_arrow.EXPANSION_FLOOR == 1 << 18
 
 
 # ---------------------------------------------------------------- fuzz
@@ -647,3 +647,24 @@ def test_released_counts_are_the_same_whatever_the_layout(layout: str,
     assert got == RELEASED_REFERENCE
     other = _released(stream({"item": TEXT_TYPES[layout](ITEMS[1:])}, compression=compression))
     assert other != RELEASED_REFERENCE  # the releases do depend on the items
+
+
+def test_rows_of_a_compressed_message_count_against_the_cap() -> None:
+    """4M int8 rows of zeros compress to a few hundred bytes; a cap raised to admit
+    their 4 MB of buffers still refuses 4M decoded rows (8 bytes each)."""
+    table = pa.table({"item": np.zeros(1 << 22, dtype=np.int8)})
+    sink = pa.BufferOutputStream()
+    schema = table.schema.with_metadata(META)
+    with pa.ipc.new_stream(sink, schema,
+                           options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_table(table.replace_schema_metadata(META))
+    value = sink.getvalue().to_pybytes()
+    expansion = -(-(5 << 20) // len(value))  # a cap of ~5 MB: the buffers fit
+    spec = InputSpec("in", 1, "arrow", FieldPaths("r", "i"), item_type="int",
+                     max_arrow_expansion=expansion)
+    out = decoded(spec, value)
+    assert [d.reason for d in out.dead] == ["oversized"]
+    assert f"its {1 << 22} rows" in out.dead[0].detail
+    roomy = InputSpec("in", 1, "arrow", FieldPaths("r", "i"), item_type="int",
+                      max_arrow_expansion=expansion * 8)
+    assert len(decoded(roomy, value).items) == 1 << 22

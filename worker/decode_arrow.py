@@ -244,7 +244,7 @@ def _check_batch(fb: _Flat, header: int, value: bytes, body_at: int, body: int,
     ``value[body_at:body_at + body]``; return the uncompressed bytes its compressed
     buffers declare (0 if it is not compressed)."""
     total = len(value)
-    compression = fb.ref(header, 3)
+    compression = None if fb.field(header, 3) is None else fb.ref(header, 3)
     if compression is not None:
         codec, method = fb.scalar(compression, 0, "<b"), fb.scalar(compression, 1, "<b")
         if codec not in _CODECS or method != 0:
@@ -254,8 +254,10 @@ def _check_batch(fb: _Flat, header: int, value: bytes, body_at: int, body: int,
     if count > total:
         raise BadRecord("malformed_arrow", "record batch declares more buffers than bytes")
     expanded = 0
-    for i in range(count):  # Buffer structs: (offset int64, length int64) in the body
-        off, size = struct.unpack_from("<qq", fb.buf, start + 16 * i)
+    buffers = struct.iter_unpack("<qq", fb.buf[start:start + 16 * count])
+    if len(fb.buf) < start + 16 * count:
+        raise struct.error("buffer vector past the header")
+    for i, (off, size) in enumerate(buffers):  # Buffer structs: (offset, length) in the body
         if not (0 <= off <= body and 0 <= size <= body - off):
             raise BadRecord("malformed_arrow", f"buffer {i} ({size} bytes at {off}) lies "
                             f"outside its {body}-byte message body")
@@ -380,9 +382,11 @@ class _Budget:
         self.dictionaries: dict[Any, tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]]
         self.dictionaries = {}  # decoded dictionaries of this message, by their buffers
 
-    def spend(self, n: int, what: str) -> None:
+    def spend(self, n: int, what: str, *args: Any) -> None:
+        """Spend ``n`` bytes; ``what.format(*args)`` names them if that passes the cap."""
         self.left -= n
         if self.left < 0:
+            what = what.format(*args)
             raise BadRecord("oversized", f"{what} expands to more than the {self.cap} bytes "
                             "this message may expand to (input.max_arrow_expansion x its "
                             f"size, at least {EXPANSION_FLOOR}); send plain utf8 values, "
@@ -510,7 +514,7 @@ def _text_array(col: Any, name: str, limit: int, errs: _Errs, budget: _Budget,
                      f"UTF-8 bytes, over input.max_item_bytes={limit}; shorten it at the "
                      "producer or raise the limit")
         bad |= over
-        budget.spend(int(lengths[~bad].sum()), f"column {name!r} ({t})")
+        budget.spend(int(lengths[~bad].sum()), "column {!r} ({})", name, t)
         is_bin = pa.types.is_binary_view(t)
         flat = _without_rows(col, views, bad).cast(pa.large_binary() if is_bin
                                                    else pa.large_string())
@@ -528,7 +532,7 @@ def _text_array(col: Any, name: str, limit: int, errs: _Errs, budget: _Budget,
             entries = _EntryErrors()
             vals, lens = _text_array(d, name, limit, entries, budget, binary)
             # each delta makes a new, longer dictionary: decoding them is counted too
-            budget.spend(int(lens.sum()), f"the dictionaries of column {name!r}")
+            budget.spend(int(lens.sum()), "the dictionaries of column {!r}", name)
             budget.dictionaries[key] = (vals, lens, entries.bad)
         values, lengths, bad_entries = budget.dictionaries[key]
         lengths = lengths.copy()
@@ -552,7 +556,7 @@ def _text_array(col: Any, name: str, limit: int, errs: _Errs, budget: _Budget,
                 reason, detail = bad_entries[entry]
                 errs.add(i, reason, f"{detail} (dictionary entry {entry})")
         rows = lengths[idx]
-        budget.spend(int(rows.sum()), f"dictionary-encoded column {name!r}")
+        budget.spend(int(rows.sum()), "dictionary-encoded column {!r}", name)
         return values[idx], rows
     kinds = ("utf8, large_utf8, string_view, a dictionary of them, binary, large_binary "
              "or binary_view" if binary else "utf8, large_utf8, string_view or a "
@@ -706,7 +710,7 @@ def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
     check_event_count(spec, n)
     # the decoded columns hold ~8 bytes a row: rows count against the cap too (only a
     # compressed message can get near it: every accepted column has >= 1 byte a row)
-    budget.spend(8 * n, f"its {n} rows")
+    budget.spend(8 * n, "its {} rows", n)
     errs = RowErrors(n)
     try:
         items = _item_column(chunks["item"], schema.field("item").type, spec, errs, budget)

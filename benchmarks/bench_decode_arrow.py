@@ -10,7 +10,7 @@ it dead-letters nothing (a layout the decoder refuses prints ``refused``).
 
 ``--compare OLD.py`` also times another version of ``decode_arrow.py`` (e.g. from
 ``git show main:worker/decode_arrow.py``) in the same process, the two alternating
-rep by rep, so load changes hit both alike.
+rep by rep (each first every other rep), so load changes hit both alike.
 
 Usage::
 
@@ -99,8 +99,9 @@ def main() -> None:
             out = module.decode_arrow(SPEC, recs, accept_all)
             if out.dead:
                 best[v] = float("nan")
-        for _ in range(args.reps):
-            for v, module in versions.items():
+        for rep in range(args.reps):
+            order = list(versions.items())
+            for v, module in (order if rep % 2 else order[::-1]):  # neither always first
                 if best[v] != best[v]:  # refused
                     continue
                 t0 = time.process_time()

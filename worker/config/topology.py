@@ -32,6 +32,7 @@ from __future__ import annotations
 import glob
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -83,6 +84,12 @@ class InputSpec:
     cannot be pinned to one row drops a whole message, so the noise is calibrated for
     a group of this many events (docs/PRIVACY.md §2); longer messages are
     dead-lettered (``too_many_events``). Required in production for these encodings."""
+
+    max_arrow_expansion: int = 64
+    """``arrow``: the bytes a message may expand to, as a multiple of its size (at
+    least :data:`worker.decode_arrow.EXPANSION_FLOOR`): the declared uncompressed
+    size of its LZ4/ZSTD-compressed buffers, and the text that its dictionary and
+    view columns make (values shared by many rows); over it, ``oversized``."""
 
     budget: tuple[float, float | None] | None = None
     """``input.budget``: the (eps, delta) every topology reading this topic may spend
@@ -216,7 +223,7 @@ class Topology:
 def parse_topology(text: str, source: str = "<string>") -> Topology:
     """Parse and validate one topology from YAML ``text`` (``source`` names it in errors)."""
     try:
-        data = yaml.safe_load(text)
+        data = _load_yaml(text, source)
     except yaml.YAMLError as exc:
         raise SpecError(f"{source}: not valid YAML ({exc}); fix the syntax") from None
     top = SpecReader(source, data)
@@ -230,7 +237,10 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
     allowed_raw = shards.get("allowed", list, None)
     allowed = None
     if allowed_raw is not None:
-        if not allowed_raw or not all(isinstance(s, (str, int)) for s in allowed_raw):
+        # YAML 1.1 scalars that are not strings (NO, on, 010, 1.0) are refused with the
+        # fix by _load_yaml; plain decimal integers name the shard of their digits
+        if not allowed_raw or not all(isinstance(s, (str, int)) and not isinstance(s, bool)
+                                      for s in allowed_raw):
             raise shards.error("shards.allowed", "must be a non-empty list of strings",
                                "list the public shard keys, or drop `allowed` for an open set")
         allowed = frozenset(str(s) for s in allowed_raw)
@@ -272,6 +282,99 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
                             "then calibrated for a group of that many events)"
                             if not privacy.unit_field else "use encoding: json")
     return topo
+
+
+STRING_FIELDS = ("name", "description", "input.topic", "input.encoding", "input.item_type",
+                 "input.fields.shard", "input.fields.item", "input.fields.unit",
+                 "input.fields.weight", "mechanism.name", "privacy.relation", "privacy.clock",
+                 "privacy.time", "noise.kind", "release.topic", "dead_letter.topic")
+"""Fields whose value must be a YAML string (checked on the YAML text by :func:`_load_yaml`)."""
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_INT_TAG = "tag:yaml.org,2002:int"
+_NULL_TAG = "tag:yaml.org,2002:null"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_DECIMAL = re.compile(r"^(0|-?[1-9][0-9]*)$")
+_READ_AS = {"tag:yaml.org,2002:bool": "the boolean", "tag:yaml.org,2002:int": "the integer",
+            "tag:yaml.org,2002:float": "the number", _NULL_TAG: "null",
+            "tag:yaml.org,2002:timestamp": "the date"}
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load(text)``, refusing YAML 1.1 scalars that are not the string written.
+
+    YAML 1.1 (PyYAML) reads the unquoted ``NO``, ``no``, ``off``, ``On``, ``yes``
+    as booleans, ``010`` as 8, ``0x1F`` as 31, ``1_000`` as 1000, ``1:30`` as 90 and
+    ``2024-01-01`` as a date. Where a string is required (:data:`STRING_FIELDS`, every
+    entry of ``shards.allowed``, every key outside ``mechanism.params``) such a scalar
+    is a :class:`SpecError` naming the field and the fix (quote it); a shard key may
+    still be a plain decimal integer (``7`` is the shard ``"7"``). A boolean key is
+    refused everywhere (``on:`` is the key ``True``).
+
+    >>> _load_yaml("shards: {allowed: [r1, NO]}", "t.yaml")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    sketches.errors.SpecError: t.yaml: shards.allowed[1]: YAML 1.1 reads the unquoted NO as \
+the boolean False, not the shard key "NO"; quote it: "NO"...
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_strings(loader, node, "", source, set())
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _not_a_string(loader: yaml.SafeLoader, node: yaml.Node, field: str, source: str,
+                  what: str = "string") -> SpecError:
+    read = _READ_AS.get(node.tag, node.tag)
+    if isinstance(node, yaml.ScalarNode) and node.tag != _NULL_TAG:
+        read = f"{read} {loader.construct_object(node, deep=True)!r}"
+    text = node.value if isinstance(node, yaml.ScalarNode) else "..."
+    return SpecError(f'{source}: {field}: YAML 1.1 reads the unquoted {text} as {read}, not the '
+                     f'{what} "{text}"; quote it: "{text}" (YAML 1.1 turns unquoted yes/no/'
+                     "on/off into booleans and 010, 0x1F, 1_000, 1:30 into numbers)")
+
+
+def _check_strings(loader: yaml.SafeLoader, node: yaml.Node, path: str, source: str,
+                   seen: set[int]) -> None:
+    if id(node) in seen:  # an alias (possibly recursive) is checked once
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for i, child in enumerate(node.value):
+            if path == "shards.allowed":
+                ok = isinstance(child, yaml.ScalarNode) and (
+                    child.tag == _STR_TAG or (child.tag == _INT_TAG
+                                              and _DECIMAL.match(child.value) is not None))
+                if not ok:
+                    if not isinstance(child, yaml.ScalarNode):
+                        raise SpecError(f"{source}: shards.allowed[{i}]: must be a string, got "
+                                        "a list or mapping; list the shard keys as strings")
+                    raise _not_a_string(loader, child, f"shards.allowed[{i}]", source,
+                                        "shard key")
+            _check_strings(loader, child, f"{path}[{i}]", source, seen)
+        return
+    if not isinstance(node, yaml.MappingNode):
+        return
+    in_params = path == "mechanism.params" or path.startswith("mechanism.params.")
+    for key, value in node.value:
+        if not isinstance(key, yaml.ScalarNode):
+            raise SpecError(f"{source}: {path or 'top level'}: a key is a list or mapping; "
+                            "keys are names")
+        if key.tag == _MERGE_TAG:
+            _check_strings(loader, value, path, source, seen)
+            continue
+        full = f"{path}.{key.value}" if path else str(key.value)
+        if key.tag != _STR_TAG and (not in_params or key.tag == "tag:yaml.org,2002:bool"):
+            raise _not_a_string(loader, key, full, source, "key")
+        if (full in STRING_FIELDS and isinstance(value, yaml.ScalarNode)
+                and value.tag not in (_STR_TAG, _NULL_TAG)):
+            raise _not_a_string(loader, value, full, source)
+        _check_strings(loader, value, full, source, seen)
 
 
 def _check_production(top: SpecReader, allowed: frozenset[str] | None,
@@ -376,7 +479,7 @@ def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:
 def _parse_input(r: SpecReader) -> InputSpec:
     r.reject_unknown(["topic", "partitions", "encoding", "fields", "max_message_bytes",
                       "item_type", "signed_weights", "max_item_bytes", "max_events_per_message",
-                      "budget"])
+                      "max_arrow_expansion", "budget"])
     f = r.sub("fields")
     f.reject_unknown(["shard", "item", "unit", "weight"])
     fields_ = FieldPaths(f.get("shard", str), f.get("item", str),
@@ -388,12 +491,18 @@ def _parse_input(r: SpecReader) -> InputSpec:
         raise r.error("input.max_events_per_message", f"encoding {encoding!r} carries one "
                       "event per message", "remove max_events_per_message (it bounds the "
                       "events of a columnar or arrow message)")
+    expansion = r.positive_int("max_arrow_expansion", 64)
+    if "max_arrow_expansion" in r.data and encoding != "arrow":
+        raise r.error("input.max_arrow_expansion", f"encoding {encoding!r} has no "
+                      "compressed or dictionary-encoded columns", "remove max_arrow_expansion "
+                      "(it bounds what an arrow message expands to)")
     return InputSpec(r.name("topic"), r.positive_int("partitions"), encoding, fields_,
                      r.positive_int("max_message_bytes", 1_048_576),
                      r.choice("item_type", ITEM_TYPES, "str"),
                      r.get("signed_weights", bool, False),
                      max_item_bytes=r.positive_int("max_item_bytes", 1024),
-                     max_events_per_message=max_events, budget=_parse_budget(r))
+                     max_events_per_message=max_events, max_arrow_expansion=expansion,
+                     budget=_parse_budget(r))
 
 
 def _parse_budget(r: SpecReader) -> tuple[float, float | None] | None:

@@ -1,32 +1,61 @@
 """The ``arrow`` encoding: one Apache Arrow IPC stream per message, many events of one shard.
 
-A producer in any language writes it with a stock Arrow library (no dpstream
-code): an IPC *stream* (not the file format) holding one schema and one or
-more record batches, uncompressed, without dictionaries::
+A producer in any language writes it with a stock Arrow library at its defaults
+(no dpstream code): an IPC *stream* (not the file format) holding one schema,
+dictionary batches if a column is dictionary-encoded, and one or more record
+batches, uncompressed or with LZ4_FRAME / ZSTD body compression::
 
     schema metadata  dpstream.v = "1", dpstream.shard = "r7"
-    item    utf8 | uint32 (IPv4, str topologies) | int8..int64/uint8..uint64 (int topologies)
-    unit    utf8      only if the topology has a privacy unit
+    item    text | binary | uint32 (IPv4)       str topologies
+            int8..int64/uint8..uint64           int topologies
+    unit    text      only if the topology has a privacy unit
     weight  float64 | float32 | integer   only if the topology has a weight field
+
+where *text* is ``utf8``, ``large_utf8``, ``string_view`` (Polars' default) or a
+dictionary of one of them (pandas categoricals, DuckDB enums), and *binary* is
+``binary``, ``large_binary``, ``binary_view`` or a dictionary of one of them.
+
+Items are the same whatever their layout: every text layout decodes to the same
+Python str objects, hashed by :func:`sketches.core.hash_keys.item_keys` over
+their UTF-8 bytes, so ``utf8``, ``large_utf8``, views and dictionaries release
+identical counts. A *binary* item is the UTF-8 encoding of its text: its bytes
+are hashed, exactly as the text with those bytes (``b"abc"`` and ``"abc"`` are
+one item); a binary value that is not UTF-8 fails its row (``not_utf8``), since
+releases carry items as text.
 
 No other column may appear; a null in a row makes that row bad. docs/TOPOLOGY.md
 ("Encodings", ``arrow``) is the normative schema. The semantics are those of
 the ``columnar`` encoding (:mod:`worker.ingest.columnar`): one shard per
 message, the Kafka record timestamp is every event's event time, a bad row (a
 null, an item over ``input.max_item_bytes``, a NUL, out of range, a negative
-weight) is dead-lettered alone and the other rows count, and a failure that
-cannot be pinned to a row (malformed IPC, the schema, the shard key, oversized,
-more rows than ``input.max_events_per_message``) dead-letters the message.
+weight; with a dictionary, every row using a bad entry) is dead-lettered alone
+and the other rows count, and a failure that cannot be pinned to a row
+(malformed IPC, the schema, the shard key, oversized, more rows than
+``input.max_events_per_message``) dead-letters the message.
 
 Bounded work before Arrow allocates. :func:`_scan` walks the stream's
 framing and flatbuffer headers in pure Python first (a few microseconds per
-message) and refuses: anything but one schema then record batches (so no
-dictionary batches, no tensors), a compressed body (no decompression bombs:
-pyarrow would allocate the declared uncompressed size), declared lengths that
-do not fit the message (a record batch or array node longer than the message
-has bytes: every accepted column needs at least one body byte per row), bodies
-past the end of the message. Only then does pyarrow read the batches (zero-copy
-views of the message bytes) and fully validate them (offsets, UTF-8).
+message) and refuses: anything but one schema then dictionary and record
+batches (no tensors), declared lengths that do not fit the message (a batch or
+array node longer than the message has bytes: every accepted column needs at
+least one body byte per row), buffers or bodies past the end of the message,
+an unknown codec. Compressed buffers carry their uncompressed length in an
+8-byte prefix; their sum over the message may not exceed the *expansion cap*
+(:func:`expansion_cap`: ``input.max_arrow_expansion`` x the message's size, at
+least :data:`EXPANSION_FLOOR`), checked before anything is decompressed
+(``oversized``: no decompression bombs; the rows, ~8 bytes each once decoded,
+count against the same cap), and pyarrow refuses a buffer that does
+not decompress to exactly its declared size. Only then does pyarrow read the
+batches (zero-copy views of the message bytes, or the bounded decompressed
+buffers) and fully validate them (offsets, views, dictionary indices, UTF-8).
+
+Text that rows share is bounded by the same cap (:class:`_Budget`): a
+dictionary's entries are decoded once per message (record batches sharing a
+dictionary batch share the decoded entries) and its rows reference them (no
+copy), but both the decoded dictionaries (each delta makes a new, longer one)
+and the text its rows stand for (what hashing reads) are counted; a view's length
+is read from the view, so an oversized value is never copied and the rest is
+copied once, counted. A message whose text would pass the cap is ``oversized``.
 
 IPv4 items: a ``uint32`` item column in a ``str`` topology is an IPv4
 address whose item is its dotted-quad text, exactly as the JSON encodings
@@ -51,7 +80,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -76,7 +105,11 @@ MAX_IPC_MESSAGES = 1024
 """Schema plus record batches per Kafka message (each costs a pyarrow call)."""
 
 _CONTINUATION = 0xFFFFFFFF
-_HEADER_SCHEMA, _HEADER_RECORD_BATCH = 1, 3
+_HEADER_SCHEMA, _HEADER_DICTIONARY_BATCH, _HEADER_RECORD_BATCH = 1, 2, 3
+_CODECS = {0: "LZ4_FRAME", 1: "ZSTD"}
+EXPANSION_FLOOR = 1 << 18
+"""A message may always expand to this many bytes, whatever its size (a small
+message of a repeated value compresses far more than ``max_arrow_expansion``)."""
 _HEADER_NAMES = {0: "NONE", 1: "Schema", 2: "DictionaryBatch", 3: "RecordBatch",
                  4: "Tensor", 5: "SparseTensor"}
 
@@ -124,13 +157,27 @@ class _Flat:
         return pos + 4, self._u("<I", pos)
 
 
-def _scan(value: bytes) -> int:
+def expansion_cap(spec: InputSpec, message_bytes: int) -> int:
+    """The bytes one message may expand to (``input.max_arrow_expansion``, docs/TOPOLOGY.md).
+
+    >>> from worker.topology import FieldPaths, InputSpec
+    >>> spec = InputSpec("in", 1, "arrow", FieldPaths("s", "i"))
+    >>> expansion_cap(spec, 100_000), expansion_cap(spec, 100)
+    (6400000, 262144)
+    """
+    return max(spec.max_arrow_expansion * message_bytes, EXPANSION_FLOOR)
+
+
+def _scan(value: bytes, cap: int) -> int:
     """Check the IPC stream's framing and headers; return the number of record batches.
 
     Raises ``BadRecord("malformed_arrow", ...)`` for anything but one Schema message
-    then uncompressed RecordBatch messages whose declared lengths fit the message.
+    then dictionary and record batches whose declared lengths and buffers fit the
+    message (compressed ones: fit ``cap``), and ``BadRecord("oversized", ...)`` when
+    their compressed buffers declare more than ``cap`` uncompressed bytes in all
+    (read from each buffer's 8-byte length prefix, before anything is decompressed).
     """
-    total, pos, batches, seen = len(value), 0, 0, 0
+    total, pos, batches, seen, expanded = len(value), 0, 0, 0, 0
     try:
         while pos < total:
             size = struct.unpack_from("<I", value, pos)[0]
@@ -161,14 +208,27 @@ def _scan(value: bytes) -> int:
             if seen == 1 and kind != _HEADER_SCHEMA:
                 raise BadRecord("malformed_arrow", "an Arrow IPC stream must start with its schema "
                                 "(write the IPC stream format, not the file format)")
-            if seen > 1 and kind != _HEADER_RECORD_BATCH:
+            if seen > 1 and kind not in (_HEADER_RECORD_BATCH, _HEADER_DICTIONARY_BATCH):
                 raise BadRecord(
                     "malformed_arrow", f"IPC message {_HEADER_NAMES.get(kind, kind)} is "
-                    "not accepted: only record batches follow the schema (no "
-                    "dictionaries: write plain, non-dictionary-encoded columns)")
+                    "not accepted: only dictionary and record batches follow the schema")
             if kind == _HEADER_RECORD_BATCH:
-                _check_batch(fb, msg, total)
+                header = fb.ref(msg, 2)
                 batches += 1
+            elif kind == _HEADER_DICTIONARY_BATCH:
+                dictionary = fb.ref(msg, 2)
+                header = None if dictionary is None else fb.ref(dictionary, 1)
+            if kind != _HEADER_SCHEMA:
+                if header is None:
+                    raise BadRecord("malformed_arrow", "batch message without a header")
+                expanded += _check_batch(fb, header, value, pos, body, cap)
+                if expanded > cap:
+                    raise BadRecord(
+                        "oversized", f"IPC body compression declares {expanded} or more "
+                        f"uncompressed bytes, over the {cap} this {total}-byte message may "
+                        f"expand to (input.max_arrow_expansion x its size, at least "
+                        f"{EXPANSION_FLOOR}); refused before decompressing: write smaller "
+                        "record batches or raise input.max_arrow_expansion")
             pos += body
     except struct.error:
         raise BadRecord("malformed_arrow", "not an Arrow IPC stream (truncated or corrupt "
@@ -178,15 +238,45 @@ def _scan(value: bytes) -> int:
     return batches
 
 
-def _check_batch(fb: _Flat, msg: int, total: int) -> None:
-    header = fb.ref(msg, 2)
-    if header is None:
-        raise BadRecord("malformed_arrow", "record batch message without a header")
-    if fb.field(header, 3) is not None:
-        raise BadRecord("malformed_arrow", "compressed IPC record batches are not accepted "
-                        "(bounded work per message); write them uncompressed (Kafka compresses)")
+def _check_batch(fb: _Flat, header: int, value: bytes, body_at: int, body: int,
+                 cap: int) -> int:
+    """Check one RecordBatch table (of a record or dictionary batch) whose body is
+    ``value[body_at:body_at + body]``; return the uncompressed bytes its compressed
+    buffers declare (0 if it is not compressed)."""
+    total = len(value)
+    compression = None if fb.field(header, 3) is None else fb.ref(header, 3)
+    if compression is not None:
+        codec, method = fb.scalar(compression, 0, "<b"), fb.scalar(compression, 1, "<b")
+        if codec not in _CODECS or method != 0:
+            raise BadRecord("malformed_arrow", f"unknown IPC body compression (codec {codec}, "
+                            f"method {method}); use LZ4_FRAME or ZSTD")
+    start, count = fb.vector(header, 2)
+    if count > total:
+        raise BadRecord("malformed_arrow", "record batch declares more buffers than bytes")
+    expanded = 0
+    buffers = struct.iter_unpack("<qq", fb.buf[start:start + 16 * count])
+    if len(fb.buf) < start + 16 * count:
+        raise struct.error("buffer vector past the header")
+    for i, (off, size) in enumerate(buffers):  # Buffer structs: (offset, length) in the body
+        if not (0 <= off <= body and 0 <= size <= body - off):
+            raise BadRecord("malformed_arrow", f"buffer {i} ({size} bytes at {off}) lies "
+                            f"outside its {body}-byte message body")
+        if compression is None or size == 0:
+            continue
+        if size < 8:
+            raise BadRecord("malformed_arrow", f"compressed buffer {i} of {size} bytes has no "
+                            "8-byte uncompressed length")
+        declared = struct.unpack_from("<q", value, body_at + off)[0]
+        if declared < -1:
+            raise BadRecord("malformed_arrow", f"compressed buffer {i} declares "
+                            f"{declared} uncompressed bytes")
+        expanded += size - 8 if declared == -1 else declared  # -1: stored uncompressed
+        if expanded > cap:
+            return expanded  # the caller refuses it
+    # every accepted column needs at least one body byte per row, uncompressed
+    bound = total if compression is None else cap
     length = fb.scalar(header, 0, "<q")
-    if not 0 <= length <= total:
+    if not 0 <= length <= bound:
         raise BadRecord("malformed_arrow", f"record batch declares {length} rows, more than its "
                         f"{total}-byte message can hold")
     start, count = fb.vector(header, 1)
@@ -194,9 +284,10 @@ def _check_batch(fb: _Flat, msg: int, total: int) -> None:
         raise BadRecord("malformed_arrow", "record batch declares more array nodes than bytes")
     for i in range(count):  # FieldNode structs: (length int64, null_count int64)
         n, nulls = struct.unpack_from("<qq", fb.buf, start + 16 * i)
-        if not (0 <= n <= total and 0 <= nulls <= n):
+        if not (0 <= n <= bound and 0 <= nulls <= n):
             raise BadRecord("malformed_arrow", f"array node declares {n} values ({nulls} null), "
                             f"more than its {total}-byte message can hold")
+    return expanded
 
 
 # ---------------------------------------------------------------- columns
@@ -258,33 +349,79 @@ def ipv4_text(addrs: np.ndarray) -> np.ndarray:
     return out
 
 
-def _nulls(col: Any, name: str, errs: RowErrors) -> Any:
+class _Errs(Protocol):
+    def add(self, row: int, reason: str, detail: str) -> None: ...
+
+
+class _Shifted:
+    """Row errors of one chunk (record batch) of a column that starts at row ``base``."""
+
+    def __init__(self, errs: _Errs, base: int) -> None:
+        self.errs, self.base = errs, base
+
+    def add(self, row: int, reason: str, detail: str) -> None:
+        self.errs.add(self.base + row, reason, detail)
+
+
+class _EntryErrors:
+    """The bad entries of a dictionary: ``{entry: (reason, detail)}``, the first decides."""
+
+    def __init__(self) -> None:
+        self.bad: dict[int, tuple[str, str]] = {}
+
+    def add(self, row: int, reason: str, detail: str) -> None:
+        self.bad.setdefault(row, (reason, detail))
+
+
+class _Budget:
+    """The text bytes a message's dictionary and view columns may expand to (the cap of
+    :func:`expansion_cap`); spending past it dead-letters the message (``oversized``)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.left = cap, cap
+        self.dictionaries: dict[Any, tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]]
+        self.dictionaries = {}  # decoded dictionaries of this message, by their buffers
+
+    def spend(self, n: int, what: str, *args: Any) -> None:
+        """Spend ``n`` bytes; ``what.format(*args)`` names them if that passes the cap."""
+        self.left -= n
+        if self.left < 0:
+            what = what.format(*args)
+            raise BadRecord("oversized", f"{what} expands to more than the {self.cap} bytes "
+                            "this message may expand to (input.max_arrow_expansion x its "
+                            f"size, at least {EXPANSION_FLOOR}); send plain utf8 values, "
+                            "smaller messages, or raise input.max_arrow_expansion")
+
+
+def _nulls(col: Any, name: str, errs: _Errs) -> Any:
     """Rows holding a null are bad rows (``wrong_type``); the column with them filled."""
     if not col.null_count:
         return col
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     mask = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     for i in np.flatnonzero(mask).tolist():
         errs.add(i, "wrong_type", f"column {name!r} holds a null; nulls are not allowed "
                  "(drop those rows at the producer)")
-    fill = "" if col.type == "string" else 0
+    t = col.type
+    fill = (pa.scalar("", t) if pa.types.is_string(t) or pa.types.is_large_string(t)
+            else pa.scalar(b"", t) if pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            else 0)
     return pc.fill_null(col, fill)
 
 
-def _utf8_column(col: Any, name: str, limit: int, errs: RowErrors) -> np.ndarray:
-    """A utf8 column as an object array of str; a null, a value over ``limit`` UTF-8
-    bytes (``input.max_item_bytes``, measured from the offsets) or a NUL makes its row
-    bad, alone."""
-    import pyarrow as pa
-
-    if not pa.types.is_string(col.type):
-        raise BadRecord(
-            "wrong_type", f"column {name!r} must be utf8 (Arrow string), got {col.type}")
-    col = _nulls(col, name, errs)
+def _checked_text(col: Any, name: str, limit: int, errs: _Errs
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """A null-free ``utf8`` or ``large_utf8`` column as an object array of str, and each
+    value's UTF-8 byte length; a value over ``limit`` bytes (``input.max_item_bytes``,
+    measured from the offsets) or holding a NUL makes its row bad, alone."""
+    lengths = np.zeros(0, dtype=np.int64)
     if len(col):
         bufs = col.buffers()  # validity, offsets, data
-        offsets = np.frombuffer(bufs[1], dtype="<i4", count=len(col) + 1, offset=col.offset * 4)
+        width = 4 if col.type == "string" else 8  # large_utf8: int64 offsets
+        offsets = np.frombuffer(bufs[1], dtype=f"<i{width}", count=len(col) + 1,
+                                offset=col.offset * width)
         lengths = np.diff(offsets)
         if int(lengths.max()) > limit:
             for i in np.flatnonzero(lengths > limit).tolist():
@@ -300,27 +437,180 @@ def _utf8_column(col: Any, name: str, limit: int, errs: RowErrors) -> np.ndarray
                 for i in np.unique(np.searchsorted(offsets, pos, side="right") - 1).tolist():
                     errs.add(i, "nul_in_field", f"column {name!r} contains a NUL character; "
                              "strip NULs at the producer")
-    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object), lengths
 
 
-def _item_column(col: Any, spec: InputSpec, errs: RowErrors) -> np.ndarray:
+def _without_rows(col: Any, views: np.ndarray, bad: np.ndarray) -> Any:
+    """A view column with the rows of mask ``bad`` replaced by empty values and no
+    validity bitmap (the views are copied, 16 bytes a row; the values are not)."""
+    import pyarrow as pa
+
+    if not bad.any() and not col.null_count and not col.offset:
+        return col
+    raw = views.copy()
+    raw[bad] = 0  # an inline view of length 0
+    return pa.Array.from_buffers(col.type, len(col),
+                                 [None, pa.py_buffer(raw), *col.buffers()[2:]])
+
+
+def _utf8_of_binary(col: Any, name: str, errs: _Errs) -> Any:
+    """A null-free binary column as utf8 (same offsets and bytes): a value that is not
+    UTF-8 makes its row bad (``not_utf8``) and is replaced by an empty one."""
+    import pyarrow as pa
+
+    text = pa.large_string() if pa.types.is_large_binary(col.type) else pa.string()
+    try:
+        return col.cast(text)
+    except (pa.ArrowInvalid, ValueError):
+        pass
+    values = col.to_pylist()  # the error path only: one bytes object per row
+    for i, v in enumerate(values):
+        try:
+            v.decode("utf-8")
+        except UnicodeDecodeError:
+            errs.add(i, "not_utf8", f"column {name!r} holds a binary value that is not UTF-8; "
+                     "binary items are the UTF-8 bytes of their text")
+            values[i] = b""
+    return pa.array(values, type=col.type).cast(text)
+
+
+def _text_array(col: Any, name: str, limit: int, errs: _Errs, budget: _Budget,
+                binary: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One chunk of a text column of any accepted Arrow type as an object array of
+    str and the UTF-8 byte length of each value (see :func:`_checked_text`).
+
+    ``utf8``/``large_utf8`` are read in place; ``binary``/``large_binary`` (if
+    ``binary``) are the UTF-8 bytes of their text, cast in place after a UTF-8 check;
+    ``string_view``/``binary_view`` values are measured from their views first (an
+    oversized or null value is never copied) and the rest copied once, within
+    ``budget``; a dictionary's entries are decoded once and shared by reference by
+    the rows (each entry's failure fails the rows that use it), its rows' text
+    counted against ``budget``. Any other type fails the message (``wrong_type``).
+    """
+    import pyarrow as pa
+
+    t = col.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return _checked_text(_nulls(col, name, errs), name, limit, errs)
+    if binary and (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+        return _checked_text(_utf8_of_binary(_nulls(col, name, errs), name, errs), name,
+                             limit, errs)
+    if pa.types.is_string_view(t) or (binary and pa.types.is_binary_view(t)):
+        n = len(col)
+        bad = np.zeros(n, dtype=bool)
+        if col.null_count:
+            bad = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            for i in np.flatnonzero(bad).tolist():
+                errs.add(i, "wrong_type", f"column {name!r} holds a null; nulls are not "
+                         "allowed (drop those rows at the producer)")
+        # views: (length int32, 12 bytes of prefix or buffer index and offset); a null
+        # row's view is undefined, so its length is not read
+        views = np.frombuffer(col.buffers()[1], dtype="<i4", count=4 * n,
+                              offset=16 * col.offset).reshape(n, 4)
+        lengths = np.where(bad, 0, views[:, 0]).astype(np.int64)
+        over = lengths > limit
+        for i in np.flatnonzero(over).tolist():
+            errs.add(i, "oversized_item", f"column {name!r} has a value of {int(lengths[i])} "
+                     f"UTF-8 bytes, over input.max_item_bytes={limit}; shorten it at the "
+                     "producer or raise the limit")
+        bad |= over
+        budget.spend(int(lengths[~bad].sum()), "column {!r} ({})", name, t)
+        is_bin = pa.types.is_binary_view(t)
+        flat = _without_rows(col, views, bad).cast(pa.large_binary() if is_bin
+                                                   else pa.large_string())
+        if is_bin:
+            flat = _utf8_of_binary(flat, name, errs)
+        return _checked_text(flat, name, limit, errs)
+    if pa.types.is_dictionary(t):
+        import pyarrow.compute as pc
+
+        # the record batches of one dictionary batch share its buffers: decoded once
+        d = col.dictionary
+        key = (str(d.type), d.offset, len(d),
+               tuple((b.address, b.size) if b is not None else None for b in d.buffers()))
+        if key not in budget.dictionaries:
+            entries = _EntryErrors()
+            vals, lens = _text_array(d, name, limit, entries, budget, binary)
+            # each delta makes a new, longer dictionary: decoding them is counted too
+            budget.spend(int(lens.sum()), "the dictionaries of column {!r}", name)
+            budget.dictionaries[key] = (vals, lens, entries.bad)
+        values, lengths, bad_entries = budget.dictionaries[key]
+        lengths = lengths.copy()
+        idx = np.array(pc.fill_null(col.indices, 0).to_numpy(zero_copy_only=False),
+                       dtype=np.intp)
+        if col.null_count:
+            mask = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            for i in np.flatnonzero(mask).tolist():
+                errs.add(i, "wrong_type", f"column {name!r} holds a null; nulls are not "
+                         "allowed (drop those rows at the producer)")
+            # a null row reads an extra empty entry (the dictionary may be empty)
+            idx[mask] = len(values)
+            values = np.append(values, np.array([""], dtype=object))
+            lengths = np.append(lengths, 0)
+        if bad_entries:
+            bad_entry = np.zeros(len(values), dtype=bool)
+            bad_entry[list(bad_entries)] = True
+            lengths[bad_entry] = 0
+            for i in np.flatnonzero(bad_entry[idx]).tolist():
+                entry = int(idx[i])
+                reason, detail = bad_entries[entry]
+                errs.add(i, reason, f"{detail} (dictionary entry {entry})")
+        rows = lengths[idx]
+        budget.spend(int(rows.sum()), "dictionary-encoded column {!r}", name)
+        return values[idx], rows
+    kinds = ("utf8, large_utf8, string_view, a dictionary of them, binary, large_binary "
+             "or binary_view" if binary else "utf8, large_utf8, string_view or a "
+             "dictionary of them")
+    raise BadRecord("wrong_type", f"column {name!r} must be text ({kinds}), got {t}")
+
+
+def _text_column(chunks: list[Any], name: str, limit: int, errs: RowErrors,
+                 budget: _Budget, binary: bool = False) -> np.ndarray:
+    """A text column (one chunk per record batch) as an object array of str; a null, a
+    value over ``limit`` UTF-8 bytes (``input.max_item_bytes``), a NUL or a binary value
+    that is not UTF-8 makes its row bad, alone (:func:`_text_array`)."""
+    if len(chunks) == 1:
+        return _text_array(chunks[0], name, limit, errs, budget, binary)[0]
+    parts, base = [], 0
+    for chunk in chunks:
+        parts.append(_text_array(chunk, name, limit, _Shifted(errs, base), budget, binary)[0])
+        base += len(chunk)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=object)
+
+
+def _combined(chunks: list[Any], typ: Any) -> Any:
+    """The chunks of a non-text column as one array."""
+    import pyarrow as pa
+
+    if len(chunks) == 1:
+        return chunks[0]
+    return pa.concat_arrays(chunks) if chunks else pa.array([], type=typ)
+
+
+def _item_column(chunks: list[Any], typ: Any, spec: InputSpec, errs: RowErrors,
+                 budget: _Budget) -> np.ndarray:
     """The item column; IPv4 (``uint32`` in a ``str`` topology) stays ``uint32`` here
     and becomes text once per poll batch in :func:`decode_arrow`. A column of the wrong
     type fails the message; a bad value fails its row."""
     import pyarrow as pa
 
-    t = col.type
+    t = typ
     if spec.item_type == "str":
         if pa.types.is_uint32(t):
-            return _nulls(col, "item", errs).to_numpy(zero_copy_only=False)
-        if pa.types.is_string(t):
-            return _utf8_column(col, "item", spec.max_item_bytes, errs)
-        raise BadRecord("wrong_type", f"column 'item' must be utf8 or uint32 (IPv4) in a str "
-                        f"topology, got {t}")
+            return _nulls(_combined(chunks, t), "item", errs).to_numpy(zero_copy_only=False)
+        try:
+            return _text_column(chunks, "item", spec.max_item_bytes, errs, budget, binary=True)
+        except BadRecord as bad:
+            if bad.reason == "wrong_type" and bad.detail.startswith("column 'item' must be"):
+                raise BadRecord("wrong_type", f"column 'item' must be text (utf8, large_utf8, "
+                                "string_view, a dictionary of them, binary, large_binary, "
+                                f"binary_view) or uint32 (IPv4) in a str topology, got {t}"
+                                ) from None
+            raise
     if not pa.types.is_integer(t):
         raise BadRecord("wrong_type", f"column 'item' must be an integer type (int64) in an int "
                         f"topology, got {t}")
-    arr = _nulls(col, "item", errs).to_numpy(zero_copy_only=False)
+    arr = _nulls(_combined(chunks, t), "item", errs).to_numpy(zero_copy_only=False)
     if t == pa.uint64() and len(arr) and int(arr.max()) >= 1 << 63:
         for i in np.flatnonzero(arr >= np.uint64(1 << 63)).tolist():
             errs.add(i, "wrong_type", "item must be an int64 integer (a uint64 value is "
@@ -368,11 +658,16 @@ def _shard(meta: dict[bytes, bytes] | None, spec: InputSpec, gate: Gate) -> str:
     return gated(gate, text_field(shard, "shard key", spec.max_item_bytes, True))
 
 
-def _read(value: bytes) -> tuple[Any, list[str], list[Any]]:
-    """Schema and record batches, after :func:`_scan`; malformed Arrow raises BadRecord."""
+def _read(value: bytes, cap: int) -> tuple[Any, list[str], list[Any]]:
+    """Schema and record batches, after :func:`_scan`; malformed Arrow raises BadRecord.
+
+    pyarrow resolves dictionary batches (and deltas) into the record batches'
+    dictionary columns and decompresses LZ4/ZSTD buffers into the sizes their
+    prefixes declare, which :func:`_scan` has bounded by ``cap``; a buffer that does
+    not decompress to exactly that size fails the read."""
     import pyarrow as pa
 
-    _scan(value)
+    _scan(value, cap)
     try:
         reader = pa.ipc.open_stream(pa.py_buffer(value))
         schema = reader.schema
@@ -397,7 +692,8 @@ def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
     if len(value) > spec.max_message_bytes:
         raise BadRecord("oversized", f"message of {len(value)} bytes exceeds "
                         f"max_message_bytes={spec.max_message_bytes}")
-    schema, names, batches = _read(value)
+    budget = _Budget(expansion_cap(spec, len(value)))
+    schema, names, batches = _read(value, budget.cap)
     want = _columns(spec)
     extra = sorted(set(names) - set(want))
     if extra or len(names) != len(set(names)):
@@ -409,20 +705,24 @@ def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
     shard = _shard(schema.metadata, spec, gate)
     import pyarrow as pa
 
-    if len(batches) == 1:
-        cols = {n: batches[0].column(n) for n in want}
-    else:
-        table = pa.Table.from_batches(batches, schema=schema)
-        cols = {n: table.column(n).combine_chunks() if table.num_rows else
-                pa.array([], type=schema.field(n).type) for n in want}
-    n = len(cols["item"])
+    chunks = {n: [b.column(n) for b in batches] for n in want}
+    n = sum(len(c) for c in chunks["item"])
     check_event_count(spec, n)
+    # the decoded columns hold ~8 bytes a row: rows count against the cap too (only a
+    # compressed message can get near it: every accepted column has >= 1 byte a row)
+    budget.spend(8 * n, "its {} rows", n)
     errs = RowErrors(n)
-    items = _item_column(cols["item"], spec, errs)
-    units = (_utf8_column(cols["unit"], "unit", spec.max_item_bytes, errs)
-             if "unit" in cols else None)
-    weights = (_weight_column(cols["weight"], spec.signed_weights, errs)
-               if "weight" in cols else None)
+    try:
+        items = _item_column(chunks["item"], schema.field("item").type, spec, errs, budget)
+        units = (_text_column(chunks["unit"], "unit", spec.max_item_bytes, errs, budget)
+                 if "unit" in chunks else None)
+        weights = (_weight_column(_combined(chunks["weight"], schema.field("weight").type),
+                                  spec.signed_weights, errs)
+                   if "weight" in chunks else None)
+    except (pa.ArrowException, ValueError, TypeError, IndexError, OverflowError) as exc:
+        # valid Arrow (fully validated) that a conversion still refuses: the message
+        raise BadRecord("malformed_arrow", f"cannot read the columns: {str(exc)[:200]}"
+                        ) from None
     return shard, errs, items, units, weights
 
 

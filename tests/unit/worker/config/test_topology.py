@@ -472,3 +472,90 @@ def test_encoding_is_structural_and_judged_from_the_topology() -> None:
     doc = envelope(col, "r1", epoch=0, seq=0, rounds=1, final=False, payload={},
                    published_at_ms=0, params=legacy)
     assert doc["private"] is False and "max_events_per_message" in doc["not_private_reason"]
+
+
+# ---------------------------------------------------------------- YAML 1.1 scalars (issue 22.5)
+
+_YAML = """
+name: t1
+input: {topic: in, partitions: 2, fields: {shard: router, item: src}}
+mechanism: {name: lazy_cms, params: {depth: 2, width: 64}}
+privacy: {eps: 1.0, delta: 1.0e-6}
+release: {every_ticks: 5, topic: out}
+dead_letter: {topic: dlq}
+"""
+
+
+@pytest.mark.parametrize(("allowed", "index", "text", "read"), [
+    ("[r1, NO, ON]", 1, "NO", "the boolean False"),
+    ("[yes, r1]", 0, "yes", "the boolean True"),
+    ("[r1, off]", 1, "off", "the boolean False"),
+    ("[r1, 010]", 1, "010", "the integer 8"),  # YAML 1.1 octal
+    ("[r1, 0x1F]", 1, "0x1F", "the integer 31"),
+    ("[r1, 1_000]", 1, "1_000", "the integer 1000"),
+    ("[r1, 1:30]", 1, "1:30", "the integer 90"),  # sexagesimal
+    ("[r1, 1.0]", 1, "1.0", "the number 1.0"),
+    ("[r1, 2024-01-01]", 1, "2024-01-01", "the date"),
+    ("[r1, ~]", 1, "~", "null"),
+])
+def test_allowed_shards_that_yaml_does_not_read_as_written_are_refused(
+        allowed: str, index: int, text: str, read: str) -> None:
+    """Unquoted NO/ON were booleans that validated as the shards 'False'/'True' (and
+    010 as the shard '8'): every event of the real shards NO and ON was dead-lettered."""
+    with pytest.raises(SpecError) as err:
+        parse_topology(_YAML + f"shards: {{allowed: {allowed}}}\n", "s.yaml")
+    msg = str(err.value)
+    assert msg.startswith(f"s.yaml: shards.allowed[{index}]: ")
+    assert read in msg and f'quote it: "{text}"' in msg
+
+
+def test_allowed_shards_quoted_and_plain_decimal_are_kept() -> None:
+    t = parse_topology(_YAML + 'shards: {allowed: ["NO", "ON", \'off\', r1, 7, 0, -3]}\n')
+    assert t.allowed_shards == frozenset({"NO", "ON", "off", "r1", "7", "0", "-3"})
+
+
+@pytest.mark.parametrize(("old", "new", "field", "text"), [
+    ("shard: router", "shard: off", "input.fields.shard", "off"),
+    ("item: src", "item: yes", "input.fields.item", "yes"),
+    ("topic: in", "topic: 2024-01-01", "input.topic", "2024-01-01"),
+    ("name: t1", "name: ON", "name", "ON"),
+    ("topic: out", "topic: 12", "release.topic", "12"),
+    ("topic: dlq", "topic: Off", "dead_letter.topic", "Off"),
+])
+def test_string_fields_read_as_other_scalars_name_the_quote_fix(
+        old: str, new: str, field: str, text: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_topology(_YAML.replace(old, new), "s.yaml")
+    assert str(err.value).startswith(f"s.yaml: {field}: YAML 1.1 reads the unquoted {text} ")
+    assert f'quote it: "{text}"' in str(err.value)
+
+
+def test_boolean_keys_are_refused_naming_the_quote_fix() -> None:
+    """`on:` is the key True; with a second unknown key the old unknown-key check
+    sorted a bool with a str and raised TypeError (a traceback, not a SpecError)."""
+    for yaml_text in (_YAML.replace("item: src", "item: src, on: x"),
+                      _YAML.replace("item: src", "item: src, foo: 1, on: x")):
+        with pytest.raises(SpecError, match=r'input\.fields\.on: .*boolean True.*quote it: "on"'):
+            parse_topology(yaml_text, "s.yaml")
+
+
+def test_booleans_where_booleans_belong_and_recursive_aliases() -> None:
+    t = parse_topology(_YAML.replace("name: t1", "name: t1\nproduction: no"))
+    assert t.production is False
+    with pytest.raises(SpecError):  # a recursive alias is walked once, then refused as usual
+        parse_topology(_YAML + "shards: &s {allowed: *s}\n")
+
+
+def test_max_arrow_expansion_setting() -> None:
+    """input.max_arrow_expansion bounds what an arrow message may expand to
+    (worker/decode_arrow.py); other encodings have nothing to expand."""
+    arrow = _YAML.replace("partitions: 2,", "partitions: 2, encoding: arrow,")
+    assert parse_topology(arrow).input.max_arrow_expansion == 64
+    def expansion(k: int) -> str:
+        return arrow.replace("encoding: arrow,", f"encoding: arrow, max_arrow_expansion: {k},")
+
+    assert parse_topology(expansion(8)).input.max_arrow_expansion == 8
+    with pytest.raises(SpecError, match=r"input\.max_arrow_expansion: must be an integer >= 1"):
+        parse_topology(expansion(0))
+    with pytest.raises(SpecError, match=r"input\.max_arrow_expansion: encoding 'json'"):
+        parse_topology(_YAML.replace("partitions: 2,", "partitions: 2, max_arrow_expansion: 8,"))

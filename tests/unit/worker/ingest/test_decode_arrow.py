@@ -2,7 +2,8 @@
 
 Every hostile message must become exactly one dead letter with a reason code,
 never an exception, and the checks before pyarrow must refuse what would make
-pyarrow allocate beyond the message (compression, huge declared lengths). The
+pyarrow allocate beyond the message (huge declared lengths; compressed, dictionary
+and view layouts: tests/unit/worker/test_decode_arrow_stock.py). The
 fuzz tests run derandomized (a fixed example sequence), so they are
 reproducible and cannot fail by chance.
 """
@@ -125,15 +126,13 @@ U32 = {"item": pa.array([1, 2, 3], pa.uint32())}
     (stream({"item": pa.array([1], pa.uint32()), "x": pa.array([1])}), "wrong_schema"),
     (stream({"item": pa.array([1], pa.int32())}), "wrong_type"),
     (stream({"item": pa.array([1.5])}), "wrong_type"),
-    (stream({"item": pa.array([b"a"], pa.binary())}), "wrong_type"),
-    (stream({"item": pa.array(["a"], pa.large_string())}), "wrong_type"),
+    (stream({"item": pa.array([[1]])}), "wrong_type"),  # list<int64>
+    (stream({"item": pa.array([True])}), "wrong_type"),
+    (stream({"item": pa.array([1, 2]).dictionary_encode()}), "wrong_type"),  # not text
     (stream({"item": pa.array([1, None], pa.uint32())}), "wrong_type"),
     (stream({"item": pa.array(["a", None])}), "wrong_type"),
     (stream({"item": pa.array(["a\x00b"])}), "nul_in_field"),
     (stream({"item": pa.array(["x" * 65])}), "oversized_item"),
-    (stream({"item": pa.array(["a", "b"]).dictionary_encode()}), "malformed_arrow"),
-    (stream(U32, options=pa.ipc.IpcWriteOptions(compression="zstd")), "malformed_arrow"),
-    (stream(U32, options=pa.ipc.IpcWriteOptions(compression="lz4")), "malformed_arrow"),
     (stream(U32)[:-20], "malformed_arrow"),
     (stream(U32) + b"\x00" * 8, "malformed_arrow"),
 ])

@@ -4,12 +4,12 @@ Messages of ``--rows`` demo IPv4 text items (8 routers) written by pyarrow at it
 defaults in each layout the decoder accepts: ``utf8`` (the reference row),
 ``uint32`` (IPv4), ``large_utf8``, ``string_view``, dictionary-encoded, ``binary``,
 and ``utf8`` with LZ4_FRAME / ZSTD IPC body compression. Each row times
-:func:`worker.decode_arrow.decode_arrow` over ``--messages`` messages (best of
+:func:`worker.ingest.arrow.decode_arrow` over ``--messages`` messages (best of
 ``--reps``, process CPU time: the 2 shared cores are often loaded) and checks that
 it dead-letters nothing (a layout the decoder refuses prints ``refused``).
 
 ``--compare OLD.py`` also times another version of ``decode_arrow.py`` (e.g. from
-``git show main:worker/decode_arrow.py``) in the same process, the two alternating
+``git show main:worker/ingest/arrow.py``) in the same process, the two alternating
 rep by rep (each first every other rep), so load changes hit both alike.
 
 Usage::
@@ -34,11 +34,11 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from worker import decode_arrow  # noqa: E402
-from worker.decode_arrow import META_SHARD, META_VERSION  # noqa: E402
-from worker.decode_common import accept_all  # noqa: E402
-from worker.demo_producer import ipv4_str  # noqa: E402
-from worker.topology import FieldPaths, InputSpec  # noqa: E402
+from worker.config.topology import FieldPaths, InputSpec  # noqa: E402
+from worker.ingest import arrow as decode_arrow  # noqa: E402
+from worker.ingest.arrow import META_SHARD, META_VERSION  # noqa: E402
+from worker.ingest.records import accept_all  # noqa: E402
+from worker.kafka.demo_producer import ipv4_str  # noqa: E402
 
 SPEC = InputSpec("in", 1, "arrow", FieldPaths("router", "src"), 1 << 22)
 

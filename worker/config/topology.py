@@ -87,7 +87,7 @@ class InputSpec:
 
     max_arrow_expansion: int = 64
     """``arrow``: the bytes a message may expand to, as a multiple of its size (at
-    least :data:`worker.decode_arrow.EXPANSION_FLOOR`): the declared uncompressed
+    least :data:`worker.ingest.arrow.EXPANSION_FLOOR`): the declared uncompressed
     size of its LZ4/ZSTD-compressed buffers, and the text that its dictionary and
     view columns make (values shared by many rows); over it, ``oversized``."""
 

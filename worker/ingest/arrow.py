@@ -160,7 +160,7 @@ class _Flat:
 def expansion_cap(spec: InputSpec, message_bytes: int) -> int:
     """The bytes one message may expand to (``input.max_arrow_expansion``, docs/TOPOLOGY.md).
 
-    >>> from worker.topology import FieldPaths, InputSpec
+    >>> from worker.config.topology import FieldPaths, InputSpec
     >>> spec = InputSpec("in", 1, "arrow", FieldPaths("s", "i"))
     >>> expansion_cap(spec, 100_000), expansion_cap(spec, 100)
     (6400000, 262144)

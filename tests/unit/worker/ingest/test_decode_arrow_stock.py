@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sketches.core.hash_keys import item_keys
-from worker import decode_arrow
-from worker.decode import REASONS, decode_batch
-from worker.decode_arrow import META_SHARD, META_VERSION, _Flat
-from worker.topology import FieldPaths, InputSpec
+from worker.config.topology import FieldPaths, InputSpec
+from worker.ingest import arrow as decode_arrow
+from worker.ingest.arrow import META_SHARD, META_VERSION, _Flat
+from worker.ingest.decode import REASONS, decode_batch
 
 STR = InputSpec("in", 1, "arrow", FieldPaths("router", "src"), 1 << 20, max_item_bytes=64)
 UNIT = InputSpec("in", 1, "arrow", FieldPaths("router", "src", "user"), 1 << 20)
@@ -613,10 +613,10 @@ def _released(value: bytes) -> list[dict[str, Any]]:
     import asyncio
     import json
 
-    from tests.unit.worker.test_worker_state import Clock, MemSink, MemStore
-    from worker.engine import Engine
-    from worker.mechanisms import load_mechanisms
-    from worker.topology import parse_topology
+    from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+    from worker.config.mechanism_loader import load_mechanisms
+    from worker.config.topology import parse_topology
+    from worker.engine.engine import Engine
 
     load_mechanisms()
     clock, sink = Clock(1_000_000.0), MemSink()

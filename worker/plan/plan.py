@@ -57,6 +57,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sketches.core.base import Capabilities, NoiseSummary, lookup, spec_fields
 from sketches.errors import DPStreamError
 from worker.config.topology import Topology
 from worker.release.status import is_private, privacy_note
@@ -85,6 +86,17 @@ class Probe:
     payload: dict[str, Any]
     envelope: dict[str, Any]
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the mechanism declares it offers (its registry entry; never probed)."""
+        return lookup(self.topology.mechanism).capabilities
+
+    @property
+    def noise(self) -> NoiseSummary:
+        """The mechanism's own summary of its noise (empty if it declares none)."""
+        summary = self.capabilities.noise
+        return NoiseSummary() if summary is None else summary(self.mechanism)
+
 
 def probe(topo: Topology) -> Probe:
     """Validate ``topo``'s mechanism, build it with zero noise, and wrap its empty release.
@@ -110,10 +122,9 @@ def guarantee(p: Probe) -> dict[str, Any]:
 def sigmas(p: Probe) -> dict[str, float]:
     """Gaussian noise scales of the mechanism, by role (empty if it adds none)."""
     out: dict[str, float] = {}
-    cal = getattr(p.mechanism, "calibration", None)
-    if cal is not None and hasattr(cal, "sigma"):
-        # in counts: the lattice counter's sigma_L is on a lattice scaled by s
-        out["sketch"] = float(getattr(cal, "release_sigma", cal.sigma))
+    sigma = p.noise.sigma  # in counts: the lattice counter's sigma_L is on a lattice scaled by s
+    if sigma is not None:
+        out["sketch"] = float(sigma)
     if isinstance(p.payload.get("sigma"), int | float):
         out["sketch"] = float(p.payload["sigma"])
     length = ((p.payload.get("budget") or {}).get("length") or {})
@@ -136,18 +147,21 @@ def counter(p: Probe) -> dict[str, Any] | None:
     ``error``: w.p. ``>= 1 - beta`` every released cell of the epoch is within it of its
     exact count (the release's ``error_bound.noise``; LazyHH: ``gamma``).
     """
-    kind = getattr(p.spec, "counter", None)
-    if kind is None:
+    noise = p.noise
+    name = noise.counter
+    if name is None:
         return None
-    name = str(getattr(kind, "value", kind))
     eb = p.payload.get("error_bound") or {}
-    params = getattr(p.mechanism, "params", None)
-    err = getattr(params, "gamma", None) if p.mechanism.name == "lazy_hh" else eb.get("noise")
-    cal = getattr(p.mechanism, "calibration", None)
-    lat = getattr(cal, "lattice", None)
+    err = eb.get("noise") if noise.counter_error is None else noise.counter_error
     return {"counter": name, "note": COUNTER_NOTES.get(name, name),
             "error": None if err is None else float(err),
-            "scale": None if lat is None else int(lat.scale)}
+            "scale": noise.lattice_scale}
+
+
+def event_horizon(p: Probe) -> int | None:
+    """The mechanism's public bound on events per epoch (its capability), None if none."""
+    horizon = p.capabilities.event_horizon
+    return (horizon(p.spec) or None) if horizon is not None else None
 
 
 def memory(p: Probe) -> dict[str, Any]:
@@ -195,10 +209,6 @@ def timing(topo: Topology, total_rate: float | None, shards: int | None = None
 
 
 # ---------------------------------------------------------------------- bounds
-def _lazyhh(p: Probe) -> tuple[Any, Any]:
-    return p.spec, p.mechanism.params
-
-
 def bounds(p: Probe, t: dict[str, Any], shares: Sequence[float]) -> dict[str, Any]:
     """Error bounds at the first release and the epoch's end (events from ``t``).
 
@@ -206,32 +216,25 @@ def bounds(p: Probe, t: dict[str, Any], shares: Sequence[float]) -> dict[str, An
     compare (a sketch cell's noise bound, LazyHH's coverage, a windowed
     mechanism's stated maximum noise).
     """
-    from sketches.privacy import lazy_cms_error_bound, lazy_cs_error_bound
-
+    caps = p.capabilities
     eb = p.payload.get("error_bound") or {}
     at = {"first_release": t["first_release_events"], "epoch_end": t["epoch_events"]}
     out: dict[str, Any] = {"stated": eb, "beta": eb.get("beta")}
-    if p.topology.mechanism == "lazy_hh" or p.payload.get("mechanism") == "lazy_hh":
-        from sketches.continual.lazy_hh.detection import (
-            detection_events,
-            min_detectable_share,
-            output_bounds,
-        )
-
-        spec, params = _lazyhh(p)
+    if caps.heavy_hitters is not None:
+        hh = caps.heavy_hitters(p.mechanism)
         out["kind"] = "heavy_hitters_continual"
-        out["at_start"] = output_bounds(spec, params, 0)
+        out["at_start"] = hh.output_bounds(0)
         out["beta"] = out["at_start"]["failure_probability"]
         for name, n in at.items():
-            out[name] = None if n is None else output_bounds(spec, params, n)
+            out[name] = None if n is None else hh.output_bounds(n)
         out["headline"] = {"label": "count an item needs to be reported surely, with no "
                            "other traffic (coverage at n = 0)",
                            "value": out["at_start"]["coverage"]}
-        out["min_detectable_share"] = min_detectable_share(spec, params)
+        out["min_detectable_share"] = hh.min_detectable_share()
         det = []
         for s in shares:
-            n = detection_events(spec, params, s)
-            ng = detection_events(spec, params, s, guaranteed=True)
+            n = hh.detection_events(s)
+            ng = hh.detection_events(s, guaranteed=True)
             rate = t["rate"]
             det.append({"share": s, "events": n, "events_guaranteed": ng,
                         "seconds": None if (n is None or not rate) else n / rate,
@@ -244,15 +247,11 @@ def bounds(p: Probe, t: dict[str, Any], shares: Sequence[float]) -> dict[str, An
         out["cell_noise"] = noise
         out["headline"] = {"label": "noise per cell (every release of the epoch)",
                            "value": noise}
-        width = int(getattr(p.spec, "width", 0) or 0)
         for name, n in at.items():
-            if n is None or "eta" not in eb or not width:
+            if n is None or "eta" not in eb or caps.point_query is None:
                 out[name] = None
                 continue
-            if p.payload.get("estimator") == "median":  # Count Sketch: F2 <= n^2 (worst case)
-                lo, hi = lazy_cs_error_bound(f2=float(n) ** 2, width=width, gamma=noise, lag=0)
-            else:
-                lo, hi = lazy_cms_error_bound(t=float(n), width=width, gamma=noise, lag=0)
+            lo, hi = caps.point_query(p.spec, n, noise)  # Lemma 5; Count Sketch: F2 <= n^2
             out[name] = {"events": n, "point_query": [lo, hi],
                          "collision_term": eb.get("collision_term")}
         return out
@@ -262,12 +261,11 @@ def bounds(p: Probe, t: dict[str, Any], shares: Sequence[float]) -> dict[str, An
             out["headline"] = {"label": f"error_bound.{key} (stated by the release)",
                                "value": float(eb[key])}
             break
-    sketch_error = getattr(p.spec, "sketch_error", None)  # Misra-Gries: n/(k+1) undercount
-    if callable(sketch_error):
+    if caps.sketch_error is not None:  # Misra-Gries: n/(k+1) undercount
         noise = (out.get("headline") or {}).get("value") or 0.0
         for name, n in at.items():
             if n is not None:
-                e = float(sketch_error(n))
+                e = float(caps.sketch_error(p.spec, n))
                 out[name] = {"events": n, "sketch_error": e, "total": noise + e}
     return out
 
@@ -298,9 +296,9 @@ def _say_scaled(factor: int, values: dict[str, int]) -> str:
 
 
 def _int_fields(spec: Any, names: Sequence[str]) -> list[str]:
-    have = {f.name for f in dataclasses.fields(spec)} if dataclasses.is_dataclass(spec) else set()
-    return [n for n in names if n in have and isinstance(getattr(spec, n), int)
-            and not isinstance(getattr(spec, n), bool)]
+    have = spec_fields(spec)
+    return [n for n in names if n in have and isinstance(have[n], int)
+            and not isinstance(have[n], bool)]
 
 
 def _size_knobs(spec: Any) -> list[tuple[str, ...]]:
@@ -324,10 +322,10 @@ def _scale_epoch(topo: Topology, factor: float) -> Topology:
 
 def counter_choices(spec: Any) -> list[Any]:
     """The values a spec's ``counter`` field accepts (an Enum's members or a Literal's)."""
-    if not dataclasses.is_dataclass(spec) or "counter" not in {
-            f.name for f in dataclasses.fields(spec)}:
+    fields_ = spec_fields(spec)
+    if "counter" not in fields_:
         return []
-    value = getattr(spec, "counter")  # noqa: B009 (a field only some specs have)
+    value = fields_["counter"]
     if isinstance(value, enum.Enum):
         return [m.value for m in type(value)]
     try:
@@ -336,8 +334,7 @@ def counter_choices(spec: Any) -> list[Any]:
         hint = None
     if typing.get_origin(hint) is typing.Literal:
         return list(typing.get_args(hint))
-    choices = getattr(type(spec), "COUNTERS", None)
-    return list(choices) if choices else []
+    return []
 
 
 Variation = tuple[str, Callable[[Topology], Topology]]
@@ -352,13 +349,13 @@ def variations(topo: Topology, spec: Any) -> list[Variation]:
     ]
     for knob in _int_fields(spec, WIDTH_KNOBS)[:1]:
         out.append((f"{knob} x2", functools.partial(_scale_params, values={
-            knob: getattr(spec, knob)}, factor=2)))
+            knob: spec_fields(spec)[knob]}, factor=2)))
     out.append(("epoch x2", lambda t: _scale_epoch(t, 2)))
     out.append(("epoch /2", lambda t: _scale_epoch(t, 0.5)))
     if pr.unit_field and pr.unit_cap > 1:
         out.append(("unit_cap /2", lambda t: _replace_privacy(t, unit_cap=max(1,
                                                                           pr.unit_cap // 2))))
-    current = getattr(spec, "counter", None)
+    current = spec_fields(spec).get("counter")
     current = current.value if isinstance(current, enum.Enum) else current
     for alt in counter_choices(spec):
         if alt != current:
@@ -428,7 +425,7 @@ def _fix_search(topo: Topology, shares: Sequence[float], rate: float, shards: in
                     else f"{pr.epoch_events} -> {pr.epoch_events * f} (x{f})")),
     ]
     for fields_ in _size_knobs(base.spec):
-        values = {k: getattr(base.spec, k) for k in fields_}
+        values = {k: spec_fields(base.spec)[k] for k in fields_}
         knobs.append(("mechanism.params:",
                       functools.partial(_scale_params_by, values=values),
                       functools.partial(_say_scaled, values=values)))
@@ -561,7 +558,7 @@ def plan_topology(topo: Topology, *, rate: float | None = None,
         "guarantee": g, "sigma": sigmas(p), "counter": counter(p), "timing": t,
         "shares": list(shares),
         "bounds": b, "memory": memory(p),
-        "event_horizon": getattr(p.spec, "event_horizon", None) or None,
+        "event_horizon": event_horizon(p),
         "verdict": verdict(p, b, t, shares, private),
     }
     if with_what_if:

@@ -30,41 +30,42 @@ Registered with :func:`register` as a :class:`MechanismEntry`: its name (the
 ``release.every_ticks``) or windowed (one release per epoch),
 ``float_noise_only``, and its optional :class:`Capabilities`:
 
-=========================  ==========================================================
-capability                 what the mechanism offers, and who asks
-=========================  ==========================================================
-``tick_clock``             ``advance_to(tick) -> None``: close every tick before
-                           ``tick`` (empty ticks still push their columns, so the
-                           schedule never depends on the data); the engine calls it
-                           on the tick clock. Without it the engine only counts ticks.
-``takes_units``            ``update_batch(..., units=)``: the privacy unit of every
-                           event (e.g. PAMG's per-unit sets); the engine passes them.
-``event_horizon(spec)``    public bound on events per epoch (tick clock; 0: none):
-                           the engine drops later events, ``dpstream plan`` warns.
-``item_kind(spec)``        the item type it needs (``"int"``/``"str"``), checked
-                           against ``input.item_type`` when a topology loads.
-``memory_model(spec)``     bytes of the epoch's *peak* state, a model tested against
-                           the measured state (memory model, ``dpstream plan``).
-``memory_for_item_bytes``  ``(spec, max_item_bytes) -> bytes``: the worst case when
-                           the peak depends on the longest item (PMG).
-``state_growth``           what the state grows with inside a window when that has
-                           no fixed bound: a memory limit refuses the mechanism.
-``counters``               the values its spec's ``counter`` field accepts (the
-                           continual counters it can run); empty: no such field.
-``unbounded_lattice_cells``  ``counter: blt_int`` has no public, enforced per-cell
-                           count bound: not certified (production refuses it).
-``noise(mechanism)``       a :class:`NoiseSummary`: sigma, counter, per-cell error,
-                           lattice scale, for ``dpstream plan``.
-``point_query``            ``(spec, events, noise) -> (lo, hi)``: worst-case range of
-                           a point query's ``estimate - count`` after ``events``
-                           events, given the release's per-cell noise bound.
-``sketch_error``           ``(spec, events) -> float``: the sketch's own one-sided
-                           error after ``events`` events (Misra-Gries: n/(k+1)).
-``heavy_hitters``          ``mechanism -> DetectionAnalysis``: thresholds and
-                           detection times of a continual heavy-hitter mechanism.
-=========================  ==========================================================
+- ``tick_clock``: ``advance_to(tick) -> None`` closes every tick before ``tick``
+  (empty ticks still push their columns, so the schedule never depends on the
+  data); the engine calls it on the tick clock, else it only counts ticks.
+- ``takes_units``: ``update_batch(..., units=)`` takes the privacy unit of every
+  event (e.g. PAMG's per-unit sets); the engine passes them.
+- ``event_horizon(spec) -> int``: public bound on events per epoch on the tick
+  clock (0: none); the engine drops later events, ``dpstream plan`` warns.
+- ``item_kind(spec) -> str``: the item type it needs (``"int"``/``"str"``),
+  checked against ``input.item_type`` when a topology loads.
+- ``memory_model(spec) -> int``: bytes of the epoch's *peak* state, a model
+  tested against the measured state (memory limit, ``dpstream plan``).
+- ``memory_for_item_bytes(spec, max_item_bytes) -> int``: the worst case when the
+  peak depends on the longest item (PMG).
+- ``state_growth``: what the state grows with inside a window when that has no
+  fixed bound; a memory limit refuses the mechanism.
+- ``counters``: the values its spec's ``counter`` field accepts (the continual
+  counters it can run); empty: no such field.
+- ``unbounded_lattice_cells``: ``counter: blt_int`` has no public, enforced
+  per-cell count bound, so it is not certified (production refuses it).
+- ``noise(mechanism) -> NoiseSummary``: sigma, counter, per-cell error and
+  lattice scale, as ``dpstream plan`` states them.
+- ``point_query(spec, events, noise) -> (lo, hi)``: worst-case range of a point
+  query's ``estimate - count`` after ``events`` events, given the release's
+  per-cell noise bound.
+- ``sketch_error(spec, events) -> float``: the sketch's own one-sided error after
+  ``events`` events (Misra-Gries: ``n/(k+1)``).
+- ``heavy_hitters(mechanism) -> DetectionAnalysis``: thresholds and detection
+  times of a continual heavy-hitter mechanism, for ``dpstream plan``.
+- ``guarantee(mechanism) -> dict``: the ``(eps, delta)`` guarantee the mechanism
+  states itself when it differs from the topology's privacy block (LazyHH:
+  ``delta_tilde > delta``), for the worker's gauges.
 
 A capability left at its default means "the mechanism does not do this".
+
+The worker reads a spec's parameters only through :func:`spec_fields` (the
+what-if knobs of ``dpstream plan``). ``sketches`` never imports the worker.
 
 Examples
 --------
@@ -161,6 +162,7 @@ class Capabilities:
     point_query: Callable[[Any, float, float], tuple[float, float]] | None = None
     sketch_error: Callable[[Any, float], float] | None = None
     heavy_hitters: Callable[[Any], DetectionAnalysis] | None = None
+    guarantee: Callable[[Any], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

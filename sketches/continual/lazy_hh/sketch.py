@@ -629,7 +629,7 @@ def _noise(sketch: LazyHH) -> NoiseSummary:
 CAPABILITIES = Capabilities(
     tick_clock=True, event_horizon=lambda spec: spec.event_horizon,
     memory_model=LazyHHSpec.memory_bytes, counters=tuple(k.value for k in CounterKind),
-    noise=_noise, heavy_hitters=_Detection)
+    noise=_noise, heavy_hitters=_Detection, guarantee=LazyHH.privacy)
 """What LazyHH offers the worker beyond the base contract (:mod:`sketches.core.base`)."""
 
 for _name in (LazyHH.name, "LazyHH"):

@@ -1,7 +1,7 @@
 """The memory model: bytes per shard of a topology, worst case per worker, start-up limit.
 
 One function, :func:`shard_bytes`, gives the bytes one shard's state holds; both
-``dpstream plan`` (:func:`worker.plan.plan.memory`) and the worker's start-up check
+``dpstream plan`` (:func:`worker.plan.analysis.memory`) and the worker's start-up check
 (:func:`check_memory_limit`, called by :func:`worker.runtime.worker.create_worker`) use it:
 
 Each source is a capability the mechanism declares on its registry entry

@@ -75,6 +75,7 @@ import numpy as np
 
 from sketches.continual.lazy_schedule import batch_steps, pushed_columns, split_sums
 from sketches.continual.lazy_spec import LazySketchSpec, error_bound
+from sketches.core.base import NoiseSummary
 from sketches.core.release import estimate
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
 from sketches.counters import family
@@ -82,6 +83,7 @@ from sketches.counters.factorization import CounterKind
 from sketches.counters.family import make_counters
 from sketches.errors import HorizonExceededError, SerializationError, SpecError
 from sketches.privacy import Calibration, Calibrator, Clock
+from sketches.privacy.bounds import sketch_point_query
 
 if TYPE_CHECKING:
     from sketches.core.noise import NoiseSource
@@ -343,8 +345,15 @@ def _build_spec(params: Any, *, signed: bool = False) -> LazySketchSpec:
     return spec
 
 
+def _noise(sketch: _LazySketch) -> NoiseSummary:
+    """Sigma in counts (lattice BLT: ``sigma_L / s``), the counter and its lattice scale."""
+    cal = sketch.calibration
+    return NoiseSummary(sigma=float(cal.release_sigma), counter=sketch.spec.counter.value,
+                        lattice_scale=None if cal.lattice is None else int(cal.lattice.scale))
+
+
 def _register() -> None:
-    from sketches.core.base import MechanismEntry, register
+    from sketches.core.base import Capabilities, MechanismEntry, register
 
     for cls in (LazyCMS, LazyCS):
         register(MechanismEntry(
@@ -353,6 +362,13 @@ def _register() -> None:
             build=cls,
             from_bytes=cls.from_bytes,
             continual=True,
+            capabilities=Capabilities(
+                tick_clock=True, memory_model=LazySketchSpec.memory_bytes,
+                counters=tuple(k.value for k in CounterKind),
+                # no public, enforced per-cell count bound for the lattice (docs/PRIVACY.md 13.1)
+                unbounded_lattice_cells=True, noise=_noise,
+                point_query=functools.partial(sketch_point_query,
+                                              median=cls.estimator == "median")),
         ))
 
 

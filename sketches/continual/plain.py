@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -191,11 +192,16 @@ def _build_spec(params: Any) -> PlainSketchSpec:
 
 
 def _register() -> None:
-    from sketches.core.base import MechanismEntry, register
+    from sketches.core.base import Capabilities, MechanismEntry, register
+    from sketches.privacy.bounds import sketch_point_query
 
     for cls in (CMS, CS):
         register(MechanismEntry(name=cls.name, build_spec=_build_spec, build=cls,
-                                from_bytes=cls.from_bytes, continual=False))
+                                from_bytes=cls.from_bytes, continual=False,
+                                capabilities=Capabilities(
+                                    memory_model=PlainSketchSpec.memory_bytes,
+                                    point_query=functools.partial(
+                                        sketch_point_query, median=cls.estimator == "median"))))
 
 
 _register()

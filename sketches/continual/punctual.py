@@ -27,12 +27,14 @@ Examples
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from sketches.continual.lazy_spec import coerce_enums, validate_numbers
+from sketches.core.base import NoiseSummary
 from sketches.core.hashing import HashSpec
 from sketches.core.release import estimate
 from sketches.core.serialization import spec_from_params, state_from_bytes, state_to_bytes
@@ -48,6 +50,7 @@ from sketches.privacy import (
     counter_error_bound,
     neighbouring_cells,
 )
+from sketches.privacy.bounds import sketch_point_query
 
 if TYPE_CHECKING:
     from sketches.core.noise import NoiseSource
@@ -243,12 +246,21 @@ def _build_spec(params: Any) -> PunctualSketchSpec:
     return spec_from_params(PunctualSketchSpec, params)
 
 
+def _noise(sketch: _PunctualSketch) -> NoiseSummary:
+    """Sigma of the punctual counters, in counts."""
+    return NoiseSummary(sigma=float(sketch.calibration.release_sigma))
+
+
 def _register() -> None:
-    from sketches.core.base import MechanismEntry, register
+    from sketches.core.base import Capabilities, MechanismEntry, register
 
     for cls in (PunctualCMS, PunctualCS):
         register(MechanismEntry(name=cls.name, build_spec=_build_spec, build=cls,
-                                from_bytes=cls.from_bytes, continual=True))
+                                from_bytes=cls.from_bytes, continual=True,
+                                capabilities=Capabilities(
+                                    memory_model=PunctualSketchSpec.memory_bytes, noise=_noise,
+                                    point_query=functools.partial(
+                                        sketch_point_query, median=cls.estimator == "median"))))
 
 
 _register()

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from sketches.errors import SpecError
 
@@ -141,6 +142,25 @@ def lazy_cs_error_bound(*, f2: float, width: int, gamma: float,
     w = float(width) if lag is None else float(lag)
     half = math.sqrt(3.0 * f2 / width) + gamma + w
     return (-half, half)
+
+
+def sketch_point_query(spec: Any, events: float, noise: float, *,
+                       median: bool) -> tuple[float, float]:
+    """Worst-case range of a point query's ``estimate - count`` of a CMS/CS sketch of
+    ``spec.width`` after ``events`` events whose cells are within ``noise`` (Lemma 5 with
+    no lag; ``median``: Count Sketch with the worst case ``F2 <= events^2``).
+
+    The ``point_query`` capability of the sketches' registry entries.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> sketch_point_query(SimpleNamespace(width=3), 10.0, 1.0, median=True)
+    (-11.0, 11.0)
+    """
+    if median:
+        return lazy_cs_error_bound(f2=float(events) ** 2, width=spec.width, gamma=noise, lag=0)
+    return lazy_cms_error_bound(t=float(events), width=spec.width, gamma=noise, lag=0)
 
 
 def check_lemma6_delta(delta: float, *, name: str = "delta") -> None:

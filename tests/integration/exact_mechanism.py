@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sketches.core.base import MechanismEntry, register
+from sketches.core.base import Capabilities, MechanismEntry, register
 from sketches.core.hashing import HashSpec
 
 POISON = "__poison__"
@@ -79,4 +79,4 @@ def _spec(params: Mapping[str, Any]) -> ExactSpec:
 
 
 register(MechanismEntry("test_exact_counts", _spec, ExactCounts, ExactCounts.from_bytes,
-                        continual=True))
+                        continual=True, capabilities=Capabilities(tick_clock=True)))

@@ -430,16 +430,20 @@ UNBOUNDED_LATTICE = (
 def unbounded_lattice_cells(mechanism: str, params: Mapping[str, Any]) -> bool:
     """``counter: blt_int`` on a sketch whose cells have no public, enforced count bound.
 
-    LazyHH's cells are bounded by its truncated ``event_horizon`` (arrival clock: the
-    horizon); LazyCMS/LazyCS have only the lattice's default ``2**31`` per cell, enforced
-    by an error, so they are refused in production and not private elsewhere.
+    The mechanism declares it (``unbounded_lattice_cells`` capability of its registry
+    entry): LazyHH's cells are bounded by its truncated ``event_horizon`` (arrival clock:
+    the horizon); LazyCMS/LazyCS have only the lattice's default ``2**31`` per cell,
+    enforced by an error, so they are refused in production and not private elsewhere.
 
     >>> unbounded_lattice_cells("lazy_cms", {"counter": "blt_int"})
     True
     >>> unbounded_lattice_cells("lazy_hh", {"counter": "blt_int"})
     False
     """
-    return mechanism in ("lazy_cms", "lazy_cs") and params.get("counter") == "blt_int"
+    from sketches import lookup, registered
+
+    return (params.get("counter") == "blt_int" and mechanism in registered()
+            and lookup(mechanism).capabilities.unbounded_lattice_cells)
 
 
 def float_noise_field(mechanism: str, params: Mapping[str, Any]) -> str | None:
@@ -645,7 +649,7 @@ def validate_mechanism_params(topo: Topology) -> None:
         spec = entry.build_spec(topo.spec_params())
     except (SpecError, TypeError, ValueError) as exc:
         raise SpecError(f"{topo.source}: mechanism.params: {exc}") from None
-    kind = getattr(spec, "item_kind", None)
+    kind = None if entry.capabilities.item_kind is None else entry.capabilities.item_kind(spec)
     if kind is not None and kind != topo.input.item_type:
         raise SpecError(f"{topo.source}: mechanism.params.item_kind: {kind!r} does not match "
                         f"input.item_type {topo.input.item_type!r}; set `item_kind: "

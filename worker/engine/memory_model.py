@@ -1,17 +1,20 @@
 """The memory model: bytes per shard of a topology, worst case per worker, start-up limit.
 
 One function, :func:`shard_bytes`, gives the bytes one shard's state holds; both
-``dpstream plan`` (:func:`worker.plan.plan.memory`) and the worker's start-up check
+``dpstream plan`` (:func:`worker.plan.analysis.memory`) and the worker's start-up check
 (:func:`check_memory_limit`, called by :func:`worker.runtime.worker.create_worker`) use it:
 
-- the spec's ``memory_bytes()`` when it has one: a model of the epoch's *peak*
-  (LazyCMS/LazyCS, LazyHH, PunctualCMS/CS, CMS/CS, DP Count-Min/Sketch; each tested
-  against the measured state in tests/unit/worker/test_memory_model.py);
-- the spec's ``memory_bytes_for(input.max_item_bytes)`` when its peak depends on the
+Each source is a capability the mechanism declares on its registry entry
+(:class:`sketches.core.base.Capabilities`); this module never tests a name:
+
+- ``memory_for_item_bytes(spec, input.max_item_bytes)`` when the peak depends on the
   longest item (PMG: at most ``k`` keys of exact item bytes), the worst case;
+- ``memory_model(spec)``: a model of the epoch's *peak* (LazyCMS/LazyCS, LazyHH,
+  PunctualCMS/CS, CMS/CS, DP Count-Min/Sketch; each tested against the measured
+  state in tests/unit/worker/test_memory_model.py);
 - else a fresh mechanism built with zero noise, measured (``memory_bytes()`` at the
   epoch's start: fixed-size mechanisms allocate up front). PAMG and TrieHH grow
-  within a window with no fixed bound (their spec's ``state_growth``): with a limit
+  within a window with no fixed bound (their ``state_growth``): with a limit
   set they are refused, since there is no worst case to check (docs/OPERATIONS.md
   "Memory model").
 
@@ -41,28 +44,29 @@ def shard_bytes(topo: Topology, spec: Any = None, mechanism: Any = None) -> tupl
     from sketches import ZeroNoise, lookup
 
     entry = lookup(topo.mechanism)
+    caps = entry.capabilities
     if spec is None:
         spec = entry.build_spec(topo.spec_params())
-    bounded = getattr(spec, "memory_bytes_for", None)  # peak depends on the item bound
-    if callable(bounded):
-        return (int(bounded(topo.input.max_item_bytes)),
+    if caps.memory_for_item_bytes is not None:  # peak depends on the item bound
+        return (int(caps.memory_for_item_bytes(spec, topo.input.max_item_bytes)),
                 "spec.memory_bytes_for(input.max_item_bytes) (worst case)")
-    model = getattr(spec, "memory_bytes", None)
-    if callable(model):
-        return int(model()), "spec.memory_bytes() (model)"
+    if caps.memory_model is not None:
+        return int(caps.memory_model(spec)), "spec.memory_bytes() (model)"
     if mechanism is None:
         mechanism = entry.build(spec, ZeroNoise())
-    growth = unbounded_growth(spec)
+    growth = unbounded_growth(topo.mechanism)
     source = "mechanism at epoch start (measured)"
     if growth:
         source += f"; grows within a window with {growth}: no worst case"
     return int(mechanism.memory_bytes()), source
 
 
-def unbounded_growth(spec: Any) -> str | None:
-    """What a state of ``spec`` grows with inside a window when that has no fixed bound
-    (the spec's ``state_growth``: PAMG, TrieHH), else None."""
-    growth = getattr(spec, "state_growth", None)
+def unbounded_growth(mechanism: str) -> str | None:
+    """What a state of mechanism ``mechanism`` grows with inside a window when that has no
+    fixed bound (its ``state_growth`` capability: PAMG, TrieHH), else None."""
+    from sketches import lookup
+
+    growth = lookup(mechanism).capabilities.state_growth
     return str(growth) if growth else None
 
 
@@ -95,10 +99,8 @@ def check_memory_limit(topologies: Sequence[Topology], limit: int,
             "DPSTREAM_MAX_OPEN_SHARDS to the most shards of one open-set topology a worker "
             "may hold (enforced: records of further new shards are dead-lettered "
             "shard_limit), or list them in `shards.allowed`")
-    from sketches import lookup
-
     growing = [(t.name, t.mechanism, g) for t in topologies
-               if (g := unbounded_growth(lookup(t.mechanism).build_spec(t.spec_params())))]
+               if (g := unbounded_growth(t.mechanism))]
     if growing:
         raise SpecError(
             f"DPSTREAM_MEMORY_LIMIT_BYTES={limit:,}: "

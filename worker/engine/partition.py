@@ -132,9 +132,13 @@ def boundary_ms(topo: Topology, epoch: int, local_tick: int) -> int:
 
 
 def event_limit(st: ShardState) -> int | None:
-    """Public bound on events per epoch of the shard's mechanism (``spec.event_horizon``).
+    """Public bound on events per epoch of the shard's mechanism (its ``event_horizon``
+    capability, e.g. LazyHH's truncation).
 
     Only on the tick clock (the arrival clock's epoch is the event count itself).
     """
-    limit = getattr(getattr(st.mechanism, "spec", None), "event_horizon", 0)
-    return int(limit) if st.is_tick and isinstance(limit, int) and limit > 0 else None
+    horizon = st.capabilities.event_horizon
+    if horizon is None or not st.is_tick:
+        return None
+    limit = horizon(st.mechanism.spec)
+    return int(limit) if isinstance(limit, int) and limit > 0 else None

@@ -29,7 +29,6 @@ Examples
 
 from __future__ import annotations
 
-import inspect
 import json
 import struct
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from sketches.core.base import Capabilities, lookup
 from sketches.errors import SerializationError
 from worker.config.topology import Topology
 
@@ -126,6 +126,12 @@ class ShardState:
         return int(e), int(g - e * self.topology.privacy.epoch_ticks)
 
     @property
+    def capabilities(self) -> Capabilities:
+        """What the mechanism declares beyond the base contract (its registry entry): a
+        tick clock (``advance_to``), the privacy units (e.g. PAMG's per-unit sets)."""
+        return lookup(self.topology.mechanism).capabilities
+
+    @property
     def is_tick(self) -> bool:
         """True for the tick clock."""
         return self.topology.privacy.clock == "tick"
@@ -138,9 +144,8 @@ class ShardState:
         """Tick clock: close every tick before ``local_tick`` of the current epoch."""
         local_tick = min(local_tick, self.topology.horizon)
         if local_tick > self.rounds:
-            advance_to = getattr(self.mechanism, "advance_to", None)
-            if advance_to is not None:  # windowed mechanisms may have no clock
-                advance_to(local_tick)
+            if self.capabilities.tick_clock:  # windowed mechanisms may have no clock
+                self.mechanism.advance_to(local_tick)
             self.rounds = local_tick
             self.changed = True
 
@@ -174,7 +179,8 @@ class ShardState:
         n = items.shape[0]
         if n == 0:
             return dropped, over
-        extra = {"units": units} if units is not None and self._takes_units() else {}
+        extra = ({"units": units} if units is not None and self.capabilities.takes_units
+                 else {})
         if self.is_tick:
             self.advance(local_tick)
             ticks = np.full(n, local_tick, dtype=np.int64)
@@ -187,13 +193,6 @@ class ShardState:
         if self.oldest_unreleased_ms is None:
             self.oldest_unreleased_ms = now_ms
         return dropped, over
-
-    def _takes_units(self) -> bool:
-        """Whether the mechanism wants the privacy units (e.g. PAMG's per-unit sets)."""
-        try:
-            return "units" in inspect.signature(self.mechanism.update_batch).parameters
-        except (TypeError, ValueError):
-            return False
 
     # ---- serialization -----------------------------------------------------
     def to_bytes(self) -> bytes:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from sketches.continual.lazy import LazySketchSpec
-from sketches.continual.lazy_hh import kernel
+from sketches.continual.lazy_hh import detection, kernel
 from sketches.continual.lazy_hh.release import release_payload
 from sketches.continual.lazy_hh.spec import LazyHHSpec, derive_params, guarantee
 from sketches.continual.lazy_hh.state import (
@@ -68,7 +68,7 @@ from sketches.continual.lazy_hh.state import (
     restore_state,
     state_of,
 )
-from sketches.core.base import MechanismEntry, register
+from sketches.core.base import Capabilities, MechanismEntry, NoiseSummary, register
 from sketches.core.candidates import CandidateSet, top_order, unique_pairs
 from sketches.core.hashing import HashSpec
 from sketches.core.keyed_prf import siphash24, siphash24_multi
@@ -601,6 +601,38 @@ def _build_spec(params: Mapping[str, Any]) -> LazyHHSpec:
     return spec
 
 
+class _Detection:
+    """:class:`~sketches.core.base.DetectionAnalysis` of a built LazyHH (its spec and
+    derived parameters, :mod:`sketches.continual.lazy_hh.detection`)."""
+
+    def __init__(self, sketch: LazyHH) -> None:
+        self.spec, self.params = sketch.spec, sketch.params
+
+    def output_bounds(self, events: float) -> dict[str, Any]:
+        return detection.output_bounds(self.spec, self.params, events)
+
+    def min_detectable_share(self) -> float:
+        return detection.min_detectable_share(self.spec, self.params)
+
+    def detection_events(self, share: float, *, guaranteed: bool = False) -> float | None:
+        return detection.detection_events(self.spec, self.params, share, guaranteed=guaranteed)
+
+
+def _noise(sketch: LazyHH) -> NoiseSummary:
+    """Sigma in counts, the counter and its per-cell error ``gamma``."""
+    cal = sketch.calibration
+    return NoiseSummary(sigma=float(cal.release_sigma), counter=sketch.spec.counter.value,
+                        counter_error=sketch.params.gamma,
+                        lattice_scale=None if cal.lattice is None else int(cal.lattice.scale))
+
+
+CAPABILITIES = Capabilities(
+    tick_clock=True, event_horizon=lambda spec: spec.event_horizon,
+    memory_model=LazyHHSpec.memory_bytes, counters=tuple(k.value for k in CounterKind),
+    noise=_noise, heavy_hitters=_Detection, guarantee=LazyHH.privacy)
+"""What LazyHH offers the worker beyond the base contract (:mod:`sketches.core.base`)."""
+
 for _name in (LazyHH.name, "LazyHH"):
     register(MechanismEntry(name=_name, build_spec=_build_spec, build=LazyHH,
-                            from_bytes=LazyHH.from_bytes, continual=True))
+                            from_bytes=LazyHH.from_bytes, continual=True,
+                            capabilities=CAPABILITIES))

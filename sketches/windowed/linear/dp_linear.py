@@ -61,7 +61,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sketches.core.base import MechanismEntry, register
+from sketches.core.base import Capabilities, MechanismEntry, register
 from sketches.core.hashing import HashSpec
 from sketches.core.serialization import check_header, pack, unpack
 from sketches.errors import SerializationError, SpecError
@@ -377,7 +377,8 @@ class DPCountSketch(DPLinearSketch):
 def _entry(cls: type[DPLinearSketch], kind: str) -> MechanismEntry:
     return MechanismEntry(name=cls.name,
                           build_spec=lambda p: DPLinearSpec.from_params({**p, "kind": kind}),
-                          build=cls, from_bytes=cls.from_bytes, continual=False)
+                          build=cls, from_bytes=cls.from_bytes, continual=False,
+                          capabilities=Capabilities(memory_model=DPLinearSpec.memory_bytes))
 
 
 register(_entry(DPCountMin, "cms"))

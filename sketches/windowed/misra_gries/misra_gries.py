@@ -52,7 +52,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sketches.core.base import MechanismEntry, register
+from sketches.core.base import Capabilities, MechanismEntry, register
 from sketches.core.serialization import check_header, pack, unpack
 from sketches.errors import PrivacyError, SerializationError, SpecError
 from sketches.windowed.misra_gries.mg_state import ItemCodec, MGState, worker_params
@@ -302,4 +302,8 @@ def _build_spec(params: Any) -> PMGSpec:
 
 
 register(MechanismEntry(name=PMG.name, build_spec=_build_spec, build=PMG,
-                        from_bytes=PMG.from_bytes, continual=False))
+                        from_bytes=PMG.from_bytes, continual=False,
+                        capabilities=Capabilities(
+                            tick_clock=True, item_kind=lambda spec: spec.item_kind,
+                            memory_for_item_bytes=PMGSpec.memory_bytes_for,
+                            sketch_error=PMGSpec.sketch_error)))

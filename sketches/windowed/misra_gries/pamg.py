@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sketches.core.base import MechanismEntry, register
+from sketches.core.base import Capabilities, MechanismEntry, register
 from sketches.core.candidates import decode_items, encode_items
 from sketches.core.hashing import HashSpec
 from sketches.core.serialization import check_header, pack, unpack
@@ -429,4 +429,9 @@ def _build_spec(params: Any) -> PAMGSpec:
 
 register(MechanismEntry(name=PAMG.name, build_spec=_build_spec, build=PAMG,
                         from_bytes=PAMG.from_bytes, continual=False,
-                        float_noise_only=True))  # GSHM: float Gaussian noise
+                        float_noise_only=True,  # GSHM: float Gaussian noise
+                        capabilities=Capabilities(
+                            tick_clock=True, takes_units=True,
+                            item_kind=lambda spec: spec.item_kind,
+                            state_growth=PAMGSpec.state_growth,
+                            sketch_error=PAMGSpec.sketch_error)))

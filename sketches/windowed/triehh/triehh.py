@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sketches.core.base import MechanismEntry, register
+from sketches.core.base import Capabilities, MechanismEntry, register
 from sketches.core.serialization import check_header, pack, unpack
 from sketches.errors import PrivacyError, SerializationError, SpecError
 from sketches.windowed.misra_gries.mg_state import worker_params
@@ -395,4 +395,7 @@ def _build_spec(params: Any) -> TrieHHSpec:
 
 
 register(MechanismEntry(name=TrieHH.name, build_spec=_build_spec,
-                        build=TrieHH, from_bytes=TrieHH.from_bytes, continual=False))
+                        build=TrieHH, from_bytes=TrieHH.from_bytes, continual=False,
+                        capabilities=Capabilities(
+                            tick_clock=True, item_kind=lambda spec: spec.item_kind,
+                            state_growth=TrieHHSpec.state_growth)))

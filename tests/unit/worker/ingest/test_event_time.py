@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sketches.core.base import MechanismEntry, register, registered
+from sketches.core.base import Capabilities, MechanismEntry, register, registered
 from sketches.errors import SpecError
 from tests.integration.exact_mechanism import ExactCounts, _spec
 from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
@@ -44,7 +44,7 @@ class TickLog(ExactCounts):
 
 if "test_tick_log" not in registered():
     register(MechanismEntry("test_tick_log", _spec, TickLog, TickLog.from_bytes,
-                            continual=True))
+                            continual=True, capabilities=Capabilities(tick_clock=True)))
 
 TICK_MS, LATENESS_MS, EPOCH_TICKS = 100, 300, 10_000
 T0_MS = 1_000_000_000 + 20_000  # epoch 1000 (epoch length 1_000_000 ms), 20 s in

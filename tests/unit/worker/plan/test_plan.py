@@ -21,6 +21,7 @@ from worker.config.mechanism_loader import load_mechanisms
 from worker.config.topology import load_topology, parse_topology
 from worker.engine.engine import Engine
 from worker.plan import plan as planmod
+from worker.plan import whatif
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -385,7 +386,7 @@ def test_quantile_plans_state_the_rank_error_as_a_share_of_the_ranks() -> None:
 
 
 def test_size_variations_that_would_allocate_too_much_are_not_built(monkeypatch: Any) -> None:
-    monkeypatch.setattr(planmod, "PROBE_MEMORY_LIMIT", 1)
+    monkeypatch.setattr(whatif, "PROBE_MEMORY_LIMIT", 1)
     p = planmod.plan_topology(topo("pmg", "{k: 99}", every=3600, item_type="int", eps=0.01),
                               rate=1.0)
     rows = {r["label"]: r for r in p["what_if"]}

@@ -61,9 +61,9 @@ class Gauges:
         memory.set(st.mechanism.memory_bytes())
         params = st.params or epoch_params(topo)  # the epoch's (checkpointed) parameters
         eps, delta = params["eps"], params["delta"]
-        stated = getattr(st.mechanism, "privacy", None)
+        stated = st.capabilities.guarantee
         if stated is not None:  # LazyHH: the guarantee is (eps, delta_tilde), delta_tilde > delta
-            guarantee = stated()
+            guarantee = stated(st.mechanism)
             eps, delta = guarantee["eps"], guarantee.get("delta_tilde", guarantee["delta"])
         eps_g.set(eps)
         delta_g.set(delta)

@@ -140,14 +140,13 @@ class Restore:
         """
         current = epoch_params(topo)
         if st.params is None:
-            spec = getattr(st.mechanism, "spec", None)
+            spec = st.mechanism.spec
             try:
                 ours = self.s.specs[topo.name]
-                if "counter" not in topo.mechanism_params and hasattr(ours, "counter") \
-                        and hasattr(spec, "counter"):
+                if "counter" not in topo.mechanism_params and st.capabilities.counters:
                     # an unpinned counter is a default of new specs (issue 20): a checkpoint
                     # keeps the counter it recorded (a tree, if it has no such field)
-                    ours = dataclasses.replace(ours, counter=spec.counter)  # type: ignore[union-attr]
+                    ours = dataclasses.replace(ours, counter=spec.counter)
                 same = spec is not None and bool(spec == ours)
             except (TypeError, ValueError):  # not comparable: treat as different
                 same = False

@@ -18,7 +18,7 @@ import uuid
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from tests.integration.conftest import create_topic
+from tests.support.kafka import create_topic
 from worker.engine.checkpoint import CheckpointStore, PartitionCheckpoint
 from worker.kafka.embedded import EmbeddedBroker
 

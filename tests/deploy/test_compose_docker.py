@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.deploy.conftest import DEPLOY, ROOT, run, tool
+from tests.support.deploy import DEPLOY, ROOT, run, tool
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 COMPOSE = DEPLOY / "compose" / "compose.yaml"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.deploy.conftest import DEPLOY, ROOT
+from tests.support.deploy import DEPLOY, ROOT
 
 pytest.importorskip("grafana_foundation_sdk", reason="pip install -e '.[deploy]'")
 

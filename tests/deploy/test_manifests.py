@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.conftest import CHART, DEPLOY, ROOT, run, tool
+from tests.support.deploy import CHART, DEPLOY, ROOT, run, tool
 
 helm = pytest.importorskip("helm_python", reason="pip install -e '.[deploy]'")
 

@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.conftest import DEPLOY, ROOT, tool
 from tests.deploy.render_dashboard import render
+from tests.support.deploy import DEPLOY, ROOT, tool
 from worker.kafka.embedded import free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -116,7 +116,7 @@ def dashboard_targets(dash: dict[str, Any]) -> list[tuple[dict[str, Any], dict[s
 def test_prometheus_scrapes_a_real_worker(tmp_path: Path,
                                           procs: list[subprocess.Popen[bytes]]) -> None:
     prometheus = tool("prometheus")
-    from tests.integration.conftest import produce
+    from tests.support.kafka import produce
     from worker.kafka.embedded import EmbeddedBroker
 
     metrics_port, prom_port = free_ports(2)

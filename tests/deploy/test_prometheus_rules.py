@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.deploy.conftest import DEPLOY, run, tool
+from tests.support.deploy import DEPLOY, run, tool
 
 PROM = DEPLOY / "prometheus"
 

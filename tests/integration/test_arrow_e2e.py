@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.integration.conftest import create_topic, latest_by_shard, produce, read_all
+from tests.support.kafka import create_topic, latest_by_shard, produce, read_all
 from worker.kafka.demo_producer import NetmonGenerator, arrow_messages, json_messages
 
 pytestmark = pytest.mark.broker

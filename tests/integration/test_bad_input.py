@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from tests.integration.conftest import create_topic, latest_by_shard, read_all
+from tests.support.kafka import create_topic, latest_by_shard, read_all
 from worker.ingest.routing import partition_for
 from worker.kafka.embedded import free_port
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import PLUGIN, ROOT
+from tests.support.kafka import PLUGIN, ROOT
 from worker.kafka.embedded import EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.broker
@@ -162,7 +162,7 @@ def test_broker_freeze_is_survived_with_exact_counts(make_topology, tmp_path, un
     import json
     from collections import Counter
 
-    from tests.integration.conftest import create_topic, latest_by_shard, produce, read_all
+    from tests.support.kafka import create_topic, latest_by_shard, produce, read_all
 
     procs, _ = proc_cleanup
     b = EmbeddedBroker()

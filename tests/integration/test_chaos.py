@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.integration.conftest import ROOT
+from tests.support.kafka import ROOT
 
 pytestmark = pytest.mark.broker
 

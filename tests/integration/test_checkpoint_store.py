@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from tests.integration.conftest import create_topic
+from tests.support.kafka import create_topic
 from worker.engine.checkpoint import CheckpointStore, PartitionCheckpoint
 
 pytestmark = pytest.mark.broker

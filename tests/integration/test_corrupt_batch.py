@@ -19,8 +19,9 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.protocol.produce import ProduceRequest
 
-from tests.integration.conftest import create_topic, latest_by_shard, read_all
-from tests.unit.worker.kafka.test_record_tuples import _corrupt, batch
+from tests.support.kafka import create_topic, latest_by_shard, read_all
+from tests.support.record_batches import batch
+from tests.support.record_batches import corrupt as _corrupt
 from worker.ingest.routing import partition_for
 
 pytestmark = pytest.mark.broker

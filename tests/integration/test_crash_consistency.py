@@ -26,12 +26,7 @@ import numpy as np
 import pytest
 
 from sketches.core.hashing import HashSpec
-from tests.integration.conftest import (
-    conflicting_ids,
-    create_topic,
-    produce,
-    read_all,
-)
+from tests.support.kafka import conflicting_ids, create_topic, produce, read_all
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import create_topic, produce
+from tests.support.kafka import create_topic, produce
 from worker.kafka.embedded import EmbeddedBroker, free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

@@ -9,7 +9,7 @@ import time
 import pytest
 from aiohttp import ClientSession
 
-from tests.integration.test_reader import enc, hh_env, publish, sketch_env
+from tests.support.envelopes import enc, hh_env, publish, sketch_env
 from worker.dashboard.server import Dashboard
 from worker.kafka.embedded import EmbeddedBroker
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import create_topic, read_all
+from tests.support.kafka import create_topic, read_all
 from worker.ingest.routing import partition_for
 from worker.kafka.demo_producer import run_producer
 from worker.kafka.embedded import EmbeddedBroker

@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.conftest import conflicting_ids, latest_by_shard, produce, read_all
+from tests.support.kafka import conflicting_ids, latest_by_shard, produce, read_all
 
 pytestmark = pytest.mark.broker
 

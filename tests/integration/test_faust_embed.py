@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import create_topic, produce
+from tests.support.kafka import create_topic, produce
 from worker.kafka.demo_producer import NetmonGenerator, json_messages
 from worker.kafka.embedded import EmbeddedBroker, free_port
 

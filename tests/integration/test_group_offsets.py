@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.conftest import create_topic, latest_by_shard, produce, read_all
+from tests.support.kafka import create_topic, latest_by_shard, produce, read_all
 
 pytestmark = pytest.mark.broker
 

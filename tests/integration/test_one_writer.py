@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from privacy_audit.duplicates import duplicate_report
-from tests.integration.conftest import create_topic, produce, read_all
+from tests.support.kafka import create_topic, produce, read_all
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from tests.integration.conftest import create_topic, latest_by_shard, read_all
-from tests.integration.test_poison_pills import _produce
+from tests.support.kafka import create_topic, latest_by_shard, read_all
+from tests.support.poison import produce_values as _produce
 
 pytestmark = pytest.mark.broker
 

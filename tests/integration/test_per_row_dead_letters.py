@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.conftest import create_topic, latest_by_shard, produce, read_all
+from tests.support.kafka import create_topic, latest_by_shard, produce, read_all
 from worker.ingest.arrow import arrow_message
 
 pytestmark = pytest.mark.broker

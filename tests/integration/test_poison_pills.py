@@ -12,10 +12,10 @@ import json
 from collections import Counter
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
-from tests.integration.conftest import create_topic, latest_by_shard, read_all
 from tests.integration.exact_mechanism import POISON
+from tests.support.kafka import create_topic, latest_by_shard, read_all
+from tests.support.poison import produce_values
 
 pytestmark = pytest.mark.broker
 
@@ -32,15 +32,6 @@ PILLS = {
 }
 
 
-async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False,
-                                max_request_size=8_000_000)
-    await producer.start()
-    try:
-        for k, v in records:  # one at a time: the pills land between good records
-            await (await producer.send(topic, key=k, value=v))
-    finally:
-        await producer.stop()
 
 
 def test_poison_pills_dead_lettered_worker_stays_up(broker, workers, make_topology,
@@ -58,7 +49,7 @@ def test_poison_pills_dead_lettered_worker_stays_up(broker, workers, make_topolo
         if i % 12 == 5:
             raw, _ = list(PILLS.values())[i // 12]
             records.append((b"r0", raw))
-    asyncio.run(_produce(broker.bootstrap, f"{unique}-in", records))
+    asyncio.run(produce_values(broker.bootstrap, f"{unique}-in", records))
 
     def distinct(msgs) -> dict[tuple[int, int], dict]:
         """Dead letters are at-least-once (docs/TOPOLOGY.md): a poison retry restores the

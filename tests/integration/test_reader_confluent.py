@@ -15,7 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.partitioner import DefaultPartitioner
 
-from tests.integration.test_reader import enc, hh_env, publish, sketch_env
+from tests.support.envelopes import enc, hh_env, publish, sketch_env
 from worker.kafka.demo_producer import run_producer
 from worker.kafka.embedded import EmbeddedBroker
 from worker.kafka.release_reader import FETCH_QUEUE_BACKOFF_MS, ConfluentReleaseReader
@@ -130,7 +130,7 @@ def test_demo_producer_send_batch_partitions_like_send(broker: EmbeddedBroker,
                                                        unique: str) -> None:
     """send_batch must put each router in the partition the default partitioner
     (murmur2 of the key) picks, as worker/ingest/routing.py requires, and lose nothing."""
-    from tests.integration.conftest import create_topic
+    from tests.support.kafka import create_topic
 
     n = 12_000
     asyncio.run(create_topic(broker.bootstrap, unique, 4))

@@ -9,13 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import (
-    conflicting_ids,
-    create_topic,
-    latest_by_shard,
-    produce,
-    read_all,
-)
+from tests.support.kafka import conflicting_ids, create_topic, latest_by_shard, produce, read_all
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from privacy_audit import conflicting_releases, duplicate_report
 from privacy_audit.duplicates import release_id
-from tests.unit.worker.engine.test_worker_state import topo
+from tests.support.engine import topo
 from worker.release.envelope import envelope_bytes
 
 

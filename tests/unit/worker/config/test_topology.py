@@ -258,7 +258,7 @@ def test_punctual_topology_runs_in_the_engine(name: str) -> None:
     import asyncio
     import json
 
-    from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+    from tests.support.engine import Clock, MemSink, MemStore
     from worker.engine.engine import Engine
 
     load_mechanisms()

@@ -18,7 +18,7 @@ import tracemalloc
 
 import pytest
 
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+from tests.support.engine import Clock, MemSink, MemStore
 from worker.config.topology import parse_topology
 from worker.engine.engine import Engine
 

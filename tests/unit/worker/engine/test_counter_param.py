@@ -8,7 +8,7 @@ import pytest
 
 from sketches import query_release
 from sketches.errors import SpecError
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore, ev, releases, topo
+from tests.support.engine import Clock, MemSink, MemStore, ev, releases, topo
 from worker.config.topology import validate_mechanism_params
 from worker.engine.engine import Engine
 

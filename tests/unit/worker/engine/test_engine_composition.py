@@ -15,7 +15,7 @@ import pytest
 
 from sketches.errors import SpecError
 from tests.integration.exact_mechanism import ExactCounts  # noqa: F401  (registers it)
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore, ev
+from tests.support.engine import Clock, MemSink, MemStore, ev
 from worker.config.topology import parse_topology
 from worker.engine.checkpoint import PartitionCheckpoint
 from worker.engine.engine import Engine

@@ -22,7 +22,7 @@ import pytest
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from privacy_audit.duplicates import duplicate_report
 from sketches.errors import SerializationError
-from tests.unit.worker.engine.test_worker_state import TOPO, Clock, MemSink, MemStore, ev
+from tests.support.engine import TOPO, Clock, MemSink, MemStore, ev
 from worker.config.settings import Settings
 from worker.config.topology import parse_topology
 from worker.engine.checkpoint import (

@@ -10,37 +10,16 @@ from __future__ import annotations
 import asyncio
 import json
 
+from tests.support.shards import TEXT, shard_keys
 from worker.config.mechanism_loader import load_mechanisms
 from worker.config.topology import parse_topology
-from worker.ingest.routing import ShardBudget, ShardGate, partition_for
-
-TEXT = """
-name: o
-input: {topic: in, partitions: 2, fields: {shard: r, item: i}}
-mechanism: {name: lazy_cms, params: {depth: 2, width: 64}}
-privacy: {eps: 1.0, delta: 1.0e-6, relation: add_remove, clock: tick, tick_ms: 1000,
-          epoch_ticks: 60, time: processing}
-noise: {kind: zero, allow_insecure_noise: true}
-release: {every_ticks: 1, topic: out}
-dead_letter: {topic: dlq}
-"""
-
-
-def _keys(partition: int, n: int) -> list[str]:
-    """``n`` shard keys the partitioner places on ``partition`` (of 2)."""
-    out, i = [], 0
-    while len(out) < n:
-        k = f"s{i}"
-        if partition_for(k, 2) == partition:
-            out.append(k)
-        i += 1
-    return out
+from worker.ingest.routing import ShardBudget, ShardGate
 
 
 def test_gate_admits_up_to_the_budget_across_partitions_and_gives_back() -> None:
     budget = ShardBudget(3)
     g0, g1 = ShardGate(0, 2, None, budget), ShardGate(1, 2, None, budget)
-    a, b = _keys(0, 3), _keys(1, 2)
+    a, b = shard_keys(0, 3), shard_keys(1, 2)
     assert [g0(a[0]), g0(a[1]), g1(b[0])] == [None, None, None]
     assert g1(b[1]) == "shard_limit" and g0(a[2]) == "shard_limit"
     assert g0(a[0]) is None  # an admitted shard stays admitted
@@ -53,7 +32,7 @@ def test_gate_admits_up_to_the_budget_across_partitions_and_gives_back() -> None
 def test_restored_shards_count_even_beyond_the_budget() -> None:
     budget = ShardBudget(1)
     g = ShardGate(0, 2, None, budget)
-    a = _keys(0, 3)
+    a = shard_keys(0, 3)
     g.admit(a[0])
     g.admit(a[1])  # restored state is held whatever the limit (dropping it loses accounting)
     assert budget.held == 2
@@ -62,18 +41,18 @@ def test_restored_shards_count_even_beyond_the_budget() -> None:
 
 def test_no_budget_means_no_limit() -> None:
     g = ShardGate(0, 2, None)
-    assert all(g(k) is None for k in _keys(0, 50))
+    assert all(g(k) is None for k in shard_keys(0, 50))
 
 
 def test_engine_dead_letters_records_of_shards_beyond_the_limit() -> None:
-    from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+    from tests.support.engine import Clock, MemSink, MemStore
     from worker.engine.engine import Engine
 
     load_mechanisms()
     t = parse_topology(TEXT, "o.yaml")
     clock = Clock(1_000_000.0)
     eng = Engine([t], MemStore(), MemSink(), clock=clock, max_open_shards=4)
-    keys = _keys(0, 10)
+    keys = shard_keys(0, 10)
 
     async def go() -> None:
         await eng.assign([("in", 0)])

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+from tests.support.engine import Clock, MemSink, MemStore
 from worker.config.topology import parse_topology
 from worker.engine.engine import Engine
 

@@ -26,8 +26,8 @@ import asyncio
 from collections.abc import Awaitable
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
-from tests.unit.worker.engine.test_engine_schedule import T0, make
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+from tests.support.engine import Clock, MemSink, MemStore
+from tests.support.schedule import T0, make
 from worker.engine.engine import Engine
 
 N_SHARDS = 256

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.worker.engine.test_engine_schedule import T0, make, out
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore, ev
+from tests.support.engine import Clock, MemSink, MemStore, ev
+from tests.support.schedule import T0, make, out
 from worker.engine.engine import Engine
 from worker.engine.shard_state import ShardState
 

@@ -613,7 +613,7 @@ def _released(value: bytes) -> list[dict[str, Any]]:
     import asyncio
     import json
 
-    from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+    from tests.support.engine import Clock, MemSink, MemStore
     from worker.config.mechanism_loader import load_mechanisms
     from worker.config.topology import parse_topology
     from worker.engine.engine import Engine

@@ -17,53 +17,23 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sketches.core.base import Capabilities, MechanismEntry, register, registered
 from sketches.errors import SpecError
-from tests.integration.exact_mechanism import ExactCounts, _spec
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+from tests.support.engine import Clock, MemSink, MemStore
+from tests.support.event_time import (
+    EPOCH_TICKS,
+    LATENESS_MS,
+    LOG,
+    T0_MS,
+    TICK_MS,
+    TOPO,
+    topo,
+)
 from worker.config.topology import parse_topology
 from worker.engine.engine import Engine
-
-LOG: list[tuple[str, int]] = []
-
-
-class TickLog(ExactCounts):
-    """Exact counts that also log ``(item, local tick)`` of every applied event."""
-
-    def update_batch(self, items: np.ndarray, ticks: np.ndarray | None = None,
-                     weights: np.ndarray | None = None) -> None:
-        assert ticks is not None and (len(ticks) == 0 or int(ticks.min()) >= self.rounds)
-        LOG.extend(zip(items.tolist(), ticks.tolist(), strict=True))
-        super().update_batch(items, ticks, weights)
-
-
-if "test_tick_log" not in registered():
-    register(MechanismEntry("test_tick_log", _spec, TickLog, TickLog.from_bytes,
-                            continual=True, capabilities=Capabilities(tick_clock=True)))
-
-TICK_MS, LATENESS_MS, EPOCH_TICKS = 100, 300, 10_000
-T0_MS = 1_000_000_000 + 20_000  # epoch 1000 (epoch length 1_000_000 ms), 20 s in
-
-TOPO = f"""
-name: et
-input: {{topic: in, partitions: 1, fields: {{shard: r, item: i}}}}
-mechanism: {{name: test_tick_log}}
-privacy: {{eps: 1.0, delta: 1.0e-6, tick_ms: {TICK_MS}, epoch_ticks: {EPOCH_TICKS},
-          time: TIME, allowed_lateness_ms: {LATENESS_MS}}}
-noise: {{kind: zero, allow_insecure_noise: true}}
-release: {{every_ticks: 5, topic: out}}
-dead_letter: {{topic: dlq}}
-"""
-
-
-def topo(time: str = "event") -> Any:
-    return parse_topology(TOPO.replace("TIME", time))
-
 
 Event = tuple[str, int, int]  # (item, append timestamp ms, read time ms)
 Step = tuple[str, Any]        # ("batch", [events]) or ("timer", time_ms)
@@ -349,7 +319,7 @@ def test_switching_to_event_time_never_reopens_a_closed_tick() -> None:
     cp = decode_checkpoint(store.data[("et", 0)])
     assert cp.watermark is None
     blob = cp.shards[0]  # pretend the checkpoint predates `time` (version-1 state)
-    from tests.unit.worker.release.test_epoch_params import _as_version_1
+    from tests.support.checkpoints import as_version_1 as _as_version_1
 
     cp.shards = [_as_version_1(blob)]
     store.data[("et", 0)] = encode_checkpoint(cp)

@@ -16,15 +16,17 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from tests.unit.worker.engine.test_open_shard_limit import TEXT, _keys
-from tests.unit.worker.runtime.test_worker_consume import TP, FakeConsumer, FakeEngine, _worker
+from tests.support.consume import TP, FakeConsumer, FakeEngine
+from tests.support.consume import make_worker as _worker
+from tests.support.shards import TEXT
+from tests.support.shards import shard_keys as _keys
 from worker.config.mechanism_loader import load_mechanisms
 from worker.config.topology import parse_topology
 from worker.kafka.record_tuples import SkippedBatch
 
 
 def test_engine_dead_letters_the_range_and_moves_past_it() -> None:
-    from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+    from tests.support.engine import Clock, MemSink, MemStore
     from worker.engine.engine import Engine
 
     load_mechanisms()
@@ -151,7 +153,7 @@ def test_no_skip_after_the_partition_was_reset_in_the_same_round() -> None:
     seeked to 0; applying the skip then moved the restored offset to 10 and the re-read
     records 0..4 were dropped for good. Now the rest of that partition's fetch is
     dropped (read again from 0, where the batch is met and skipped again)."""
-    from tests.unit.worker.runtime.test_worker_consume import _records
+    from tests.support.consume import records as _records
 
     engine = FailingEngine(fail_at=2)
     w = _worker(engine)
@@ -215,7 +217,7 @@ def test_a_broker_error_on_one_partition_sets_the_others_aside() -> None:
     """Review finding (older than the skip): the loop broke out after a broker error on
     one partition and the other partitions' records of the same fetch, already past
     their positions, were never applied nor read again. Now they are seeked back."""
-    from tests.unit.worker.runtime.test_worker_consume import _records
+    from tests.support.consume import records as _records
 
     w = _outage_worker()
 
@@ -232,7 +234,7 @@ def test_records_drained_during_one_partitions_restore_are_read_again() -> None:
     ``rebalancing`` across an await; a fetch returned meanwhile was dropped for every
     partition, although only the restored one is seeked again. Now every partition of
     that fetch is seeked back to its first record (the restore's seek comes later)."""
-    from tests.unit.worker.runtime.test_worker_consume import _records
+    from tests.support.consume import records as _records
 
     w = _worker(SkipEngine())
     w.rebalancing = True  # a restore of one partition is awaiting its checkpoint
@@ -249,7 +251,7 @@ def test_engine_refuses_a_batch_fetched_before_a_restore_of_its_partition() -> N
     """The check runs under the engine lock: a restore (timer reset, rebalance) that ran
     while process_batch waited for the lock makes the fetched records stale; applying
     them would move the restored offset past records that are read again."""
-    from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+    from tests.support.engine import Clock, MemSink, MemStore
     from worker.engine.engine import Engine
 
     load_mechanisms()
@@ -299,7 +301,7 @@ def test_a_skip_drained_during_another_partitions_restore_is_read_again() -> Non
 
 def test_a_broker_error_sets_aside_the_other_partitions_skips() -> None:
     """Same finding, broker-error path: TP1 held only a skipped batch in the fetch."""
-    from tests.unit.worker.runtime.test_worker_consume import _records
+    from tests.support.consume import records as _records
 
     w = _outage_worker()
 

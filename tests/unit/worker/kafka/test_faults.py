@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore, ev, topo
+from tests.support.engine import Clock, MemSink, MemStore, ev, topo
 from worker.cli.main import build_parser, main
 from worker.engine.engine import Engine
 from worker.ingest.decode import REASONS

@@ -14,7 +14,6 @@ from typing import Any
 import aiokafka.consumer.fetcher as fetcher
 import pytest
 from aiokafka.errors import CorruptRecordException
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 from aiokafka.record.util import calc_crc32c
@@ -22,6 +21,7 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.record_batches import batch, corrupt
 from worker.kafka.record_tuples import (
     RecordTuples,
     TupleMode,
@@ -39,30 +39,6 @@ def _original() -> Any:
     return record_tuples._ORIGINAL
 
 
-def batch(base: int, n: int, *, ts0: int = 1_700_000_000_000, producer_id: int = -1,
-          transactional: bool = False, compression: int = 0, log_append: bool = False,
-          control: bytes | None = None, value: bytes = b'{"x": 1}') -> bytes:
-    """One v2 record batch at ``base`` (attributes patched and the CRC recomputed)."""
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=compression,
-                                  is_transactional=int(transactional), producer_id=producer_id,
-                                  producer_epoch=0 if producer_id >= 0 else -1,
-                                  base_sequence=0 if producer_id >= 0 else -1,
-                                  batch_size=1 << 30)
-    for i in range(n):
-        if control is not None:
-            b.append(i, timestamp=ts0 + i, key=control, value=b"\x00\x00\x00\x00\x00\x00",
-                     headers=[])
-        else:
-            b.append(i, timestamp=ts0 + i, key=None if i % 3 else f"k{i}".encode(),
-                     value=value + str(base + i).encode(), headers=[("h", b"v")] if i % 5 == 0
-                     else [])
-    buf = bytearray(b.build())
-    struct.pack_into(">q", buf, 0, base)
-    attrs = struct.unpack_from(">h", buf, 21)[0]
-    attrs |= (0x08 if log_append else 0) | (0x20 if control is not None else 0)
-    struct.pack_into(">h", buf, 21, attrs)
-    struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
-    return bytes(buf)
 
 
 def legacy(base: int, n: int, magic: int = 1) -> bytes:
@@ -205,10 +181,6 @@ def test_compressed_batches_match(codec: int) -> None:
     assert new == ref and len(new) == 38 and new_next == ref_next == 43
 
 
-def _corrupt(data: bytes) -> bytes:
-    bad = bytearray(data)
-    bad[-3] ^= 0xFF  # a value byte: the CRC no longer matches
-    return bytes(bad)
 
 
 def _unparsable(base: int, n: int) -> bytes:
@@ -221,13 +193,13 @@ def _unparsable(base: int, n: int) -> bytes:
 
 def test_aiokafka_raises_out_of_getmany_on_a_corrupt_batch() -> None:
     """What the worker used to get: an exception that failed its consume task."""
-    data = batch(0, 5) + _corrupt(batch(5, 5))
+    data = batch(0, 5) + corrupt(batch(5, 5))
     ref = _original()(TP, MemoryRecords(data), None, 0, None, None, True, 0)
     with pytest.raises(CorruptRecordException):
         list(ref)
 
 
-@pytest.mark.parametrize("bad", [_corrupt(batch(5, 5)), _unparsable(5, 5)],
+@pytest.mark.parametrize("bad", [corrupt(batch(5, 5)), _unparsable(5, 5)],
                          ids=["crc", "unparsable"])
 def test_a_failing_batch_is_read_again_then_skipped(bad: bytes) -> None:
     """No exception out of the fetch: the records before it are handed over, the fetch
@@ -250,7 +222,7 @@ def test_a_failing_batch_is_read_again_then_skipped(bad: bytes) -> None:
 
 def test_a_transient_failure_heals_without_a_skip() -> None:
     mode = TupleMode(attempts=3)
-    broken = RecordTuples(TP, MemoryRecords(_corrupt(batch(0, 5))), None, 0, mode, True, 0)
+    broken = RecordTuples(TP, MemoryRecords(corrupt(batch(0, 5))), None, 0, mode, True, 0)
     assert list(broken) == [] and broken.next_fetch_offset == 0
     fine = RecordTuples(TP, MemoryRecords(batch(0, 5)), None, 0, mode, True, 0)
     assert [r[0] for r in fine] == [0, 1, 2, 3, 4]
@@ -436,7 +408,7 @@ def test_a_batch_that_reads_fine_again_forgets_its_failures() -> None:
     position added up to a skip."""
     mode = TupleMode(attempts=2)
     for _ in range(3):
-        broken = RecordTuples(TP, MemoryRecords(_corrupt(batch(0, 5))), None, 0, mode, True, 0)
+        broken = RecordTuples(TP, MemoryRecords(corrupt(batch(0, 5))), None, 0, mode, True, 0)
         assert list(broken) == []
         fine = RecordTuples(TP, MemoryRecords(batch(0, 5)), None, 0, mode, True, 0)
         assert len(list(fine)) == 5

@@ -90,7 +90,8 @@ def test_worker_readiness_follows_the_rebalance() -> None:
 
     from aiokafka import TopicPartition
 
-    from tests.unit.worker.runtime.test_worker_consume import FakeConsumer, FakeEngine, _worker
+    from tests.support.consume import FakeConsumer, FakeEngine
+    from tests.support.consume import make_worker as _worker
     from worker.runtime.worker import listener_for as _Listener
 
     tp = TopicPartition("in", 0)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sketches.privacy import tree_levels
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+from tests.support.engine import Clock, MemSink, MemStore
 from worker.cli.main import main
 from worker.config.mechanism_loader import load_mechanisms
 from worker.config.topology import load_topology, parse_topology

@@ -7,18 +7,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import struct
 from typing import Any
 
 import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from sketches.errors import SerializationError, SpecError
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore, ev
+from tests.support.checkpoints import as_version_1
+from tests.support.engine import Clock, MemSink, MemStore, ev
 from worker.config.mechanism_loader import load_mechanisms
 from worker.config.topology import parse_topology
 from worker.engine.engine import Engine
-from worker.engine.shard_state import STATE_MAGIC, ShardState
+from worker.engine.shard_state import ShardState
 from worker.release.epoch_params import HARD, check_hard, epoch_params, soft_changes
 
 TOPO = """
@@ -246,13 +246,6 @@ def test_structural_fields_are_exactly_these() -> None:
     assert {k: p for k, p, _ in STRUCTURAL} == HARD
 
 
-def _as_version_1(blob: bytes) -> bytes:
-    """Rewrite a shard state as the version-1 format (no `params` block)."""
-    (mlen,) = struct.unpack_from("<I", blob, 6)
-    meta = json.loads(blob[10:10 + mlen])
-    meta.pop("params")
-    mb = json.dumps(meta, separators=(",", ":")).encode()
-    return STATE_MAGIC + struct.pack("<HI", 1, len(mb)) + mb + blob[10 + mlen:]
 
 
 def test_version_1_states_restore_when_their_spec_matches_else_refused() -> None:
@@ -261,7 +254,7 @@ def test_version_1_states_restore_when_their_spec_matches_else_refused() -> None
     store, clock = MemStore(), Clock(1_000_000.0)
     run_epoch_start(topo(), store, clock, [ev(0, "r1", "a", "u1")])
     cp = decode_checkpoint(store.data[("views", 0)])
-    cp.shards = [_as_version_1(s) for s in cp.shards]
+    cp.shards = [as_version_1(s) for s in cp.shards]
     store.data[("views", 0)] = encode_checkpoint(cp)
 
     e_same = Engine([topo()], store, MemSink(), clock=clock)
@@ -408,7 +401,7 @@ def test_version_1_state_restored_under_secure_noise_is_not_stamped_private() ->
     run_epoch_start(topo(mech=mech, params=params, noise="fast"), store, clock,
                     [ev(0, "r1", "a", "u1")])
     cp = decode_checkpoint(store.data[("views", 0)])
-    cp.shards = [_as_version_1(s) for s in cp.shards]
+    cp.shards = [as_version_1(s) for s in cp.shards]
     store.data[("views", 0)] = encode_checkpoint(cp)
     secure = parse_topology(TOPO.format(eps=4.0, cap=1, mech=mech, params=params, tick_ms=100,
                                         noise="secure", extra="", shards="",
@@ -447,7 +440,7 @@ def test_a_tree_checkpoint_restores_under_the_lattice_default_then_new_epochs_us
     run_epoch_start(tree, store, clock, [ev(0, "r1", "a", "u1")])
     if version_1:
         cp = decode_checkpoint(store.data[("views", 0)])
-        cp.shards = [_as_version_1(s) for s in cp.shards]
+        cp.shards = [as_version_1(s) for s in cp.shards]
         store.data[("views", 0)] = encode_checkpoint(cp)
     eng = Engine([topo()], store, MemSink(), clock=clock)
     assert eng.specs["views"].counter == "blt_int"

@@ -15,8 +15,8 @@ import json
 from typing import Any
 
 from tests.integration.exact_mechanism import POISON
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
-from tests.unit.worker.ingest.test_event_time import T0_MS, topo
+from tests.support.engine import Clock, MemSink, MemStore
+from tests.support.event_time import T0_MS, topo
 from worker.engine.engine import Engine
 from worker.runtime.poison import PoisonGuard, process_guarded, reset_failed
 

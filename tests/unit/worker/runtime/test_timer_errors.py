@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
-from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore, ev
+from tests.support.engine import Clock, MemSink, MemStore, ev
 from worker.config.mechanism_loader import load_mechanisms
 from worker.config.topology import parse_topology
 from worker.engine.engine import Engine

@@ -11,85 +11,15 @@ the position back). These tests script both orders deterministically.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
 from aiokafka import TopicPartition
 
+from tests.support.consume import TP, FakeConsumer, FakeEngine, make_worker, records
 from worker.config.settings import Settings
 from worker.runtime.worker import Worker
 from worker.runtime.worker import listener_for as _Listener
-
-TP = TopicPartition("in", 0)
-
-
-class FakeEngine:
-    """Records batches; ``assign`` returns the checkpointed offset ``restored_at``."""
-
-    def __init__(self, restored_at: int, fail: bool = False) -> None:
-        self.restored_at, self.fail = restored_at, fail
-        self.batches: list[list[int]] = []
-        self.by_topic: dict[str, list[Any]] = {}
-        self.log_ends: list[tuple[str, int, int, int]] = []  # (topic, p, at, batches seen)
-
-    def log_end(self, topic: str, partition: int, at_ms: int) -> None:
-        self.log_ends.append((topic, partition, at_ms, len(self.batches)))
-
-    async def assign(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
-        if self.fail:
-            raise RuntimeError("checkpoint store unavailable")
-        return {tp: self.restored_at for tp in tps}
-
-    async def revoke(self, tps: Sequence[tuple[str, int]]) -> None:
-        return None
-
-    async def process_batch(self, topic: str, partition: int, records: Sequence[Any]) -> int:
-        self.batches.append([r[0] for r in records])
-        return len(records)
-
-
-class FakeConsumer:
-    """Each ``getmany`` runs the next scripted step (which may call the listener)."""
-
-    def __init__(self, worker: Worker,
-                 steps: list[Callable[[], Awaitable[dict[TopicPartition, list[Any]]]]]) -> None:
-        self.worker, self.steps = worker, steps
-        self.seeks: list[tuple[TopicPartition, int]] = []
-        self.high: int | None = None  # highwater of TP (None: no fetch answered yet)
-        self.pos = 0
-
-    def assignment(self) -> set[TopicPartition]:
-        return {TP}
-
-    def highwater(self, tp: TopicPartition) -> int | None:
-        return self.high
-
-    def last_poll_timestamp(self, tp: TopicPartition) -> int | None:
-        return None if self.high is None else 123_000
-
-    async def position(self, tp: TopicPartition) -> int:
-        return self.pos
-
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        self.seeks.append((tp, offset))
-
-    async def getmany(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[Any]]:
-        if not self.steps:
-            self.worker.request_stop()
-            return {}
-        return await self.steps.pop(0)()
-
-
-def _records(start: int, n: int) -> list[Any]:
-    """What the input consumer hands over: ``(offset, key, value, timestamp)`` tuples."""
-    return [(o, b"k", b"v", 0) for o in range(start, start + n)]
-
-
-def _worker(engine: FakeEngine) -> Worker:
-    w = Worker(Settings(broker="127.0.0.1:1"), [])
-    w.engine = engine  # type: ignore[assignment]
-    return w
 
 
 def test_records_drained_after_the_seek_are_applied() -> None:
@@ -99,13 +29,13 @@ def test_records_drained_after_the_seek_are_applied() -> None:
     these records although aiokafka had already advanced the position past them.
     """
     engine = FakeEngine(restored_at=1000)
-    w = _worker(engine)
+    w = make_worker(engine)
     listener = _Listener(w)
 
     async def rebalance_then_records() -> dict[TopicPartition, list[Any]]:
         await listener.on_partitions_revoked({TP})
         await listener.on_partitions_assigned({TP})
-        return {TP: _records(1000, 10)}  # aiokafka: records start at the seeked position
+        return {TP: records(1000, 10)}  # aiokafka: records start at the seeked position
 
     w.rebalancing = False
     w.consumer = FakeConsumer(w, [rebalance_then_records])
@@ -117,16 +47,16 @@ def test_records_drained_after_the_seek_are_applied() -> None:
 def test_records_drained_before_the_seek_are_dropped() -> None:
     """Records handed over between revocation and the restore's seek are stale: dropped."""
     engine = FakeEngine(restored_at=1000)
-    w = _worker(engine)
+    w = make_worker(engine)
     listener = _Listener(w)
 
     async def revoke_then_stale() -> dict[TopicPartition, list[Any]]:
         await listener.on_partitions_revoked({TP})
-        return {TP: _records(0, 10)}  # from auto_offset_reset, before the restore
+        return {TP: records(0, 10)}  # from auto_offset_reset, before the restore
 
     async def assign_then_valid() -> dict[TopicPartition, list[Any]]:
         await listener.on_partitions_assigned({TP})
-        return {TP: _records(1000, 5)}
+        return {TP: records(1000, 5)}
 
     w.consumer = FakeConsumer(w, [revoke_then_stale, assign_then_valid])
     asyncio.run(w._consume())
@@ -136,15 +66,15 @@ def test_records_drained_before_the_seek_are_dropped() -> None:
 def test_first_assignment_drops_records_fetched_before_the_restore() -> None:
     """In group mode the worker starts 'rebalancing': nothing is applied before the restore."""
     engine = FakeEngine(restored_at=7)
-    w = _worker(engine)
+    w = make_worker(engine)
     assert w.rebalancing  # assignment=group is the default
 
     async def early() -> dict[TopicPartition, list[Any]]:
-        return {TP: _records(0, 3)}
+        return {TP: records(0, 3)}
 
     async def assigned() -> dict[TopicPartition, list[Any]]:
         await _Listener(w).on_partitions_assigned({TP})
-        return {TP: _records(7, 2)}
+        return {TP: records(7, 2)}
 
     w.consumer = FakeConsumer(w, [early, assigned])
     asyncio.run(w._consume())
@@ -153,7 +83,7 @@ def test_first_assignment_drops_records_fetched_before_the_restore() -> None:
 
 def test_failing_restore_fails_the_worker() -> None:
     """aiokafka only logs listener exceptions; the worker must stop with the error instead."""
-    w = _worker(FakeEngine(restored_at=0, fail=True))
+    w = make_worker(FakeEngine(restored_at=0, fail=True))
     w.consumer = FakeConsumer(w, [])
     asyncio.run(_Listener(w).on_partitions_assigned({TP}))
     assert isinstance(w.failed, RuntimeError) and w._stopping.is_set()
@@ -167,7 +97,7 @@ def test_lag_update_survives_a_rebalance_between_partitions() -> None:
     used to die with 'Partition is not assigned' (and crash the worker).
     """
     tp1 = TopicPartition("in", 1)
-    w = _worker(FakeEngine(restored_at=0))
+    w = make_worker(FakeEngine(restored_at=0))
     w.rebalancing = False
 
     class LagConsumer:
@@ -232,16 +162,16 @@ def test_end_of_log_is_reported_only_after_the_batch_and_at_the_high_watermark()
     its end (position == high watermark, with the fetch's time) after the round's batches
     were applied, never while records below the high watermark are still unread."""
     engine = FakeEngine(restored_at=0)
-    worker = _worker(engine)
+    worker = make_worker(engine)
     worker.rebalancing = False
 
     async def behind() -> dict[TopicPartition, list[Any]]:
         consumer.high, consumer.pos = 10, 5  # records 5..9 not fetched yet
-        return {TP: _records(0, 5)}
+        return {TP: records(0, 5)}
 
     async def caught_up() -> dict[TopicPartition, list[Any]]:
         consumer.high, consumer.pos = 10, 10
-        return {TP: _records(5, 5)}
+        return {TP: records(5, 5)}
 
     consumer = FakeConsumer(worker, [behind, caught_up])
     worker.consumer = consumer  # type: ignore[assignment]

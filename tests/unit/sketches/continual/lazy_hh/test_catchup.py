@@ -16,7 +16,7 @@ from scipy import stats
 
 from sketches.continual.lazy_hh.sketch import LazyHH, LazyHHSpec
 from sketches.core.noise import make_noise
-from tests.unit.sketches.counters.test_gauss_bm_catchup import Failing, Pattern
+from tests.support.noise_sources import Failing, Pattern
 
 
 def _spec(**kw: Any) -> LazyHHSpec:

@@ -79,7 +79,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sketches.errors import DPStreamError, SerializationError, SpecError
+from sketches.errors import SerializationError
+from worker.errors import Fenced, ForeignCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -93,29 +94,6 @@ MARKER_KEY = b"__dpstream_marker__"
 CLAIM_MAGIC = b"DPOW"
 OWNER_HEADER = "dpstream-owner"
 """Kafka record header: the offset of the claim its writer holds (absent: no claim)."""
-
-
-class ForeignCheckpoint(SpecError):
-    """A checkpoint (or claim) of another deployment: restoring it would make two writers."""
-
-
-class Fenced(DPStreamError):
-    """Another writer claimed the partition after this store's claim: stop writing it.
-
-    ``deployment`` is the claimant's deployment id; the checkpoint just written is void
-    and its pending releases are never published by this store's owner."""
-
-    def __init__(self, topology: str, partition: int, deployment: str, ours: str,
-                 claim: int, owner: int) -> None:
-        self.topology, self.partition, self.deployment = topology, partition, deployment
-        self.ours, self.claim, self.owner = ours, claim, owner
-        super().__init__(
-            f"topology {topology} partition {partition}: deployment {deployment!r} claimed "
-            f"the partition (claim at checkpoint offset {claim}) after this worker's claim "
-            f"({owner}, deployment {ours!r}); this worker stops writing and publishing it"
-            + ("" if deployment == ours else
-               f" (deployment {ours!r} was taken over: stop it; docs/OPERATIONS.md "
-               "\"Blue/green\")"))
 
 
 def check_deployment(found: str | None, ours: str, takeover: tuple[str, ...], topology: str,

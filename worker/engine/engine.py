@@ -52,8 +52,8 @@ from worker.engine.schedule import Schedule
 from worker.engine.shard_state import ShardState
 from worker.engine.state import YIELD_EVERY, EngineState, log
 from worker.engine.timer import Timer
+from worker.errors import HeldRecordsFailed
 from worker.ingest.decode import DEAD_LETTER_MAX_BYTES, DeadLetter, Record
-from worker.ingest.event_time import HeldRecordsFailed
 from worker.ingest.routing import ShardBudget
 from worker.observe.metrics import Metrics
 

@@ -30,8 +30,8 @@ from worker.engine.partition import PartitionState, event_limit
 from worker.engine.schedule import Schedule
 from worker.engine.shard_state import ShardState
 from worker.engine.state import EngineState, log
+from worker.errors import HeldRecordsFailed
 from worker.ingest.decode import DeadLetter, Decoded, Record, decode_batch
-from worker.ingest.event_time import HeldRecordsFailed
 from worker.ingest.routing import group_by_shard
 
 

@@ -32,7 +32,8 @@ import xxhash
 from worker.config.topology import Topology
 from worker.engine.checkpoint import PartitionCheckpoint
 from worker.engine.shard_state import ShardState
-from worker.ingest.event_time import EventTimeQueue, HeldRecordsFailed
+from worker.errors import HeldRecordsFailed
+from worker.ingest.event_time import EventTimeQueue
 from worker.ingest.routing import ShardGate
 
 

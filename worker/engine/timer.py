@@ -27,7 +27,7 @@ from worker.engine.ingest import Ingest
 from worker.engine.partition import PartitionState
 from worker.engine.schedule import Schedule, schedule_ms
 from worker.engine.state import EngineState, log
-from worker.ingest.event_time import HeldRecordsFailed
+from worker.errors import HeldRecordsFailed
 
 
 class Timer:

@@ -91,21 +91,6 @@ CREATE_TIME = "CreateTime"
 TIMESTAMP_TYPE = "message.timestamp.type"
 
 
-class HeldRecordsFailed(Exception):
-    """Applying records held for the watermark raised (a mechanism or plug-in fault).
-
-    The records were read in *earlier* batches than the one being processed (or none, when
-    a timer drained them), so the poison guard must count ``records``, not the current
-    batch: :func:`worker.runtime.poison.process_guarded` and the worker's timer reset the
-    partition to its checkpoint and suspect exactly these offsets.
-    """
-
-    def __init__(self, topic: str, partition: int, records: Sequence[Record],
-                 cause: BaseException) -> None:
-        super().__init__(f"{type(cause).__name__}: {cause}")
-        self.topic, self.partition, self.records = topic, partition, list(records)
-
-
 class EventTimeQueue:
     """Records of one input partition waiting for the watermark to reach their tick."""
 

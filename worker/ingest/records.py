@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from worker.config.topology import InputSpec
+from worker.errors import BadRecord
 
 Record = tuple[int, bytes | None, bytes | None, int]
 """``(offset, key, value, timestamp_ms)`` as handed to ``process_batch``."""
@@ -149,12 +150,6 @@ class Decoded:
 
     def __len__(self) -> int:
         return int(self.items.shape[0])
-
-
-class BadRecord(Exception):
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
 
 
 def key_str(value: Any, what: str) -> str:

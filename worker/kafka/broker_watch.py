@@ -43,16 +43,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from sketches.errors import DPStreamError
+from worker.errors import BrokerUnavailable
 
 log = logging.getLogger(__name__)
 
 KAFKA_LOGGERS = ("aiokafka", "kafka")
-
-
-class BrokerUnavailable(DPStreamError):
-    """The broker stayed unreachable beyond the configured outage limit, or the
-    embedded broker died (its in-memory data is gone)."""
 
 
 def backoff_delays(n: int, first: float = 0.5, cap: float = 10.0) -> list[float]:

@@ -26,13 +26,11 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from worker.errors import BrokerStartError
+
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
-
-
-class BrokerStartError(RuntimeError):
-    """The embedded broker did not start or did not answer in time."""
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec

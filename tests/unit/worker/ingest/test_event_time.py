@@ -488,7 +488,7 @@ def test_an_older_stamp_read_later_never_moves_read_progress_back() -> None:
 def test_held_records_failed_names_the_cause_and_keeps_the_records() -> None:
     """The poison guard's message names the failing cause and suspects exactly the held
     records (not the current batch)."""
-    from worker.ingest.event_time import HeldRecordsFailed
+    from worker.errors import HeldRecordsFailed
 
     recs = [_rec(3, 1), _rec(4, 2)]
     err = HeldRecordsFailed("in", 2, recs, ValueError("bad item"))

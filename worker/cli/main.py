@@ -183,21 +183,9 @@ def _with_broker(settings: Settings, *, demo: bool = False,
 
 def _check_metrics_port(settings: Settings) -> None:
     """Fail fast, in one line, if the metrics port is taken (before any broker starts)."""
-    import errno
-    import socket
+    from worker.observe.metrics import check_port
 
-    if not settings.metrics_port:
-        return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((settings.metrics_host, settings.metrics_port))
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise
-            raise DPStreamError(
-                f"metrics port {settings.metrics_host}:{settings.metrics_port} is already in "
-                "use (another dpstream worker or demo?); pass --metrics-port with a free port, "
-                "set DPSTREAM_METRICS_PORT, or 0 to disable metrics") from None
+    check_port(settings.metrics_host, settings.metrics_port)
 
 
 class _Stopper:

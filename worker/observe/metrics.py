@@ -25,7 +25,19 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.exposition import make_wsgi_app
 
 from sketches.errors import DPStreamError, SpecError
@@ -111,6 +123,7 @@ class Metrics:
                                       "the broker, 0 during an outage", registry=r)
         self.broker_outages = Counter("dpstream_broker_outages", "Broker outages detected "
                                       "(connection lost or embedded broker died)", registry=r)
+        _standard_collectors(r)
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -188,6 +201,21 @@ class Metrics:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+
+
+def _standard_collectors(registry: CollectorRegistry) -> None:
+    """Register prometheus_client's process (``process_*``: RSS, CPU, open fds),
+    platform (``python_info``) and GC (``python_gc_*``) collectors on ``registry``,
+    unless it already has them (the library's default registry does)."""
+    have = set(getattr(registry, "_collector_to_names", {}))
+    defaults = {PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR}
+    if have & defaults:
+        return
+    for make in (ProcessCollector, PlatformCollector, GCCollector):
+        try:
+            make(registry=registry)
+        except ValueError:  # already registered by the caller under the same names
+            pass
 
 
 def port_in_use_message(host: str, port: int) -> str:

@@ -230,13 +230,14 @@ def _demo_extras(settings: Settings, rate: float) -> list[Extra]:
 
     async def produce(worker: Any) -> None:
         try:
-            from worker.kafka.demo_producer import run_producer
+            from worker.kafka.demo_producer import demo_producer_options, run_producer
         except ImportError:
             log.error("worker.kafka.demo_producer is not available; run your own producer")
             return
         topo = worker.topologies[0]
         await run_producer(settings.broker, topo.input.topic, events=None, rate=rate,
-                           encoding=topo.input.encoding, seed=0)
+                           encoding=topo.input.encoding, seed=0, **demo_producer_options(
+                               settings.demo_input_mb))
 
     async def show(worker: Any) -> None:
         prefixes = worker.topologies[1].release.topic

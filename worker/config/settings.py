@@ -101,8 +101,9 @@ class Settings:
     demo_input_mb
         ``dpstream demo`` only: the demo producer stops after writing this many MiB
         of (zstd-compressed) input to the embedded broker, which keeps every record
-        in memory (0: no cap). Default 1024: about 35 minutes at the default 20,000
-        events/s, hours at lower ``--rate`` (docs/OPERATIONS.md "Demo memory").
+        in memory (0: no cap). Default 512: about 20 minutes of input at the default
+        20,000 events/s (22 bytes per event), longer at a lower ``--rate``
+        (docs/OPERATIONS.md "Demo memory").
     max_open_shards
         The most shards of one open-set topology (no ``shards.allowed``) a worker
         holds (0: no limit); records of further new shards are dead-lettered
@@ -139,7 +140,7 @@ class Settings:
     log_interval_s: int = 30
     memory_limit_bytes: int = 0
     max_open_shards: int = 0
-    demo_input_mb: int = 1024
+    demo_input_mb: int = 512
 
     def __post_init__(self) -> None:
         if self.security_protocol not in _PROTOCOLS:

@@ -336,7 +336,7 @@ async def run_producer(
                 log.warning(
                     "demo producer: stopped after %d events, %.0f MB of input the embedded "
                     "broker keeps in memory (its in-memory storage honours neither retention "
-                    "nor DeleteRecords); the demo goes on releasing in bounded memory. Set "
+                    "nor DeleteRecords); the worker goes on releasing. Set "
                     "DPSTREAM_DEMO_INPUT_MB (0: no cap, memory grows) or lower --rate for a "
                     "longer feed, or use --broker with a Kafka that applies retention",
                     sent, written / 2**20)

@@ -34,7 +34,7 @@ def test_the_demo_passes_compression_and_the_cap(monkeypatch) -> None:
 
 
 def test_the_cap_setting() -> None:
-    assert Settings.from_env({}).demo_input_mb == 1024
+    assert Settings.from_env({}).demo_input_mb == 512
     assert Settings.from_env({"DPSTREAM_DEMO_INPUT_MB": "0"}).demo_input_mb == 0
     with pytest.raises(SpecError, match="DPSTREAM_DEMO_INPUT_MB"):
         Settings.from_env({"DPSTREAM_DEMO_INPUT_MB": "-1"})

@@ -11,7 +11,10 @@ targets Grafana 10.1.
 
 Every panel reads the worker's raw metrics (docs/OPERATIONS.md "Metrics"), which
 are exact, private data: this dashboard is for operators only, never for the
-people the releases are for.
+people the releases are for. Every query is filtered by the ``job`` and
+``instance`` variables (the Prometheus scrape job and target: one worker or all),
+and the topology ones also by ``topology``; the "Process" row shows the standard
+``process_*``/``python_gc_*`` metrics beside the sketch memory model.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from grafana_foundation_sdk.models.dashboard import (
 GRAFANA_VERSION = "11.6"
 UID = "dpstream"
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
-SEL = 'topology=~"$topology"'
+JI = 'job=~"$job", instance=~"$instance"'
+SEL = f'{JI}, topology=~"$topology"'
 RATE = "$__rate_interval"
 
 
@@ -70,10 +74,11 @@ def build() -> dict[str, Any]:
     """The dashboard as a JSON-ready dict."""
     ds_var = (dashboard.DatasourceVariable("datasource").label("Prometheus")
               .type("prometheus"))
-    topo_var = (dashboard.QueryVariable("topology").label("Topology").datasource(DS)
-                .query("label_values(dpstream_events_in_total, topology)")
-                .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
-                .multi(True).include_all(True).all_value(".*"))
+    job_var = _var("job", "Job", "label_values(dpstream_worker_ready, job)")
+    inst_var = _var("instance", "Instance",
+                    'label_values(dpstream_worker_ready{job=~"$job"}, instance)')
+    topo_var = _var("topology", "Topology",
+                    f"label_values(dpstream_events_in_total{{{JI}}}, topology)")
     d = (dashboard.Dashboard("dpstream")
          .uid(UID)
          .description("dpstream workers: throughput, latency, lag, releases, checkpoints "
@@ -82,7 +87,8 @@ def build() -> dict[str, Any]:
          .tags(["dpstream", "kafka", "differential-privacy"])
          .time("now-30m", "now").refresh("30s").timezone("browser")
          .tooltip(DashboardCursorSync.CROSSHAIR)
-         .with_variable(ds_var).with_variable(topo_var))
+         .with_variable(ds_var).with_variable(job_var).with_variable(inst_var)
+         .with_variable(topo_var))
 
     d = d.with_row(dashboard.Row("Throughput and latency"))
     d = d.with_panel(_ts(
@@ -163,16 +169,49 @@ def build() -> dict[str, Any]:
         stat.Panel().title("Workers ready").datasource(DS).span(6).height(8)
         .description("Workers whose /readyz passes (connected, partitions restored, not "
                      "rebalancing) and shards owned.")
-        .with_target(_q("sum(dpstream_worker_ready)", "ready", "A", instant=True))
+        .with_target(_q(f"sum(dpstream_worker_ready{{{JI}}})", "ready", "A", instant=True))
         .with_target(_q(f"sum(dpstream_shards_owned{{{SEL}}})", "shards owned", "B",
                         instant=True)))
     d = d.with_panel(_ts(
         "Epoch", "none", "Current epoch number per topology (budgets renew per epoch).",
         _q(f"max by (topology) (dpstream_epoch{{{SEL}}})", "{{topology}}"), w=24, h=6))
+
+    d = d.with_row(dashboard.Row("Process"))
+    d = d.with_panel(_ts(
+        "Memory: RSS and sketch model", "bytes",
+        "Resident memory of each worker process next to the sketch state the memory model "
+        "accounts for (docs/OPERATIONS.md \"Memory model\"); the gap is the interpreter, "
+        "client buffers and batches in flight.",
+        _q(f"sum by (instance) (process_resident_memory_bytes{{{JI}}})",
+           "{{instance}} RSS", "A"),
+        _q(f"sum by (instance) (dpstream_sketch_memory_bytes{{{JI}}})",
+           "{{instance}} sketch model", "B"), w=6))
+    d = d.with_panel(_ts(
+        "CPU", "percentunit", "CPU time per second of each worker process (1 = one core).",
+        _q(f"sum by (instance) (rate(process_cpu_seconds_total{{{JI}}}[{RATE}]))",
+           "{{instance}}"), w=6))
+    d = d.with_panel(_ts(
+        "Open file descriptors", "short", "Open file descriptors and the process limit.",
+        _q(f"sum by (instance) (process_open_fds{{{JI}}})", "{{instance}} open", "A"),
+        _q(f"sum by (instance) (process_max_fds{{{JI}}})", "{{instance}} limit", "B"), w=6))
+    d = d.with_panel(_ts(
+        "Python GC", "ops", "Garbage-collector runs and objects collected per second, per "
+        "generation (long gen-2 runs pause ingestion).",
+        _q(f"sum by (instance, generation) (rate(python_gc_collections_total{{{JI}}}"
+           f"[{RATE}]))", "{{instance}} gen{{generation}} runs", "A"),
+        _q(f"sum by (instance, generation) (rate(python_gc_objects_collected_total{{{JI}}}"
+           f"[{RATE}]))", "{{instance}} gen{{generation}} objects", "B"), w=6))
     out: dict[str, Any] = json.loads(json.dumps(d.build(), cls=JSONEncoder))
     for i, panel in enumerate(out["panels"], 1):  # Grafana wants unique panel ids
         panel["id"] = i
     return out
+
+
+def _var(name: str, label: str, query: str) -> dashboard.QueryVariable:
+    """A multi-value query variable with "All" meaning any value (``.*``)."""
+    return (dashboard.QueryVariable(name).label(label).datasource(DS).query(query)
+            .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .multi(True).include_all(True).all_value(".*"))
 
 
 def _table_format() -> Any:

@@ -77,8 +77,11 @@ def poll(what: str, check: Callable[[], Any], deadline: float, alive: Callable[[
 
 
 def substitute(expr: str) -> str:
-    """Grafana's variables as the dashboard would send them (all topologies)."""
-    return (expr.replace("$__rate_interval", RATE_INTERVAL).replace("$topology", ".*"))
+    """Grafana's variables as the dashboard would send them (all jobs, instances,
+    topologies)."""
+    for var in ("$topology", "$instance", "$job"):
+        expr = expr.replace(var, ".*")
+    return expr.replace("$__rate_interval", RATE_INTERVAL)
 
 
 class Prom:

@@ -135,21 +135,9 @@ def _with_broker(settings: Settings, *, demo: bool = False,
 
 def _check_metrics_port(settings: Settings) -> None:
     """Fail fast, in one line, if the metrics port is taken (before any broker starts)."""
-    import errno
-    import socket
+    from worker.observe.metrics import check_port
 
-    if not settings.metrics_port:
-        return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((settings.metrics_host, settings.metrics_port))
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise
-            raise DPStreamError(
-                f"metrics port {settings.metrics_host}:{settings.metrics_port} is already in "
-                "use (another dpstream worker or demo?); pass --metrics-port with a free port, "
-                "set DPSTREAM_METRICS_PORT, or 0 to disable metrics") from None
+    check_port(settings.metrics_host, settings.metrics_port)
 
 
 class _Stopper:
@@ -194,13 +182,14 @@ def _demo_extras(settings: Settings, rate: float) -> list[Extra]:
 
     async def produce(worker: Any) -> None:
         try:
-            from worker.kafka.demo_producer import run_producer
+            from worker.kafka.demo_producer import demo_producer_options, run_producer
         except ImportError:
             log.error("worker.kafka.demo_producer is not available; run your own producer")
             return
         topo = worker.topologies[0]
         await run_producer(settings.broker, topo.input.topic, events=None, rate=rate,
-                           encoding=topo.input.encoding, seed=0)
+                           encoding=topo.input.encoding, seed=0, **demo_producer_options(
+                               settings.demo_input_mb))
 
     async def show(worker: Any) -> None:
         prefixes = worker.topologies[1].release.topic

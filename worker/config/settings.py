@@ -98,6 +98,12 @@ class Settings:
     memory_limit_bytes
         Refuse at start-up a topology set whose worst-case shard state exceeds this
         (bytes; 0 = no limit): :mod:`worker.engine.memory_model`, docs/OPERATIONS.md.
+    demo_input_mb
+        ``dpstream demo`` only: the demo producer stops after writing this many MiB
+        of (zstd-compressed) input to the embedded broker, which keeps every record
+        in memory (0: no cap). Default 512: about 20 minutes of input at the default
+        20,000 events/s (22 bytes per event), longer at a lower ``--rate``
+        (docs/OPERATIONS.md "Demo memory").
     max_open_shards
         The most shards of one open-set topology (no ``shards.allowed``) a worker
         holds (0: no limit); records of further new shards are dead-lettered
@@ -134,6 +140,7 @@ class Settings:
     log_interval_s: int = 30
     memory_limit_bytes: int = 0
     max_open_shards: int = 0
+    demo_input_mb: int = 512
 
     def __post_init__(self) -> None:
         if self.security_protocol not in _PROTOCOLS:
@@ -152,6 +159,8 @@ class Settings:
         if self.producer_max_request_bytes < 65_536:
             raise SpecError("DPSTREAM_PRODUCER_MAX_REQUEST_BYTES: must be >= 65536 (bytes; "
                             "at most the broker's message.max.bytes)")
+        if self.demo_input_mb < 0:
+            raise SpecError("DPSTREAM_DEMO_INPUT_MB: must be >= 0 (MiB; 0 = no cap)")
         if self.poison_attempts < 1:
             raise SpecError("DPSTREAM_POISON_ATTEMPTS: must be >= 1")
         if self.broker_outage_limit_s < 0 or self.log_interval_s < 0:

@@ -75,9 +75,13 @@ class RateLimitedLog(logging.Filter):
         self._last[key] = now
         n = self._suppressed.pop(key, 0)
         if n:
+            # The summary replaces the template by the formatted text, so the record must
+            # carry no arguments any more: an empty tuple, not None. Formatters that
+            # rewrite args (Faust's mode.utils.logging.ExtensionFormatter turns None into
+            # (None,)) would otherwise apply "%" again and crash logging with a TypeError.
             record.msg = f"{record.getMessage()} ({n} similar lines suppressed in the last " \
                          f"{self.interval_s:.0f} s)"
-            record.args = None
+            record.args = ()
         if len(self._last) > 10_000:  # unbounded message templates: start over
             self._last.clear()
         return True

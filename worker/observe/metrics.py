@@ -18,16 +18,29 @@ from __future__ import annotations
 
 import errno
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.exposition import make_wsgi_app
 
-from sketches.errors import SpecError
+from sketches.errors import DPStreamError, SpecError
 from worker.observe.health import Probe
 
 log = logging.getLogger(__name__)
@@ -110,6 +123,7 @@ class Metrics:
                                       "the broker, 0 during an outage", registry=r)
         self.broker_outages = Counter("dpstream_broker_outages", "Broker outages detected "
                                       "(connection lost or embedded broker died)", registry=r)
+        _standard_collectors(r)
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -169,9 +183,7 @@ class Metrics:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-            raise SpecError(f"metrics port {host}:{port} is already in use (another dpstream "
-                            "worker or demo?); pass --metrics-port with a free port, set "
-                            "DPSTREAM_METRICS_PORT, or 0 to disable metrics") from None
+            raise SpecError(port_in_use_message(host, port)) from None
         thread = threading.Thread(target=server.serve_forever, name="dpstream-metrics",
                                   daemon=True)
         thread.start()
@@ -191,8 +203,54 @@ class Metrics:
             self._thread = None
 
 
+def _standard_collectors(registry: CollectorRegistry) -> None:
+    """Register prometheus_client's process (``process_*``: RSS, CPU, open fds),
+    platform (``python_info``) and GC (``python_gc_*``) collectors on ``registry``,
+    unless it already has them (the library's default registry does)."""
+    have = set(getattr(registry, "_collector_to_names", {}))
+    defaults = {PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR}
+    if have & defaults:
+        return
+    for make in (ProcessCollector, PlatformCollector, GCCollector):
+        try:
+            make(registry=registry)
+        except ValueError:  # already registered by the caller under the same names
+            pass
+
+
+def port_in_use_message(host: str, port: int) -> str:
+    """The one-line error for a metrics port another process listens on."""
+    return (f"metrics port {host}:{port} is already in use (another dpstream worker or "
+            "demo?); pass --metrics-port with a free port, set DPSTREAM_METRICS_PORT, or 0 "
+            "to disable metrics")
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise :class:`DPStreamError` (one line) if ``host:port`` cannot be bound for the
+    metrics endpoint; nothing for port 0 (metrics off).
+
+    Binds exactly as the endpoint will (``SO_REUSEADDR``, like :meth:`Metrics.serve`'s
+    HTTP server), so connections of earlier scrapes left in TIME-WAIT after a stop do
+    not block a restart on the same port, while a port another process listens on is
+    still refused (Linux never lets a second socket bind a listening port).
+    """
+    if not port:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise DPStreamError(port_in_use_message(host, port)) from None
+
+
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    # HTTPServer already sets SO_REUSEADDR (a restart must not wait for the TIME-WAIT
+    # sockets of earlier scrapes); stated here because check_port relies on it.
+    allow_reuse_address = True
 
 
 class _QuietHandler(WSGIRequestHandler):

@@ -348,6 +348,6 @@ def dumps(view: Mapping[str, Any]) -> str:
 
 
 def _jsonable(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
+    if isinstance(obj, np.ndarray | np.generic):
         return obj.tolist()
     raise TypeError(f"dashboard view: {type(obj).__name__} is not JSON-serialisable")

@@ -26,9 +26,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
-    GC_COLLECTOR,
-    PLATFORM_COLLECTOR,
-    PROCESS_COLLECTOR,
+    REGISTRY,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -207,9 +205,7 @@ def _standard_collectors(registry: CollectorRegistry) -> None:
     """Register prometheus_client's process (``process_*``: RSS, CPU, open fds),
     platform (``python_info``) and GC (``python_gc_*``) collectors on ``registry``,
     unless it already has them (the library's default registry does)."""
-    have = set(getattr(registry, "_collector_to_names", {}))
-    defaults = {PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR}
-    if have & defaults:
+    if registry is REGISTRY:
         return
     for make in (ProcessCollector, PlatformCollector, GCCollector):
         try:

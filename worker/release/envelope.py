@@ -52,6 +52,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from sketches.errors import SerializationError
 from worker.config.topology import (
     Topology,
@@ -192,7 +194,7 @@ def envelope_bytes(topo: Topology, shard: str, **kw: Any) -> bytes:
 
 def _jsonable(obj: Any) -> Any:
     """numpy scalars/arrays inside a payload become plain JSON values."""
-    if hasattr(obj, "tolist"):
+    if isinstance(obj, np.ndarray | np.generic):
         return obj.tolist()
     raise TypeError(f"release payload: {type(obj).__name__} is not JSON-serialisable; "
                     "the mechanism's release() must return JSON types")

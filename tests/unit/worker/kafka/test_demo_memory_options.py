@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sketches.errors import SpecError
-from worker.cli.main import _demo_extras
+from worker.cli.run import _demo_extras
 from worker.config.settings import Settings
 
 

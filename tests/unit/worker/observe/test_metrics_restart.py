@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 from sketches.errors import DPStreamError, SpecError
-from worker.cli.main import _check_metrics_port
+from worker.cli.run import _check_metrics_port
 from worker.config.settings import Settings
 from worker.observe.metrics import Metrics
 

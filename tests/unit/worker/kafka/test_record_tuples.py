@@ -356,15 +356,51 @@ def test_install_routes_tuple_mode_consumers_only() -> None:
     assert type(plain) is _original() and rec.offset == 0 and rec.topic == "in"
 
 
-def test_install_refuses_an_unknown_fetcher() -> None:
-    """An aiokafka upgrade that changes the class must be re-checked, not patched blindly."""
-    saved = fetcher.PartitionRecords
-    try:
-        fetcher.PartitionRecords = lambda *a: None  # type: ignore[assignment]
-        with pytest.raises(RuntimeError, match="re-check"):
-            install()
-    finally:
-        fetcher.PartitionRecords = saved  # type: ignore[misc]
+def test_an_unknown_fetcher_is_not_patched_and_falls_back(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """An aiokafka upgrade that changes the class is not patched blindly: the public path
+    is used (issue 22 item 6; before, install() raised and the worker did not start)."""
+    from worker.kafka import record_tuples
+
+    monkeypatch.setattr(fetcher, "PartitionRecords", lambda *a: None)
+    monkeypatch.setattr(record_tuples, "_state", {})
+    with caplog.at_level("WARNING", logger="worker.kafka.record_tuples"):
+        assert install() is False
+        assert install() is False
+    assert len(caplog.records) == 1 and "public getmany path" in caplog.text
+
+
+def test_another_aiokafka_version_falls_back_with_one_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 22 item 6: a version check that fails chooses the public path, with ONE
+    warning naming the version found and the measured cost; nothing is patched."""
+    import aiokafka
+
+    from worker.kafka import record_tuples
+
+    monkeypatch.setattr(fetcher, "PartitionRecords", record_tuples._ORIGINAL)
+    monkeypatch.setattr(fetcher.FetchResult, "getall", record_tuples._ORIGINAL_GETALL)
+    monkeypatch.setattr(aiokafka, "__version__", "0.15.1")
+    monkeypatch.setattr(record_tuples, "_state", {})
+    with caplog.at_level("WARNING", logger="worker.kafka.record_tuples"):
+        assert record_tuples.input_consumer_class() is record_tuples.PublicFetchConsumer
+        assert record_tuples.input_consumer_class() is record_tuples.PublicFetchConsumer
+    assert len(caplog.records) == 1
+    assert "aiokafka 0.15.1 is installed" in caplog.text
+    assert record_tuples.PUBLIC_PATH_COST in caplog.text
+    assert fetcher.PartitionRecords is record_tuples._ORIGINAL  # nothing patched
+
+
+def test_public_tuples_match_the_fast_path_and_its_notes() -> None:
+    """The fallback's conversion: the same tuples and timestamp-type notes as RecordTuples."""
+    from worker.kafka.record_tuples import public_tuples
+
+    data = batch(0, 4, log_append=True) + batch(4, 3) + batch(7, 2, log_append=True)
+    fast_mode, slow_mode = TupleMode(), TupleMode()
+    fast = list(iter(RecordTuples(TP, MemoryRecords(data), None, 0, fast_mode, True, 0)))
+    recs = list(_original()(TP, MemoryRecords(data), None, 0, None, None, True, 0))
+    assert public_tuples(TP.topic, recs, slow_mode) == fast
+    assert slow_mode.take_timestamp_types() == fast_mode.take_timestamp_types() != []
 
 
 def test_a_skip_ends_at_the_next_batch_not_at_a_corrupt_claim() -> None:

@@ -58,11 +58,19 @@ def read_settings(broker: str | None, config: str | None = None) -> Settings:
 
 async def check_reachable(settings: Settings, role: str) -> None:
     """Raise a one-line error when no broker answers (within :data:`CHECK_TIMEOUT_S`)."""
+    import logging
+
     from worker.kafka.broker_watch import check_broker
     from worker.kafka.client_config import aiokafka_kwargs
 
-    await check_broker(settings.broker, aiokafka_kwargs(settings, role),
-                       timeout_s=CHECK_TIMEOUT_S)
+    quiet = logging.getLogger("aiokafka")  # its own ERROR lines would repeat ours
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        await check_broker(settings.broker, aiokafka_kwargs(settings, role),
+                           timeout_s=CHECK_TIMEOUT_S)
+    finally:
+        quiet.setLevel(level)
 
 
 def bootstrap_from(arg: str | None, role: str = "query",

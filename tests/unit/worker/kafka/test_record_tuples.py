@@ -7,6 +7,7 @@ fetch position ends up, with aiokafka's ``ConsumerRecord`` path.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import struct
 from typing import Any
@@ -195,6 +196,43 @@ def test_read_committed_skips_aborted_transactions_like_aiokafka() -> None:
     assert new == ref and [r[0] for r in new] == [2, 3, 5, 6] and new_next == ref_next == 7
     (ref, _), (new, _, _) = both(data, aborted=aborted, isolation=READ_UNCOMMITTED)
     assert new == ref and [r[0] for r in new] == [0, 1, 2, 3, 5, 6]
+
+
+def _input_isolation(env: dict[str, str]) -> int:
+    """The isolation level aiokafka's fetcher gets from the worker's input consumer."""
+    from aiokafka import AIOKafkaConsumer
+
+    from worker.config.settings import Settings
+    from worker.kafka.client_config import aiokafka_kwargs
+
+    async def build() -> int:
+        consumer = AIOKafkaConsumer(**aiokafka_kwargs(Settings.from_env(env), "input", {
+            "group_id": "g", "value_deserializer": TupleMode()}))
+        level = consumer._isolation_level
+        await consumer.stop()
+        # the consumer's Fetcher turns the string into aiokafka's constant, as here
+        return {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}[level]
+
+    return asyncio.run(build())
+
+
+def test_the_input_consumer_is_read_committed_and_drops_an_aborted_batch() -> None:
+    """Issue 22 item 2: aborted transactions were counted (the input consumer read
+    read_uncommitted). The embedded broker does not abort, so: the consumer the worker
+    builds passes READ_COMMITTED to the fetcher, and at that level both fetch paths drop
+    the aborted batch (abort marker + aborted-transactions list)."""
+    level = _input_isolation({})
+    assert level == READ_COMMITTED
+    abort = struct.pack(">hh", 0, 0)
+    data = (batch(0, 3, producer_id=9, transactional=True)  # aborted
+            + batch(3, 1, producer_id=9, transactional=True, control=abort)
+            + batch(4, 2))  # plain records
+    fast = list(iter(_partition_records(TP, MemoryRecords(data), [(9, 0)], 0, None,
+                                        TupleMode(), True, level)))
+    public = list(_original()(TP, MemoryRecords(data), [(9, 0)], 0, None, None, True, level))
+    assert [r[0] for r in fast] == [r.offset for r in public] == [4, 5]
+    assert _input_isolation({"DPSTREAM_ISOLATION_LEVEL": "read_uncommitted"}) == \
+        READ_UNCOMMITTED
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])  # gzip, snappy, lz4, zstd

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -42,7 +42,7 @@ def token() -> tuple[str, float]:
 class Recorder:
     """Stands for a Kafka client class: records its keyword arguments."""
 
-    made: list[tuple[str, dict[str, Any]]] = []
+    made: ClassVar[list[tuple[str, dict[str, Any]]]] = []
     fail_start = False
 
     def __init__(self, *topics: str, **kwargs: Any) -> None:

@@ -209,8 +209,8 @@ class Settings:
     log_interval_s: int = 30
     memory_limit_bytes: int = 0
     max_open_shards: int = 0
-    aiokafka_config: Mapping[str, Any] = field(default_factory=dict)
-    librdkafka_config: Mapping[str, Any] = field(default_factory=dict)
+    aiokafka_config: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    librdkafka_config: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.security_protocol not in _PROTOCOLS:

@@ -337,3 +337,9 @@ def test_every_role_has_a_kind_and_a_client_id() -> None:
         assert set(kw) <= client_config._aiokafka_params(kind) | {"bootstrap_servers"}
     with pytest.raises(ValueError, match="unknown Kafka client role"):
         aiokafka_kwargs(Settings(), "nope")
+
+
+def test_settings_stay_hashable_with_raw_properties() -> None:
+    s = Settings(aiokafka_config={"metadata_max_age_ms": 1}, librdkafka_config={"a.b": "c"})
+    assert hash(s) == hash(Settings())  # the raw tables do not take part in the hash
+    assert s != Settings()

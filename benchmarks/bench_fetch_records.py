@@ -10,6 +10,9 @@ ways, alternated R times in one process:
   timestamp)`` tuple map;
 - :class:`worker.kafka.record_tuples.RecordTuples` drained by the same ``getall``
   (the worker's path since 2026-11-25: one slice per call);
+- the public ``getmany`` fallback (``PublicFetchConsumer``, used on any aiokafka but
+  the pinned one): aiokafka's ``ConsumerRecord`` path plus
+  :func:`worker.kafka.record_tuples.public_tuples` (tuples and timestamp-type notes);
 - ``CRC only``: opening every batch and checking its CRC, nothing per record
   (the floor every path shares).
 
@@ -108,6 +111,11 @@ def aiokafka_map_path(data: bytes) -> int:
         TP, MemoryRecords(data), None, 0, None, None, True, 0)))))
 
 
+def public_path(data: bytes) -> int:
+    recs = drain(record_tuples._ORIGINAL(TP, MemoryRecords(data), None, 0, None, None, True, 0))
+    return len(record_tuples.public_tuples(TP.topic, recs, record_tuples.TupleMode()))
+
+
 def tuples_path(data: bytes) -> int:
     return len(drain(record_tuples.RecordTuples(TP, MemoryRecords(data), None, 0,
                                                 record_tuples.TupleMode(), True, 0)))
@@ -135,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     record_tuples.install()  # getall: one slice for RecordTuples, aiokafka's loop otherwise
     paths = {"aiokafka ConsumerRecord (raw getmany)": aiokafka_path,
              "aiokafka + tuple map (worker before)": aiokafka_map_path,
+             "public getmany fallback (other aiokafka versions)": public_path,
              "RecordTuples (worker now)": tuples_path, "CRC only (floor)": crc_only}
     us: dict[str, list[float]] = {k: [] for k in paths}
     for _ in range(args.repeat):

@@ -201,3 +201,24 @@ def test_kustomize_output_is_valid(tmp_path: Path) -> None:
                 "securityContext"):
         assert dep["containers"][0][key] == chart["containers"][0][key], key
     assert dep["terminationGracePeriodSeconds"] == chart["terminationGracePeriodSeconds"]
+
+
+def test_client_settings_reach_the_worker_env() -> None:
+    """Issue 22: isolation level, client.id, static membership and the TLS key password."""
+    kafka = {**SASL_TLS["kafka"], "clientId": "billing-{role}", "staticMembership": True,
+             "isolationLevel": "read_uncommitted",
+             "tls": {**SASL_TLS["kafka"]["tls"], "keyPassword": "kp"}}
+    kinds = by_kind(render({**ALL_ON, "kafka": kafka}))
+    c = kinds["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["DPSTREAM_ISOLATION_LEVEL"]["value"] == "read_uncommitted"
+    assert env["DPSTREAM_CLIENT_ID"]["value"] == "billing-{role}"
+    assert env["DPSTREAM_GROUP_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.name"
+    ref = env["DPSTREAM_SSL_KEY_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert ref["key"] == "tls-key-password"
+    assert kinds["Secret"][0]["stringData"]["tls-key-password"] == "kp"
+    default = by_kind(render({}))["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+    names = {e["name"]: e.get("value") for e in default["env"]}
+    assert names["DPSTREAM_ISOLATION_LEVEL"] == "read_committed"
+    assert "DPSTREAM_GROUP_INSTANCE_ID" not in names

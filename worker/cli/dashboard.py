@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from sketches.errors import SpecError
+from sketches.errors import DPStreamError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--topic", action="append", default=[], help="release topic (repeatable)")
     ap.add_argument("--topology", action="append", default=[],
                     help="topology file or directory: follow its release.topic (repeatable)")
-    ap.add_argument("--broker", help="host:port (default: $DPSTREAM_BROKER)")
+    ap.add_argument("--broker", help="host:port (default: $DPSTREAM_BROKER); the security "
+                    "settings of the environment / --config file apply to it")
+    ap.add_argument("--config", help="TOML settings file (default $DPSTREAM_CONFIG)")
     ap.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=DEFAULT_PORT,
                     help=f"HTTP port (default {DEFAULT_PORT}; 0 picks a free one)")
@@ -48,8 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``dpstream dashboard``."""
-    from worker.cli.read import bootstrap_from
+    from worker.cli.read import check_reachable, read_settings
     from worker.dashboard.server import Dashboard, topics_of
+    from worker.kafka.client_config import aiokafka_kwargs
 
     args = build_parser().parse_args(argv)
     if args.public and args.metrics_url:
@@ -62,7 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
     async def run() -> int:
-        bootstrap, opts = bootstrap_from(args.broker)
+        settings = read_settings(args.broker, args.config)
+        await check_reachable(settings, "dashboard-admin")
+        bootstrap, opts = settings.broker, aiokafka_kwargs(settings, "dashboard")
         topics = list(args.topic) + (topics_of(args.topology) if args.topology else [])
         dash = Dashboard(bootstrap, topics, metrics_url=args.metrics_url,
                          client_options=opts, history=args.history, replay=args.replay,
@@ -81,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(asyncio.run(run()))
-    except SpecError as exc:
+    except DPStreamError as exc:
         print(f"dpstream: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

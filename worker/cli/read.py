@@ -5,6 +5,11 @@ Both read through the reader API (:class:`worker.release.reader.ReleaseView`):
 (confluent-kafka), ``query`` with :class:`worker.kafka.release_reader.ReleaseReader`
 (aiokafka). A release that is not private is marked as such
 (:mod:`worker.release.envelope` judges it).
+
+Both (and ``dpstream dashboard``) take their client settings from the same
+place as the worker (:func:`read_settings`: ``--config`` / ``DPSTREAM_CONFIG``,
+the environment, ``--broker`` on top) and fail in one line, exit code 2, when
+the broker is malformed or does not answer.
 """
 
 from __future__ import annotations
@@ -15,34 +20,90 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sketches.errors import SerializationError, SpecError
+from sketches.errors import DPStreamError, SpecError
 
-
-def bootstrap_from(arg: str | None) -> tuple[str, dict[str, Any]]:
-    """``(bootstrap, aiokafka security options)``: ``--broker`` if given, else the
-    environment's ``DPSTREAM_BROKER`` and security settings."""
-    if arg:
-        return arg, {}
+if TYPE_CHECKING:
     from worker.config.settings import Settings
 
-    s = Settings.from_env()
+CHECK_TIMEOUT_S = 10.0
+"""How long a read-side command waits for the broker to answer at start."""
+
+
+def read_settings(broker: str | None, config: str | None = None) -> Settings:
+    """The settings of a read-side command: the file (``--config``, else
+    ``$DPSTREAM_CONFIG``), the environment, then ``--broker`` on top. Security and
+    client settings are kept with ``--broker`` (they were dropped before).
+
+    Raises
+    ------
+    SpecError
+        No broker, or one that is not ``host:port[,host:port]``.
+    """
+    from worker.config.settings import Settings
+
+    s = Settings.load(config=config)
+    if broker:
+        s = s.with_broker(broker)
     if not s.broker:
         raise SpecError("no broker: pass --broker host:port or set DPSTREAM_BROKER")
-    return s.broker, s.kafka_security_kwargs()
+    for part in s.broker.split(","):
+        host, sep, port = part.strip().rpartition(":")
+        if not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+            raise SpecError(f"--broker / DPSTREAM_BROKER: {part.strip()!r} is not host:port "
+                            "(e.g. kafka-1:9092)")
+    return s
+
+
+async def check_reachable(settings: Settings, role: str) -> None:
+    """Raise a one-line error when no broker answers (within :data:`CHECK_TIMEOUT_S`)."""
+    import logging
+
+    from worker.kafka.broker_watch import check_broker
+    from worker.kafka.client_config import aiokafka_kwargs
+
+    quiet = logging.getLogger("aiokafka")  # its own ERROR lines would repeat ours
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        await check_broker(settings.broker, aiokafka_kwargs(settings, role),
+                           timeout_s=CHECK_TIMEOUT_S)
+    finally:
+        quiet.setLevel(level)
+
+
+def bootstrap_from(arg: str | None, role: str = "query",
+                   config: str | None = None) -> tuple[str, dict[str, Any]]:
+    """``(bootstrap, aiokafka options of the role's client)`` of :func:`read_settings`."""
+    from worker.kafka.client_config import aiokafka_kwargs
+
+    s = read_settings(arg, config)
+    return s.broker, aiokafka_kwargs(s, role)
 
 
 def add_topic_args(ap: argparse.ArgumentParser) -> None:
-    """The ``--topic`` and ``--broker`` options of ``dpstream tail`` and ``query``."""
+    """The ``--topic``, ``--broker`` and ``--config`` options of ``dpstream tail`` and
+    ``query``."""
     ap.add_argument("--topic", required=True, help="release topic (the topology's release.topic)")
-    ap.add_argument("--broker", help="host:port (default: $DPSTREAM_BROKER)")
+    ap.add_argument("--broker", help="host:port (default: $DPSTREAM_BROKER); the security "
+                    "settings of the environment / --config file apply to it")
+    ap.add_argument("--config", help="TOML settings file (default $DPSTREAM_CONFIG)")
 
 
 def _fail(exc: BaseException) -> int:
     msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    if not isinstance(exc, DPStreamError | KeyError):  # a client library's error
+        msg = f"{type(exc).__name__}: {exc}"
     print(f"dpstream: {msg}", file=sys.stderr)
     return 2
+
+
+def _client_errors() -> tuple[type[BaseException], ...]:
+    from aiokafka.errors import KafkaError
+    from confluent_kafka import KafkaException
+
+    return (KafkaError, KafkaException)
 
 
 # ---------------------------------------------------------------- tail
@@ -57,7 +118,8 @@ def tail_main(argv: Sequence[str] | None = None) -> int:
     ``[NOT PRIVATE ...]`` (with ``--json``: on stderr, the JSON line unchanged).
     Reads with confluent-kafka (:class:`worker.kafka.release_reader.ConfluentReleaseReader`).
     """
-    from worker.kafka.release_reader import ConfluentReleaseReader, librdkafka_security
+    from worker.kafka.client_config import check_librdkafka, librdkafka_conf
+    from worker.kafka.release_reader import ConfluentReleaseReader
     from worker.release.envelope import privacy_note, summarize_release
 
     ap = argparse.ArgumentParser(prog="dpstream tail", description=tail_main.__doc__)
@@ -69,15 +131,13 @@ def tail_main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
     args = ap.parse_args(argv)
     try:
-        if args.broker:
-            bootstrap, conf = args.broker, {}
-        else:
-            from worker.config.settings import Settings
-
-            bootstrap = bootstrap_from(None)[0]
-            conf = librdkafka_security(Settings.from_env())
+        settings = read_settings(args.broker, args.config)
+        conf = librdkafka_conf(settings, "tail")
+        check_librdkafka(conf)
+        if settings.sasl_mechanism != "GSSAPI":  # the check is aiokafka's (gssapi package)
+            asyncio.run(check_reachable(settings, "tail"))
         printed = 0
-        with ConfluentReleaseReader(bootstrap, args.topic, from_beginning=args.from_beginning,
+        with ConfluentReleaseReader(settings.broker, args.topic, from_beginning=args.from_beginning,
                                     config=conf) as rd:
             for raw, env in rd.records(timeout_s=args.seconds or None):
                 note = privacy_note(env) if env is not None else ""
@@ -93,7 +153,7 @@ def tail_main(argv: Sequence[str] | None = None) -> int:
                 printed += 1
                 if args.count and printed >= args.count:
                     break
-    except (KeyError, SpecError, SerializationError) as exc:
+    except (KeyError, DPStreamError, *_client_errors()) as exc:  # type: ignore[misc]
         return _fail(exc)
     except KeyboardInterrupt:
         return 130
@@ -105,6 +165,7 @@ def tail_main(argv: Sequence[str] | None = None) -> int:
 
 def query_main(argv: Sequence[str] | None = None) -> int:
     """``dpstream query --topic T --shard S [ITEM ...]``: point estimates or heavy hitters."""
+    from worker.kafka.client_config import aiokafka_kwargs
     from worker.kafka.release_reader import ReleaseReader
     from worker.release.envelope import not_private_warning
 
@@ -119,7 +180,9 @@ def query_main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     async def run() -> int:
-        bootstrap, opts = bootstrap_from(args.broker)
+        settings = read_settings(args.broker, args.config)
+        await check_reachable(settings, "query")
+        bootstrap, opts = settings.broker, aiokafka_kwargs(settings, "query")
         async with ReleaseReader(bootstrap, args.topic, client_options=opts) as rd:
             await rd.catch_up()
             deadline = time.monotonic() + args.wait
@@ -155,7 +218,7 @@ def query_main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(asyncio.run(run()))
-    except (KeyError, SpecError, SerializationError) as exc:
+    except (KeyError, DPStreamError, *_client_errors()) as exc:  # type: ignore[misc]
         return _fail(exc)
     except KeyboardInterrupt:
         return 130

@@ -31,6 +31,7 @@ def add_parsers(sub: Any) -> None:
     run.add_argument("--broker", help="Kafka bootstrap servers; default $DPSTREAM_BROKER, "
                      "else an embedded broker")
     run.add_argument("--metrics-port", type=int, help="Prometheus port (0 disables)")
+    add_config_flag(run)
     _faust_flags(run)
     run.set_defaults(func=cmd_run)
     demo = sub.add_parser("demo", help="embedded broker + demo producer + worker")
@@ -41,7 +42,31 @@ def add_parsers(sub: Any) -> None:
     demo.add_argument("--seconds", type=float, default=None, help="stop after this long")
     demo.add_argument("--dashboard-port", type=int, default=8050,
                       help="serve the dashboard (dpstream dashboard) on this port; 0: none")
+    add_config_flag(demo)
     demo.set_defaults(func=cmd_demo)
+
+
+def add_config_flag(p: argparse.ArgumentParser) -> None:
+    """``--config FILE``: the TOML settings file (docs/OPERATIONS.md "Kafka client
+    configuration")."""
+    p.add_argument("--config", help="TOML settings file (default $DPSTREAM_CONFIG); "
+                   "precedence: flags > environment > file > defaults")
+
+
+def load_settings(config: str | None) -> Settings:
+    """:meth:`Settings.load` with ``--config``; unknown ``DPSTREAM_*`` variables are
+    warned (one line each) once logging is set up by the caller."""
+    return Settings.load(config=config, warn=False)
+
+
+def warn_unknown_variables() -> None:
+    """One WARNING line per unknown ``DPSTREAM_*`` environment variable."""
+    import os
+
+    from worker.config.settings import unknown_variables
+
+    for line in unknown_variables(os.environ):
+        log.warning("%s", line)
 
 
 def _faust_flags(p: argparse.ArgumentParser) -> None:
@@ -115,7 +140,9 @@ def _with_broker(settings: Settings, *, demo: bool = False,
     from worker.kafka.broker_watch import check_broker
 
     if settings.broker:
-        asyncio.run(check_broker(settings.broker, settings.kafka_security_kwargs()))
+        from worker.kafka.client_config import aiokafka_kwargs
+
+        asyncio.run(check_broker(settings.broker, aiokafka_kwargs(settings, "probe")))
         return settings, contextlib.nullcontext(), None
     if not (demo or settings.embedded_broker):
         raise SpecError("DPSTREAM_BROKER: no broker configured; set host:port[,host:port] "
@@ -150,12 +177,13 @@ class _Stopper:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``dpstream run``."""
-    settings = Settings.from_env()
+    settings = load_settings(args.config)
     if args.broker:
         settings = settings.with_broker(args.broker)
     if args.metrics_port is not None:
         settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
     _logging(settings.log_level)
+    warn_unknown_variables()
     _check_metrics_port(settings)
     settings, broker, exit_status = _with_broker(settings)
     with broker:
@@ -233,21 +261,23 @@ async def _demo(settings: Settings, rate: float, seconds: float | None,
 
 async def _print_releases(settings: Settings, topics: Sequence[str], probe: str) -> None:
     """Print every record of the release ``topics`` from their beginning, one line each."""
+    from worker.kafka.client_config import aiokafka_kwargs
     from worker.kafka.release_follower import follow_release_topics
     from worker.release.envelope import summarize_release
 
     async for value in follow_release_topics(str(settings.broker), topics, replay=0,
-                                             client_options=settings.kafka_security_kwargs()):
+                                             client_options=aiokafka_kwargs(settings, "reader")):
         if value:
             print(summarize_release(value, probe=probe), flush=True)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``dpstream demo``."""
-    settings = Settings.from_env()
+    settings = load_settings(args.config)
     if args.metrics_port is not None:
         settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
     _logging(settings.log_level)
+    warn_unknown_variables()
     _check_metrics_port(settings)
     settings, broker, exit_status = _with_broker(settings, demo=True)
     with broker:

@@ -41,6 +41,7 @@ from sketches.errors import SpecError
 from worker.dashboard.metrics_probe import MetricsProbe
 from worker.dashboard.page import PAGE
 from worker.dashboard.state import DashboardState, dumps
+from worker.kafka.client_config import aiokafka_kwargs
 from worker.kafka.release_follower import follow_release_topics
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,7 @@ def demo_extra(broker: str, port: int, host: str = "127.0.0.1") -> Any:
                    if worker.metrics_port else None)
         dash = Dashboard(broker, [t.release.topic for t in worker.topologies],
                          metrics_url=metrics,
-                         client_options=worker.settings.kafka_security_kwargs())
+                         client_options=aiokafka_kwargs(worker.settings, "dashboard"))
         try:
             bound = await dash.serve(host, port)
         except OSError as exc:  # e.g. the port is taken: the demo runs on without it

@@ -17,8 +17,8 @@ configs dpstream relies on:
   says is refused (:func:`check_partitions`): shard routing
   (:mod:`worker.ingest.routing`) depends on the count.
 
-:func:`client_options` are the connection options every Kafka client of the
-worker shares (bootstrap servers and security settings).
+:func:`client_options` are a client's arguments
+(:mod:`worker.kafka.client_config`: bootstrap servers, ``client.id``, security, tuning).
 """
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ from sketches.errors import SpecError
 from worker.config.settings import Settings
 from worker.config.topology import Topology
 from worker.ingest.event_time import TIMESTAMP_TYPE, check_timestamp_types, topic_configs
+from worker.kafka.client_config import aiokafka_kwargs
 
 log = logging.getLogger(__name__)
 
 
-def client_options(settings: Settings) -> dict[str, Any]:
-    """Keyword arguments of every aiokafka client: bootstrap servers and security."""
-    return {"bootstrap_servers": settings.broker, **settings.kafka_security_kwargs()}
+def client_options(settings: Settings, role: str = "admin") -> dict[str, Any]:
+    """Keyword arguments of the aiokafka client playing ``role``
+    (:func:`worker.kafka.client_config.aiokafka_kwargs`)."""
+    return aiokafka_kwargs(settings, role)
 
 
 def wanted_topics(settings: Settings, topologies: Sequence[Topology]

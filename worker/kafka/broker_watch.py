@@ -41,9 +41,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from worker.errors import BrokerUnavailable
+from worker.kafka.client_config import for_kind
 
 log = logging.getLogger(__name__)
 
@@ -221,14 +223,14 @@ class BrokerWatch:
                 await asyncio.wait_for(self._wake.wait(), 0.2)
 
 
-async def check_broker(bootstrap: str, security: dict[str, object],
+async def check_broker(bootstrap: str, security: Mapping[str, Any],
                        timeout_s: float = 10.0) -> None:
     """Raise :class:`BrokerUnavailable` (one line, naming the address and the fix) if
     no broker answers at ``bootstrap`` within ``timeout_s``."""
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(
-        timeout_s * 1000), **security)
+    admin = AIOKafkaAdminClient(**{**for_kind(security, "admin"), "bootstrap_servers": bootstrap,
+                                   "request_timeout_ms": int(timeout_s * 1000)})
     try:
         await asyncio.wait_for(admin.start(), timeout_s)
     except Exception as exc:

@@ -43,10 +43,18 @@ same batch it is skipped: the position moves past it and a
 :class:`SkippedBatch` tells the worker, which dead-letters it as
 ``corrupt_batch`` (:meth:`worker.engine.engine.Engine.skip_batch`).
 
-aiokafka is pinned (``pyproject.toml``); :func:`install` refuses to patch a
-fetcher module whose ``PartitionRecords`` is not the class this module was
-written against, and ``tests/unit/test_record_tuples.py`` compares both paths
-record for record, including control, aborted, corrupt and legacy batches.
+aiokafka is pinned (``pyproject.toml``, :data:`PINNED_AIOKAFKA`); :func:`install`
+patches only that version's fetcher, and ``tests/unit/test_record_tuples.py``
+compares both paths record for record, including control, aborted, corrupt and
+legacy batches. On any other aiokafka (or a fetcher that is not the one this
+module follows), :func:`install` patches nothing and logs ONE warning naming
+the version found and the cost; :func:`input_consumer_class` then returns
+:class:`PublicFetchConsumer`, which makes the same ``(offset, key, value,
+timestamp)`` tuples and timestamp-type notes from aiokafka's public
+``getmany`` (:data:`PUBLIC_PATH_COST`, measured with
+``benchmarks/bench_fetch_records.py``). What the public path does not do:
+skip a batch that fails on every fetch (aiokafka raises
+``CorruptRecordException`` out of ``getmany``, which fails the worker).
 
 >>> mode = TupleMode(attempts=2)
 >>> mode(b"x")  # never called on the fast path; aiokafka's own path gets the value back
@@ -66,8 +74,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import aiokafka
 import aiokafka.consumer.fetcher as _fetcher
 import aiokafka.errors as _errors
+from aiokafka import AIOKafkaConsumer
 from aiokafka.record.control_record import ABORT_MARKER, ControlRecord
 
 from worker.ingest.records import Record
@@ -356,6 +366,15 @@ _ORIGINAL = _fetcher.PartitionRecords
 _ORIGINAL_GETALL = _fetcher.FetchResult.getall
 _EXPECTED = "aiokafka.consumer.fetcher"
 
+PINNED_AIOKAFKA = "0.14.0"
+"""The aiokafka version whose fetcher :class:`RecordTuples` follows step for step."""
+
+PUBLIC_PATH_COST = ("measured 6.0 us per fetched record instead of 1.3, about 4.6x the fetch "
+                    "cost: results/bench_fetch_records.md")
+"""The public path's measured cost (``results/bench_fetch_records.md``), for the warning."""
+
+_state: dict[str, bool] = {}
+
 
 def _getall(self: Any, max_records: int | None = None) -> list[Any]:
     """``FetchResult.getall`` (aiokafka 0.14, same steps), one C slice for record tuples.
@@ -386,28 +405,87 @@ def _partition_records(tp: Any, records: Any, aborted_transactions: Any, fetch_o
                      value_deserializer, check_crcs, isolation_level)
 
 
-def install() -> None:
-    """Route aiokafka's fetcher through :func:`_partition_records` (idempotent).
-
-    Raises
-    ------
-    RuntimeError
-        aiokafka's fetcher no longer has the ``PartitionRecords`` class this module
-        follows (an aiokafka upgrade): re-check ``RecordTuples`` against it first.
-    """
-    current = _fetcher.PartitionRecords
-    if current is _partition_records:
-        return
-    getall = _fetcher.FetchResult.getall
+def _fast_path_applies() -> str | None:
+    """None when the installed aiokafka is the pinned one with the expected fetcher, else
+    what differs."""
+    found = getattr(aiokafka, "__version__", "unknown")
+    if found != PINNED_AIOKAFKA:
+        return f"aiokafka {found} is installed"
+    current, getall = _fetcher.PartitionRecords, _fetcher.FetchResult.getall
     if not (isinstance(current, type) and current.__module__ == _EXPECTED
             and hasattr(current, "_unpack_records") and getall is _ORIGINAL_GETALL
             and getall.__module__ == _EXPECTED):
-        raise RuntimeError(
-            "aiokafka.consumer.fetcher.PartitionRecords / FetchResult.getall are not "
-            "aiokafka 0.14's; worker/kafka/record_tuples.py follows them step for step: "
-            "re-check it against the installed aiokafka before upgrading")
+        return (f"aiokafka {found}'s fetcher PartitionRecords / FetchResult.getall are not "
+                "the ones this module follows")
+    return None
+
+
+def install() -> bool:
+    """Route aiokafka's fetcher through :func:`_partition_records` (idempotent); True when
+    the fast path is on.
+
+    On any aiokafka but :data:`PINNED_AIOKAFKA` (or a fetcher that differs),
+    nothing is patched, one WARNING names the version and the cost of the public
+    path, and False is returned: the input consumer is then a
+    :class:`PublicFetchConsumer` (:func:`input_consumer_class`).
+    """
+    if _fetcher.PartitionRecords is _partition_records:
+        return True
+    why = _fast_path_applies()
+    if why is not None:
+        if _state.get("warned"):
+            return False
+        _state["warned"] = True
+        log.warning("%s; the fast fetch path (worker/kafka/record_tuples.py) follows aiokafka "
+                    "%s only: using aiokafka's public getmany path instead (%s; corrupt record "
+                    "batches then fail the worker instead of being dead-lettered). Pin "
+                    "aiokafka==%s for the fast path", why, PINNED_AIOKAFKA, PUBLIC_PATH_COST,
+                    PINNED_AIOKAFKA)
+        return False
     _fetcher.FetchResult.getall = _getall
     _fetcher.PartitionRecords = _partition_records
+    return True
+
+
+def public_tuples(topic: str, records: list[Any], mode: TupleMode) -> list[Record]:
+    """aiokafka ``ConsumerRecord``s as :data:`~worker.ingest.records.Record` tuples, noting
+    each non-``LogAppendTime`` timestamp type in ``mode`` (as :class:`RecordTuples` does
+    per batch)."""
+    for r in records:
+        if r.timestamp_type != LOG_APPEND_TIME:
+            mode.note_timestamp_type(topic, r.timestamp_type)
+    return [(r.offset, r.key, r.value, r.timestamp) for r in records]
+
+
+class PublicFetchConsumer(AIOKafkaConsumer):
+    """The input consumer on aiokafka's public path: ``getmany`` returns record tuples.
+
+    Used when :func:`install` could not install the fast path; its
+    ``value_deserializer`` must be a :class:`TupleMode` (it returns the value unchanged
+    and collects the timestamp types). ``read_committed`` filtering, CRC checks and
+    positions are aiokafka's own.
+    """
+
+    def __init__(self, *topics: str, **kwargs: Any) -> None:
+        super().__init__(*topics, **kwargs)
+        self.tuple_mode = kwargs.get("value_deserializer")
+
+    async def getmany(self, *partitions: Any, timeout_ms: int = 0,
+                      max_records: int | None = None) -> dict[Any, list[Any]]:
+        fetched = await super().getmany(*partitions, timeout_ms=timeout_ms,
+                                        max_records=max_records)
+        mode = self.tuple_mode
+        if not isinstance(mode, TupleMode):
+            return dict(fetched)
+        # tuples already (the fast path was installed after this consumer was chosen)
+        return {tp: recs if recs and isinstance(recs[0], tuple)
+                else public_tuples(tp.topic, recs, mode) for tp, recs in fetched.items()}
+
+
+def input_consumer_class() -> type[AIOKafkaConsumer]:
+    """The input consumer's class: ``AIOKafkaConsumer`` with the fast path installed, else
+    :class:`PublicFetchConsumer` (one warning, :func:`install`)."""
+    return AIOKafkaConsumer if install() else PublicFetchConsumer
 
 
 def input_consumer_options(attempts: int = 3) -> dict[str, Any]:

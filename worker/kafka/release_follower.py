@@ -17,6 +17,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
+from worker.kafka.client_config import for_kind
+
 MISSING_CHECK_S = 0.5
 PARTITION_CHECK_S = 10.0
 
@@ -35,9 +37,9 @@ async def follow_release_topics(bootstrap: str, topics: Sequence[str], *, replay
     from aiokafka.admin import AIOKafkaAdminClient
 
     opts = dict(client_options or {})
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest", **opts)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **opts)
+    consumer = AIOKafkaConsumer(**{**opts, "bootstrap_servers": bootstrap, "group_id": None,
+                                   "enable_auto_commit": False, "auto_offset_reset": "earliest"})
+    admin = AIOKafkaAdminClient(**{**for_kind(opts, "admin"), "bootstrap_servers": bootstrap})
     try:
         await consumer.start()
         await admin.start()

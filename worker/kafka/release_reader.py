@@ -44,26 +44,17 @@ from typing import Any
 import numpy as np
 
 from sketches.errors import SerializationError
+from worker.kafka.client_config import librdkafka_conf
 from worker.release.envelope import Envelope, parse_envelope
 from worker.release.reader import ReleaseIndex
 
 FETCH_QUEUE_BACKOFF_MS = 10
 
 
-def librdkafka_security(settings: Any) -> dict[str, Any]:
-    """librdkafka configuration for ``settings``' security block (config.settings.Settings)."""
-    conf: dict[str, Any] = {"security.protocol": settings.security_protocol}
-    if settings.security_protocol.startswith("SASL"):
-        conf.update({"sasl.mechanism": settings.sasl_mechanism or "PLAIN",
-                     "sasl.username": settings.sasl_username,
-                     "sasl.password": settings.sasl_password})
-    if settings.security_protocol.endswith("SSL"):
-        for key, value in (("ssl.ca.location", settings.ssl_cafile),
-                           ("ssl.certificate.location", settings.ssl_certfile),
-                           ("ssl.key.location", settings.ssl_keyfile)):
-            if value:
-                conf[key] = value
-    return conf
+def librdkafka_security(settings: Any, role: str = "reader") -> dict[str, Any]:
+    """librdkafka configuration of a reader for ``settings`` (config.settings.Settings):
+    :func:`worker.kafka.client_config.librdkafka_conf`."""
+    return librdkafka_conf(settings, role)
 
 
 class ReleaseReader(ReleaseIndex):
@@ -90,9 +81,9 @@ class ReleaseReader(ReleaseIndex):
         """Connect and position at the beginning of every partition of the topic."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-            auto_offset_reset="earliest", **self._client_options)
+        self._consumer = AIOKafkaConsumer(**{
+            **self._client_options, "bootstrap_servers": self.bootstrap, "group_id": None,
+            "enable_auto_commit": False, "auto_offset_reset": "earliest"})
         await self._consumer.start()
         parts = await self._partitions()
         self._consumer.assign([TopicPartition(self.topic, p) for p in parts])
@@ -177,13 +168,13 @@ class ConfluentReleaseReader:
 
     # ------------------------------------------------------------- lifecycle
     def _conf(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap,
-                # no group is joined (assign only, no commits); librdkafka wants an id
+        return {  # no group is joined (assign only, no commits); librdkafka wants an id
                 "group.id": f"dpstream-reader-{uuid.uuid4().hex[:12]}",
                 "enable.auto.commit": False, "enable.auto.offset.store": False,
                 "enable.partition.eof": True,
                 "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
-                "auto.offset.reset": "earliest", **self._config}
+                "auto.offset.reset": "earliest", **self._config,
+                "bootstrap.servers": self.bootstrap}  # the reader's own wins
 
     def _open(self, from_beginning: bool, timeout_s: float = 10.0) -> tuple[Any, list[int]]:
         from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition

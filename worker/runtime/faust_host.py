@@ -67,6 +67,7 @@ from typing import Any
 from sketches.errors import SpecError
 from worker.config.settings import Settings
 from worker.config.topology import Topology
+from worker.kafka.client_config import aiokafka_kwargs
 from worker.runtime.worker import Worker, create_worker
 
 log = logging.getLogger(__name__)
@@ -218,7 +219,7 @@ def add_dpstream(app: Any, topologies: Sequence[str], *, settings: Settings | No
         from worker.dashboard.server import Dashboard
 
         dash = Dashboard(s.broker or "", [t.release.topic for t in worker.topologies],
-                         client_options=s.kafka_security_kwargs())
+                         client_options=aiokafka_kwargs(s, "dashboard"))
     dp = DPStream(worker, dash, web_prefix.rstrip("/"))
     if dash is not None:
         dash.metrics_text = dp.metrics_text

@@ -38,9 +38,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from worker.config.mechanism_loader import load_mechanisms
 from worker.engine.checkpoint import CheckpointStore
 from worker.engine.engine import Engine
-from worker.kafka.admin import check_partitions, client_options, declare_topics
+from worker.kafka.admin import check_partitions, declare_topics
 from worker.kafka.broker_watch import BrokerUnavailable, BrokerWatch, install_rate_limit
-from worker.kafka.record_tuples import install
+from worker.kafka.client_config import aiokafka_kwargs
+from worker.kafka.record_tuples import input_consumer_class
 from worker.kafka.sink import KafkaSink
 from worker.observe.health import Probe, liveness, readiness
 from worker.runtime.assignment import Assignment, RebalanceListener
@@ -103,14 +104,13 @@ class Lifecycle:
             state.metrics_port = state.metrics.serve(s.metrics_host, s.metrics_port,
                                                      live=self.liveness, ready=self.readiness)
         await declare_topics(s, state.topologies)
-        install()  # the input consumer's record tuples (worker/kafka/record_tuples.py)
-        common = client_options(s)
-        producer = state.producer = AIOKafkaProducer(
-            enable_idempotence=False, acks="all", linger_ms=2,
-            max_request_size=s.producer_max_request_bytes, **common)
+        # every client's arguments: worker/kafka/client_config.py
+        producer = state.producer = AIOKafkaProducer(**aiokafka_kwargs(s, "producer", {
+            "enable_idempotence": False, "acks": "all", "linger_ms": 2,
+            "max_request_size": s.producer_max_request_bytes}))
         await producer.start()
-        ck_consumer = state.ck_consumer = AIOKafkaConsumer(
-            enable_auto_commit=False, group_id=None, auto_offset_reset="earliest", **common)
+        ck_consumer = state.ck_consumer = AIOKafkaConsumer(**aiokafka_kwargs(s, "checkpoint", {
+            "enable_auto_commit": False, "group_id": None, "auto_offset_reset": "earliest"}))
         await ck_consumer.start()
         ck_tp = TopicPartition(s.checkpoint_topic, 0)
         ck_consumer.assign([ck_tp])
@@ -123,12 +123,10 @@ class Lifecycle:
                               reraise=BROKER_ERRORS, max_open_shards=s.max_open_shards,
                               deployment=s.deployment, takeover_from=s.takeover_from)
         state.engine.batch_is_current = self.assignment.batch_is_current
-        consumer = state.consumer = AIOKafkaConsumer(
-            group_id=s.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
-            session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
-            max_poll_interval_ms=300_000, rebalance_timeout_ms=60_000,
-            max_partition_fetch_bytes=8 * 1024 * 1024, value_deserializer=state.fetch_mode,
-            **common)
+        # record tuples: the fast fetch path, or the public getmany path (record_tuples.py)
+        consumer = state.consumer = input_consumer_class()(**aiokafka_kwargs(s, "input", {
+            "group_id": s.group_id, "enable_auto_commit": False,
+            "auto_offset_reset": "earliest", "value_deserializer": state.fetch_mode}))
         await consumer.start()
         await check_partitions(consumer, state.topologies)
         topics = sorted({t.input.topic for t in state.topologies})

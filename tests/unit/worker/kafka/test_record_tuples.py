@@ -7,6 +7,7 @@ fetch position ends up, with aiokafka's ``ConsumerRecord`` path.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import struct
 from typing import Any
@@ -173,6 +174,43 @@ def test_read_committed_skips_aborted_transactions_like_aiokafka() -> None:
     assert new == ref and [r[0] for r in new] == [0, 1, 2, 3, 5, 6]
 
 
+def _input_isolation(env: dict[str, str]) -> int:
+    """The isolation level aiokafka's fetcher gets from the worker's input consumer."""
+    from aiokafka import AIOKafkaConsumer
+
+    from worker.config.settings import Settings
+    from worker.kafka.client_config import aiokafka_kwargs
+
+    async def build() -> int:
+        consumer = AIOKafkaConsumer(**aiokafka_kwargs(Settings.from_env(env), "input", {
+            "group_id": "g", "value_deserializer": TupleMode()}))
+        level = consumer._isolation_level
+        await consumer.stop()
+        # the consumer's Fetcher turns the string into aiokafka's constant, as here
+        return {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}[level]
+
+    return asyncio.run(build())
+
+
+def test_the_input_consumer_is_read_committed_and_drops_an_aborted_batch() -> None:
+    """Issue 22 item 2: aborted transactions were counted (the input consumer read
+    read_uncommitted). The embedded broker does not abort, so: the consumer the worker
+    builds passes READ_COMMITTED to the fetcher, and at that level both fetch paths drop
+    the aborted batch (abort marker + aborted-transactions list)."""
+    level = _input_isolation({})
+    assert level == READ_COMMITTED
+    abort = struct.pack(">hh", 0, 0)
+    data = (batch(0, 3, producer_id=9, transactional=True)  # aborted
+            + batch(3, 1, producer_id=9, transactional=True, control=abort)
+            + batch(4, 2))  # plain records
+    fast = list(iter(_partition_records(TP, MemoryRecords(data), [(9, 0)], 0, None,
+                                        TupleMode(), True, level)))
+    public = list(_original()(TP, MemoryRecords(data), [(9, 0)], 0, None, None, True, level))
+    assert [r[0] for r in fast] == [r.offset for r in public] == [4, 5]
+    assert _input_isolation({"DPSTREAM_ISOLATION_LEVEL": "read_uncommitted"}) == \
+        READ_UNCOMMITTED
+
+
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])  # gzip, snappy, lz4, zstd
 def test_compressed_batches_match(codec: int) -> None:
     """Flow exporters compress; cramjam (aiokafka's extras) provides snappy, lz4, zstd."""
@@ -328,15 +366,51 @@ def test_install_routes_tuple_mode_consumers_only() -> None:
     assert type(plain) is _original() and rec.offset == 0 and rec.topic == "in"
 
 
-def test_install_refuses_an_unknown_fetcher() -> None:
-    """An aiokafka upgrade that changes the class must be re-checked, not patched blindly."""
-    saved = fetcher.PartitionRecords
-    try:
-        fetcher.PartitionRecords = lambda *a: None  # type: ignore[assignment]
-        with pytest.raises(RuntimeError, match="re-check"):
-            install()
-    finally:
-        fetcher.PartitionRecords = saved  # type: ignore[misc]
+def test_an_unknown_fetcher_is_not_patched_and_falls_back(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """An aiokafka upgrade that changes the class is not patched blindly: the public path
+    is used (issue 22 item 6; before, install() raised and the worker did not start)."""
+    from worker.kafka import record_tuples
+
+    monkeypatch.setattr(fetcher, "PartitionRecords", lambda *a: None)
+    monkeypatch.setattr(record_tuples, "_state", {})
+    with caplog.at_level("WARNING", logger="worker.kafka.record_tuples"):
+        assert install() is False
+        assert install() is False
+    assert len(caplog.records) == 1 and "public getmany path" in caplog.text
+
+
+def test_another_aiokafka_version_falls_back_with_one_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 22 item 6: a version check that fails chooses the public path, with ONE
+    warning naming the version found and the measured cost; nothing is patched."""
+    import aiokafka
+
+    from worker.kafka import record_tuples
+
+    monkeypatch.setattr(fetcher, "PartitionRecords", record_tuples._ORIGINAL)
+    monkeypatch.setattr(fetcher.FetchResult, "getall", record_tuples._ORIGINAL_GETALL)
+    monkeypatch.setattr(aiokafka, "__version__", "0.15.1")
+    monkeypatch.setattr(record_tuples, "_state", {})
+    with caplog.at_level("WARNING", logger="worker.kafka.record_tuples"):
+        assert record_tuples.input_consumer_class() is record_tuples.PublicFetchConsumer
+        assert record_tuples.input_consumer_class() is record_tuples.PublicFetchConsumer
+    assert len(caplog.records) == 1
+    assert "aiokafka 0.15.1 is installed" in caplog.text
+    assert record_tuples.PUBLIC_PATH_COST in caplog.text
+    assert fetcher.PartitionRecords is record_tuples._ORIGINAL  # nothing patched
+
+
+def test_public_tuples_match_the_fast_path_and_its_notes() -> None:
+    """The fallback's conversion: the same tuples and timestamp-type notes as RecordTuples."""
+    from worker.kafka.record_tuples import public_tuples
+
+    data = batch(0, 4, log_append=True) + batch(4, 3) + batch(7, 2, log_append=True)
+    fast_mode, slow_mode = TupleMode(), TupleMode()
+    fast = list(iter(RecordTuples(TP, MemoryRecords(data), None, 0, fast_mode, True, 0)))
+    recs = list(_original()(TP, MemoryRecords(data), None, 0, None, None, True, 0))
+    assert public_tuples(TP.topic, recs, slow_mode) == fast
+    assert slow_mode.take_timestamp_types() == fast_mode.take_timestamp_types() != []
 
 
 def test_a_skip_ends_at_the_next_batch_not_at_a_corrupt_claim() -> None:

@@ -105,7 +105,7 @@ def _run_faust(app: Any, settings: Settings) -> int:
 
 
 def _logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+    logging.basicConfig(level=logging.getLevelNamesMapping().get(level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
 

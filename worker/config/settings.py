@@ -235,9 +235,12 @@ class Settings:
         if self.isolation_level not in _ISOLATION:
             raise SpecError(f"DPSTREAM_ISOLATION_LEVEL: unknown level {self.isolation_level!r};"
                             " use read_committed or read_uncommitted")
-        for name in ("fetch_max_bytes", "max_partition_fetch_bytes", "request_timeout_ms",
-                     "max_poll_interval_ms", "rebalance_timeout_ms"):
-            if getattr(self, name) < 1:
+        for name, value in (("fetch_max_bytes", self.fetch_max_bytes),
+                            ("max_partition_fetch_bytes", self.max_partition_fetch_bytes),
+                            ("request_timeout_ms", self.request_timeout_ms),
+                            ("max_poll_interval_ms", self.max_poll_interval_ms),
+                            ("rebalance_timeout_ms", self.rebalance_timeout_ms)):
+            if value < 1:
                 raise SpecError(f"DPSTREAM_{name.upper()}: must be >= 1")
         if self.request_timeout_ms <= self.session_timeout_ms:
             raise SpecError("DPSTREAM_REQUEST_TIMEOUT_MS: must be larger than "

@@ -408,7 +408,7 @@ def _partition_records(tp: Any, records: Any, aborted_transactions: Any, fetch_o
 def _fast_path_applies() -> str | None:
     """None when the installed aiokafka is the pinned one with the expected fetcher, else
     what differs."""
-    found = getattr(aiokafka, "__version__", "unknown")
+    found = aiokafka.__version__
     if found != PINNED_AIOKAFKA:
         return f"aiokafka {found} is installed"
     current, getall = _fetcher.PartitionRecords, _fetcher.FetchResult.getall

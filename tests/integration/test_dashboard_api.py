@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import ClientSession
 
+from tests.integration.test_dashboard import CHROMIUM, ROOT, _chromium
 from tests.integration.test_reader import enc, hh_env, publish, sketch_env
 from worker.dashboard.server import Dashboard
 from worker.kafka.embedded import EmbeddedBroker
@@ -230,6 +234,22 @@ def test_stale_banner_when_a_worker_and_then_the_broker_stop(unique: str) -> Non
             assert own.bootstrap in kinds["broker"]["text"] and kinds["broker"]["for_s"] >= 0
             assert kinds["releases"]["for_s"] > 5 and "stopped" in kinds["releases"]["text"]
             assert gone["health"]["stale"] is True
+            if CHROMIUM is not None:  # and the page says it (headless Chromium, polled)
+                deadline = time.monotonic() + 60
+                dom = ""
+                while f"Broker {own.bootstrap} unreachable" not in dom:
+                    assert time.monotonic() < deadline, dom[-3000:]
+                    dom = (await asyncio.to_thread(
+                        _chromium, "--virtual-time-budget=3000", "--dump-dom",
+                        f"{base}/")).stdout.decode()
+                assert 'id="stale-banner"' in dom and "Releases of hh stopped" in dom
+                shot = (ROOT / "results" / "dashboard_broker_down.png"
+                        if os.environ.get("DPSTREAM_UPDATE_SCREENSHOT")
+                        else Path(tempfile.mkdtemp()) / "broker_down.png")
+                await asyncio.to_thread(_chromium, "--virtual-time-budget=3000",
+                                        "--window-size=1280,1100", f"--screenshot={shot}",
+                                        f"{base}/")
+                assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         finally:
             stop_publishing.set()
             publisher.cancel()

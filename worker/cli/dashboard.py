@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--sketch-history", type=int, default=120,
                     help="released sketch matrices kept per shard for a queried item's series "
                     "(default 120; each is depth x width floats)")
+    ap.add_argument("--metrics-history", type=int, default=1800,
+                    help="metrics rounds (one every 2 s) kept for the throughput, lag and "
+                    "dead-letter charts (default 1800: an hour)")
     ap.add_argument("--replay", type=int, default=5000,
                     help="records read before each partition's end at start (0: all)")
     ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
@@ -80,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          prometheus_url=args.prometheus, prometheus_job=args.prometheus_job,
                          client_options=opts, history=args.history, replay=args.replay,
                          sketch_history=args.sketch_history, public=args.public,
-                         stale_after=args.stale_after,
+                         stale_after=args.stale_after, metrics_history=args.metrics_history,
                          release_periods=(release_periods_of(args.topology)
                                           if args.topology else None))
         port = await dash.serve(args.host, args.port)

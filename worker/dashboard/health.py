@@ -211,7 +211,8 @@ class Operations:
 
     def history_view(self) -> dict[str, dict[str, Any]]:
         """Per topology: ``throughput`` (events/s), ``messages`` (messages/s), ``lag``
-        and ``dead_letters`` (per reason, records/s) as ``[[t_ms, value], ...]``."""
+        and ``dead_letters`` (per reason that occurred, records/s) as ``[[t_ms, value],
+        ...]``."""
         points = list(self.history)
         if len(points) > self.max_points:
             last = len(points) - 1
@@ -221,7 +222,9 @@ class Operations:
         out: dict[str, dict[str, Any]] = {}
         for topo in topos:
             rows = [(p.at, p.per_topology.get(topo)) for p in points]
-            reasons = sorted({r for _, row in rows if row for r in row["dead_letters"]})
+            # only the reasons that happened (a worker exports every reason at 0)
+            reasons = sorted({r for _, row in rows if row
+                              for r, v in row["dead_letters"].items() if v})
             out[topo] = {
                 "throughput": [[t, row["events_per_s"] if row else None] for t, row in rows],
                 "messages": [[t, row["messages_per_s"] if row else None] for t, row in rows],

@@ -99,7 +99,9 @@ async def _check_broker(admin: Any, topics: Sequence[str], timeout_s: float,
     except TimeoutError:
         on_broker(f"no metadata answer within {timeout_s:g} s")
     except Exception as exc:  # the broker is gone or refuses: report, keep consuming
-        on_broker(f"{type(exc).__name__}: {exc}")
+        text = str(exc)
+        on_broker(text if text.startswith(type(exc).__name__) else
+                  f"{type(exc).__name__}: {text}")
     else:
         on_broker(None)
 

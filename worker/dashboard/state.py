@@ -319,8 +319,9 @@ class DashboardState:
                                        f"last one ({expected}; stale after "
                                        f"{duration(stale_s)})"})
         alerts = self.ops.alerts(now_ms, broker) + alerts
-        for a in alerts:  # the text stays put (a screen reader hears it once); "for" ticks
-            a["for"] = duration(a["for_s"]) if a.get("for_s") is not None else None
+        for alert in alerts:  # the text stays put (a screen reader hears it once); "for" ticks
+            alert["for"] = (duration(alert["for_s"]) if alert.get("for_s") is not None
+                            else None)
         return {"version": self.version, "seen": self.seen, "rejected": self.rejected,
                 "topologies": list(topos.values()),
                 "health": {"now": now_ms, "stale": bool(alerts), "alerts": alerts,

@@ -259,3 +259,52 @@ def test_stale_banner_when_a_worker_and_then_the_broker_stop(unique: str) -> Non
             own.stop()
 
     asyncio.run(main())
+
+
+def test_prometheus_as_the_source_one_worker_per_instance() -> None:
+    """``--prometheus URL``: one instant query per round, split per ``instance``; an
+    instance whose series disappear (its target is down) becomes a stopped worker."""
+    from aiohttp import ClientSession as Http
+    from aiohttp import web
+
+    from worker.kafka.embedded import free_port
+
+    instances = ["w1:9108", "w2:9108"]
+    queries: list[str] = []
+
+    async def query(request: web.Request) -> web.Response:
+        queries.append(request.query["query"])
+        return web.json_response({"status": "success", "data": {
+            "resultType": "vector", "result": [
+                {"metric": {"__name__": "dpstream_events_in_total", "job": "dpstream",
+                            "instance": i, "topology": "hh"}, "value": [0, "100"]}
+                for i in instances]}})
+
+    async def main() -> None:
+        app = web.Application()
+        app.add_routes([web.get("/api/v1/query", query)])
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        dash = Dashboard("127.0.0.1:1", ["t"], prometheus_url=f"http://127.0.0.1:{port}/",
+                         prometheus_job="dpstream")
+        try:
+            async with Http() as http:
+                now = int(time.time() * 1000)
+                dash.state.ops.record(now, await dash.scrape_round(http))
+                view = dash.state.view(now_ms=now)
+                assert [w["name"] for w in view["workers"]] == instances
+                assert view["metrics"]["hh"]["events_total"] == 200.0
+                assert queries[0] == '{__name__=~"dpstream_.*",job="dpstream"}'
+                instances.pop()
+                for k in (1, 2):
+                    dash.state.ops.record(now + 2000 * k, await dash.scrape_round(http))
+                view = dash.state.view(now_ms=now + 4000)
+                status = {w["name"]: w["status"] for w in view["workers"]}
+                assert status == {"w1:9108": "ok", "w2:9108": "down"}
+                assert "Prometheus" in view["health"]["alerts"][0]["text"]
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())

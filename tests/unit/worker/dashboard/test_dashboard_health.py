@@ -222,3 +222,25 @@ def test_prometheus_answer_is_split_per_instance() -> None:
 def test_duration() -> None:
     assert [duration(s) for s in (0.4, 59, 105, 7200)] == ["0 s", "59 s", "1 min 45 s",
                                                            "2 h 0 min"]
+
+
+def test_cli_takes_several_workers_prometheus_and_the_stale_interval(capsys) -> None:
+    from worker.cli.dashboard import build_parser, main
+
+    args = build_parser().parse_args(["--topic", "t", "--metrics", "http://w1:9108/metrics",
+                                      "--metrics-url", "http://w2:9108/metrics",
+                                      "--stale-after", "5", "--prometheus", "http://p:9090"])
+    assert args.metrics == ["http://w1:9108/metrics", "http://w2:9108/metrics"]
+    assert args.stale_after == 5.0 and args.prometheus == "http://p:9090"
+    assert main(["--public", "--prometheus", "http://p:9090", "--topic", "t"]) == 2
+    assert "--public" in capsys.readouterr().err
+
+
+def test_several_metrics_urls_become_expected_workers() -> None:
+    from worker.dashboard.server import Dashboard
+
+    dash = Dashboard("127.0.0.1:1", ["t"], metrics_urls=["http://a:1/metrics",
+                                                        "http://b:2/metrics"],
+                     release_periods={"t": 2.5})
+    assert [w["name"] for w in dash.state.ops.workers_view(None)] == ["a:1", "b:2"]
+    assert dash.state.release_periods == {"t": 2.5}

@@ -11,8 +11,10 @@ answers the same reader API).
 The broker is checked every ``broker_check_s`` (an all-topics metadata
 request, at most ``broker_timeout_s``): ``on_broker`` is told the error while
 it fails and None once it answers, and the consumer goes on (it reconnects by
-itself). Without that check a dead broker looks like a quiet topic: aiokafka's
-fetches return nothing and raise nothing.
+itself). Without that check a dead broker looked like a quiet topic: fetches
+return nothing, and the metadata request of the partition check did not fail
+within 40 s (issue 23: the page showed the last releases as current, no error,
+1 min 45 s after the broker died).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ MISSING_CHECK_S = 0.5
 PARTITION_CHECK_S = 10.0
 BROKER_CHECK_S = 2.0
 BROKER_TIMEOUT_S = 3.0
+DISCOVER_TIMEOUT_S = 30.0
 
 
 async def follow_release_topics(bootstrap: str, topics: Sequence[str], *, replay: int,
@@ -64,7 +67,8 @@ async def follow_release_topics(bootstrap: str, topics: Sequence[str], *, replay
             if time.monotonic() > next_check:
                 # topics may appear later (dashboard started before the worker), and
                 # partitions may be added
-                found = await _discover(admin, topics)
+                # bounded: a request to a dead broker can hang; the caller retries
+                found = await asyncio.wait_for(_discover(admin, topics), DISCOVER_TIMEOUT_S)
                 wanted = {TopicPartition(t, p) for t, parts in found.items() for p in parts}
                 if wanted - assigned:
                     new = wanted - assigned

@@ -330,7 +330,7 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         while not all(e in stale_dom for e in expected):
             assert time.monotonic() < deadline, (
                 f"no stale banner in the page within 90 s after the worker stopped\n"
-                f"{_get(base + 'api/state')['health']}\n{stale_dom[:3000]}")
+                f"{_get(base + 'api/state').get('health')}\n{stale_dom[:3000]}")
             stale_dom = _chromium("--virtual-time-budget=3000", "--dump-dom",
                                   base).stdout.decode()
         assert 'id="stale-banner"' in stale_dom and ", for " in stale_dom

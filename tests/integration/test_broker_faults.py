@@ -14,18 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kafka import PLUGIN, ROOT
+from tests.support.kafka import ROOT
+from tests.support.processes import wait_for, worker_env
 from worker.kafka.embedded import EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.broker
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "DPSTREAM_BROKER"}
-    env.update({"DPSTREAM_PLUGINS": PLUGIN, "PYTHONPATH": str(ROOT),
-                "DPSTREAM_METRICS_PORT": "0", "DPSTREAM_LOG_LEVEL": "INFO"})
-    env.update(extra)
-    return env
 
 
 def _start(topo: Path, log: Path, env: dict[str, str],
@@ -45,13 +40,6 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in text.split()]
 
 
-def _wait(cond, timeout: float, step: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return False
 
 
 def _alive(pid: int) -> bool:
@@ -82,16 +70,16 @@ def test_embedded_broker_death_is_detected_and_named(make_topology, tmp_path,
                                                      proc_cleanup, faust: bool) -> None:
     procs, pids = proc_cleanup
     log = tmp_path / "run.log"
-    proc = _start(make_topology(partitions=1), log, _env(), faust=faust)
+    proc = _start(make_topology(partitions=1), log, worker_env(), faust=faust)
     procs.append(proc)
-    assert _wait(lambda: "worker started" in log.read_text(errors="replace"), 60), \
+    assert wait_for(lambda: "worker started" in log.read_text(errors="replace"), 60), \
         log.read_text(errors="replace")
     (child,) = _children(proc.pid)
     pids.append(child)
     lines_before = len(log.read_text(errors="replace").splitlines())
     os.kill(child, signal.SIGKILL)
     t0 = time.monotonic()
-    assert _wait(lambda: proc.poll() is not None, 20), "the worker must stop at once"
+    assert wait_for(lambda: proc.poll() is not None, 20), "the worker must stop at once"
     text = log.read_text(errors="replace")
     assert proc.returncode != 0
     assert "embedded broker" in text and "died (killed by signal 9)" in text
@@ -108,14 +96,14 @@ def test_embedded_broker_death_is_detected_and_named(make_topology, tmp_path,
 def test_embedded_broker_dies_with_its_parent(make_topology, tmp_path, proc_cleanup) -> None:
     procs, pids = proc_cleanup
     log = tmp_path / "run.log"
-    proc = _start(make_topology(partitions=1), log, _env())
+    proc = _start(make_topology(partitions=1), log, worker_env())
     procs.append(proc)
-    assert _wait(lambda: "worker started" in log.read_text(errors="replace"), 60)
+    assert wait_for(lambda: "worker started" in log.read_text(errors="replace"), 60)
     (child,) = _children(proc.pid)
     pids.append(child)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    assert _wait(lambda: not _alive(child), 10), "the embedded broker outlived kill -9"
+    assert wait_for(lambda: not _alive(child), 10), "the embedded broker outlived kill -9"
 
 
 def test_external_broker_outage_metrics_served_then_clear_exit(make_topology, tmp_path,
@@ -126,11 +114,11 @@ def test_external_broker_outage_metrics_served_then_clear_exit(make_topology, tm
     try:
         port = free_port()
         log = tmp_path / "run.log"
-        proc = _start(make_topology(partitions=1), log, _env(
+        proc = _start(make_topology(partitions=1), log, worker_env(
             DPSTREAM_BROKER=b.bootstrap, DPSTREAM_METRICS_PORT=str(port),
             DPSTREAM_BROKER_OUTAGE_LIMIT_S="8", DPSTREAM_GROUP_ID="outage"))
         procs.append(proc)
-        assert _wait(lambda: "worker started" in log.read_text(errors="replace"), 60)
+        assert wait_for(lambda: "worker started" in log.read_text(errors="replace"), 60)
         b.stop()
         t0 = time.monotonic()
 
@@ -141,9 +129,9 @@ def test_external_broker_outage_metrics_served_then_clear_exit(make_topology, tm
             except OSError:
                 return ""
 
-        assert _wait(lambda: "dpstream_broker_connected 0.0" in scrape(), 15), \
+        assert wait_for(lambda: "dpstream_broker_connected 0.0" in scrape(), 15), \
             log.read_text(errors="replace")[-3000:]
-        assert _wait(lambda: proc.poll() is not None, 40)
+        assert wait_for(lambda: proc.poll() is not None, 40)
         elapsed = time.monotonic() - t0
         text = log.read_text(errors="replace")
         assert proc.returncode != 0 and 8 <= elapsed < 40, (elapsed, text[-3000:])
@@ -172,8 +160,9 @@ def test_broker_freeze_is_survived_with_exact_counts(make_topology, tmp_path, un
         log = tmp_path / "run.log"
         topo = make_topology(partitions=1)
         asyncio.run(create_topic(b.bootstrap, f"{unique}-in", 1))
-        proc = _start(topo, log, _env(DPSTREAM_BROKER=b.bootstrap, DPSTREAM_METRICS_PORT=str(port),
-                                      DPSTREAM_GROUP_ID=unique, DPSTREAM_ASSIGNMENT="static"))
+        proc = _start(topo, log, worker_env(DPSTREAM_BROKER=b.bootstrap,
+                                            DPSTREAM_METRICS_PORT=str(port),
+                                            DPSTREAM_GROUP_ID=unique, DPSTREAM_ASSIGNMENT="static"))
         procs.append(proc)
         exact: Counter[str] = Counter()
 
@@ -186,7 +175,7 @@ def test_broker_freeze_is_survived_with_exact_counts(make_topology, tmp_path, un
             return out
 
         asyncio.run(produce(b.bootstrap, f"{unique}-in", batch(300)))
-        assert _wait(lambda: "worker started" in log.read_text(errors="replace"), 60)
+        assert wait_for(lambda: "worker started" in log.read_text(errors="replace"), 60)
 
         def scrape() -> str:
             try:
@@ -198,11 +187,11 @@ def test_broker_freeze_is_survived_with_exact_counts(make_topology, tmp_path, un
         assert b.pid is not None
         os.kill(b.pid, signal.SIGSTOP)
         try:
-            assert _wait(lambda: "dpstream_broker_connected 0.0" in scrape(), 10)
+            assert wait_for(lambda: "dpstream_broker_connected 0.0" in scrape(), 10)
             time.sleep(max(0.0, 10 - 3))  # the freeze itself (not a wait for a condition)
         finally:
             os.kill(b.pid, signal.SIGCONT)
-        assert _wait(lambda: "dpstream_broker_connected 1.0" in scrape(), 30)
+        assert wait_for(lambda: "dpstream_broker_connected 1.0" in scrape(), 30)
         asyncio.run(produce(b.bootstrap, f"{unique}-in", batch(200)))
 
         def done(msgs) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import create_topic, produce
+from tests.support.kafka import create_topic, produce
 from worker.config.settings import Settings
 from worker.kafka import record_tuples
 from worker.kafka.client_config import aiokafka_kwargs

@@ -12,7 +12,12 @@ release topics and the worker's metrics. Chromium loads the page
 the test asserts what a user must see: heavy hitters with their estimates,
 the budget, the query answer, throughput and the banner.
 
-`DPSTREAM_UPDATE_SCREENSHOT=1` also writes results/dashboard.png.
+Then the worker is stopped: the page must raise the staleness banner (its
+releases stopped, its metrics endpoint stopped answering, each with how long),
+polled in Chromium until a deadline.
+
+`DPSTREAM_UPDATE_SCREENSHOT=1` also writes results/dashboard.png and
+results/dashboard_stale.png.
 """
 
 from __future__ import annotations
@@ -21,10 +26,8 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
@@ -33,13 +36,14 @@ from typing import Any
 
 import pytest
 
+from tests.support.browser import CHROMIUM
+from tests.support.browser import chromium as _chromium
 from tests.support.kafka import create_topic, produce
 from worker.kafka.embedded import EmbeddedBroker, free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 HH = """\
 name: {u}-hh
@@ -129,19 +133,6 @@ def _diagnosis(bootstrap: str, unique: str, metrics_url: str, state: Any) -> str
     else:
         lines.append(f"dashboard state: {state!r}")
     return "\n".join(lines)
-
-
-def _chromium(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[bytes]:
-    assert CHROMIUM is not None
-    profile = tempfile.mkdtemp(prefix="dpstream-chromium-")
-    try:
-        return subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={profile}", *args],
-            capture_output=True, timeout=timeout, check=False)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
@@ -264,6 +255,14 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         answer = _get(f"{base}api/query?topology={unique}-cms&shard=r0&item={probe}")
         assert answer["estimate"] > 0 and answer["series"] and answer["private"] is True
 
+        # the hand-written topics release once: refresh them, so that the page is not
+        # (rightly) calling them stopped when the wait above was long
+        for doc in (zero, window):
+            doc["seq"] = int(doc["seq"]) + 1
+            doc["published_at"] = int(time.time() * 1000)
+        asyncio.run(produce(broker.bootstrap, f"{unique}-zero-out",
+                            [(b"z/r0", json.dumps(zero).encode()),
+                             (b"w/all", json.dumps(window).encode())]))
         url = (f"{base}?topology={unique}-cms&shard=r0&query={probe}")
         dom = _chromium("--virtual-time-budget=8000", "--dump-dom", url).stdout.decode()
         assert 'class="hh-item"' in dom, dom[-3000:]
@@ -296,6 +295,36 @@ def test_dashboard_in_headless_chromium(broker: EmbeddedBroker, unique: str,
         res = _chromium("--virtual-time-budget=8000", "--window-size=1280,1900",
                         f"--screenshot={shot}", f"{base}?topology={unique}-cms&shard=r0"
                         f"&query={probe}&select={unique}-hh:{shard}")
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]
+        # operator-grade: the page's accessibility scaffolding
+        assert 'aria-live="assertive"' in dom and 'role="tablist"' in dom
+        assert '<main id="main"' in dom and 'aria-label="Topologies"' in dom
+        assert "Operations history (all workers)" in dom and "All shards" in dom
+        assert "hashing collisions" in dom  # LazyCMS states eta: the collision term
+        assert 'id="stale-banner"' not in dom or f"Releases of {unique}-hh" not in dom
+
+        # the worker stops: releases and its metrics endpoint stop; the page must say so
+        worker = procs[1]
+        worker.terminate()
+        worker.wait(timeout=60)
+        procs.remove(worker)
+        worker_name = f"127.0.0.1:{metrics_port}"
+        expected = [f"Releases of {unique}-hh stopped", f"Releases of {unique}-cms stopped",
+                    f"Worker {worker_name} stopped answering"]
+        deadline = time.monotonic() + 90
+        stale_dom = ""
+        while not all(e in stale_dom for e in expected):
+            assert time.monotonic() < deadline, (
+                f"no stale banner in the page within 90 s after the worker stopped\n"
+                f"{_get(base + 'api/state').get('health')}\n{stale_dom[:3000]}")
+            stale_dom = _chromium("--virtual-time-budget=3000", "--dump-dom",
+                                  base).stdout.decode()
+        assert 'id="stale-banner"' in stale_dom and ", for " in stale_dom
+        assert '<span class="down">down</span> for' in stale_dom  # the workers table
+        shot = (ROOT / "results" / "dashboard_stale.png"
+                if os.environ.get("DPSTREAM_UPDATE_SCREENSHOT") else tmp_path / "stale.png")
+        res = _chromium("--virtual-time-budget=3000", "--window-size=1280,1400",
+                        f"--screenshot={shot}", base)
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]
     finally:
         for p in procs:

@@ -13,7 +13,7 @@ import logging
 
 import pytest
 
-from tests.integration.conftest import create_topic, read_all
+from tests.support.kafka import create_topic, read_all
 from worker.kafka.demo_producer import demo_producer_options, run_producer
 from worker.kafka.embedded import EmbeddedBroker
 

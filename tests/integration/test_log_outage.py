@@ -21,8 +21,9 @@ import sys
 
 import pytest
 
-from tests.integration.conftest import ROOT
-from tests.integration.test_broker_faults import _env, _wait
+from tests.support.kafka import ROOT
+from tests.support.processes import wait_for as _wait
+from tests.support.processes import worker_env as _env
 from worker.kafka.embedded import EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.broker

@@ -31,8 +31,20 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=DEFAULT_PORT,
                     help=f"HTTP port (default {DEFAULT_PORT}; 0 picks a free one)")
-    ap.add_argument("--metrics-url", help="the worker's Prometheus endpoint, e.g. "
-                    "http://127.0.0.1:9108/metrics (throughput and lag; operator-only)")
+    ap.add_argument("--metrics", "--metrics-url", dest="metrics", action="append", default=[],
+                    metavar="URL", help="a worker's Prometheus endpoint, e.g. "
+                    "http://127.0.0.1:9108/metrics (repeatable, one per worker: throughput, "
+                    "lag, dead letters, worker status; operator-only)")
+    ap.add_argument("--prometheus", metavar="URL",
+                    help="read the workers' metrics from this Prometheus server instead "
+                    "(e.g. http://127.0.0.1:9090; one worker per instance label)")
+    ap.add_argument("--prometheus-job", metavar="JOB",
+                    help="only the series of this Prometheus job (default: every dpstream_* "
+                    "series)")
+    ap.add_argument("--stale-after", type=float, default=3.0, metavar="N",
+                    help="releases count as stopped after N release intervals without one "
+                    "(default 3; the interval comes from --topology files, the workers' "
+                    "metrics, or the releases read)")
     ap.add_argument("--public", action="store_true",
                     help="a page for release readers: only public releases, a metrics URL "
                     "is refused (metrics are exact, private counts)")
@@ -42,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--sketch-history", type=int, default=120,
                     help="released sketch matrices kept per shard for a queried item's series "
                     "(default 120; each is depth x width floats)")
+    ap.add_argument("--metrics-history", type=int, default=1800,
+                    help="metrics rounds (one every 2 s) kept for the throughput, lag and "
+                    "dead-letter charts (default 1800: an hour)")
     ap.add_argument("--replay", type=int, default=5000,
                     help="records read before each partition's end at start (0: all)")
     ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
@@ -51,14 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """``dpstream dashboard``."""
     from worker.cli.read import check_reachable, read_settings
-    from worker.dashboard.server import Dashboard, topics_of
+    from worker.dashboard.server import Dashboard, release_periods_of, topics_of
     from worker.kafka.client_config import aiokafka_kwargs
 
     args = build_parser().parse_args(argv)
-    if args.public and args.metrics_url:
+    if args.public and (args.metrics or args.prometheus):
         print("dpstream: --public: a page for release readers shows releases only; "
-              "--metrics-url is operator information (exact counts per topology: "
-              "docs/PRIVACY.md section 1); drop --metrics-url or --public", file=sys.stderr)
+              "--metrics/--prometheus are operator information (exact counts per topology: "
+              "docs/PRIVACY.md section 1); drop them or --public", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
                         "%(message)s")
@@ -69,9 +84,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         await check_reachable(settings, "dashboard-admin")
         bootstrap, opts = settings.broker, aiokafka_kwargs(settings, "dashboard")
         topics = list(args.topic) + (topics_of(args.topology) if args.topology else [])
-        dash = Dashboard(bootstrap, topics, metrics_url=args.metrics_url,
+        dash = Dashboard(bootstrap, topics, metrics_urls=args.metrics,
+                         prometheus_url=args.prometheus, prometheus_job=args.prometheus_job,
                          client_options=opts, history=args.history, replay=args.replay,
-                         sketch_history=args.sketch_history, public=args.public)
+                         sketch_history=args.sketch_history, public=args.public,
+                         stale_after=args.stale_after, metrics_history=args.metrics_history,
+                         release_periods=(release_periods_of(args.topology)
+                                          if args.topology else None))
         port = await dash.serve(args.host, args.port)
         print(f"dpstream dashboard: http://{args.host}:{port}/ (topics {', '.join(dash.topics)})",
               flush=True)

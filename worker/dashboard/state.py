@@ -1,8 +1,17 @@
 """The dashboard's model: release envelopes in, a JSON-ready view out (pure, no I/O).
 
 Everything shown comes from releases (public, post-processing: no privacy
-cost), except throughput and lag, which the server reads from the worker's
-metrics endpoint (operator-only) and attaches separately.
+cost), except throughput, lag, dead letters and the workers' status, which the
+server reads from the workers' metrics endpoints (operator-only) into
+:attr:`DashboardState.ops` (:class:`worker.dashboard.health.Operations`).
+
+Staleness is judged from the times the server passes in (``now_ms``; the state
+reads no clock): a topology's releases are stale when its newest release is
+older than ``stale_after`` release intervals (the interval from the topology
+file, else the workers' ``dpstream_release_period_seconds``, else the median
+gap between the releases read), never less than ``stale_floor_s``; a shard is
+quiet when its own latest release is that old, or (arrival clock, where rounds
+count events) when its rounds have not moved for that long.
 
 Per ``(topology, shard)`` the state keeps the latest release (highest
 ``(epoch, seq)``; duplicates after a worker crash are ignored: a
@@ -44,6 +53,7 @@ import numpy as np
 
 from sketches import query_release
 from sketches.errors import SpecError
+from worker.dashboard.health import Operations, duration
 from worker.release.envelope import Envelope, is_private, noise_kind
 from worker.release.reader import ReleaseIndex
 
@@ -93,6 +103,7 @@ class _Point:
     published_at: int
     epoch: int
     seq: int
+    rounds: float | None = None
     hh: dict[str, float] | None = None
     threshold: float | None = None
     sketch: dict[str, Any] | None = None  # payload with the matrix as a numpy array
@@ -102,6 +113,7 @@ class _Point:
 class _Shard:
     latest: Envelope
     received: int = 0
+    received_at: int | None = None  # the dashboard's clock (ms) when the latest arrived
     history: deque[_Point] = field(default_factory=deque)
     not_private_seen: int = 0
     matrices: deque[_Point] = field(default_factory=deque)  # points still holding a matrix
@@ -123,13 +135,34 @@ class DashboardState:
     max_points
         Points per series sent to the page (evenly thinned, first and latest
         kept).
+    stale_after
+        Release intervals without a release after which a topology's releases
+        count as stopped (and a shard as quiet).
+    stale_floor_s
+        Never stale sooner than this (a 1 s schedule under load is not "stopped").
+    default_stale_s
+        Used while the release interval is unknown (one release read, no topology
+        file, no worker metrics).
+    metrics_history
+        Metrics polling rounds kept for the throughput, lag and dead-letter charts.
     """
 
     def __init__(self, history: int = 720, top: int = 5, sketch_history: int = 120,
-                 max_points: int = 240) -> None:
+                 max_points: int = 240, *, stale_after: float = 3.0,
+                 stale_floor_s: float = 5.0, default_stale_s: float = 60.0,
+                 metrics_history: int = 1800, worker_failures: int = 2) -> None:
         if min(history, top, sketch_history) < 1 or max_points < 2:
             raise SpecError("DashboardState: history, top and sketch_history must be >= 1, "
                             "max_points >= 2")
+        if not (stale_after > 0 and stale_floor_s >= 0 and default_stale_s > 0):
+            raise SpecError("DashboardState: stale_after and default_stale_s must be > 0, "
+                            "stale_floor_s >= 0")
+        self.stale_after, self.stale_floor_s = stale_after, stale_floor_s
+        self.default_stale_s = default_stale_s
+        self.release_periods: dict[str, float] = {}
+        """Release interval (s) per topology from its topology file (tick_ms x every_ticks)."""
+        self.ops = Operations(history=metrics_history, worker_failures=worker_failures,
+                              max_points=max_points)
         self.history, self.top = history, top
         self.sketch_history, self.max_points = sketch_history, max_points
         self.index = ReleaseIndex()
@@ -148,16 +181,17 @@ class DashboardState:
         return self.index.rejected
 
     # ------------------------------------------------------------- input
-    def add(self, raw: bytes) -> Envelope | None:
-        """Index one record value; return the envelope if it became its shard's latest."""
+    def add(self, raw: bytes, now_ms: int | None = None) -> Envelope | None:
+        """Index one record value (received at ``now_ms``); return the envelope if it
+        became its shard's latest."""
         env = self.index.add_envelope(raw)
-        return None if env is None else self._keep(env)
+        return None if env is None else self._keep(env, now_ms)
 
-    def add_envelope(self, env: Envelope) -> Envelope | None:
+    def add_envelope(self, env: Envelope, now_ms: int | None = None) -> Envelope | None:
         """As :meth:`add` for a parsed envelope."""
-        return None if self.index.offer(env) is None else self._keep(env)
+        return None if self.index.offer(env) is None else self._keep(env, now_ms)
 
-    def _keep(self, env: Envelope) -> Envelope:
+    def _keep(self, env: Envelope, now_ms: int | None = None) -> Envelope:
         """Record a release that became its shard's latest in the shard's history."""
         key = (env["topology"], env["shard"])
         sh = self._shards.get(key)
@@ -165,6 +199,7 @@ class DashboardState:
             sh = self._shards[key] = _Shard(latest=env, history=deque(maxlen=self.history))
         sh.latest = env
         sh.received += 1
+        sh.received_at = now_ms
         if not is_private(env):
             sh.not_private_seen += 1
         pt = self._point(env)
@@ -180,7 +215,8 @@ class DashboardState:
     def _point(env: Envelope) -> _Point:
         payload = env["payload"]
         at = _float(env.get("published_at"))
-        pt = _Point(published_at=int(at or 0), epoch=env["epoch"], seq=env["seq"])
+        pt = _Point(published_at=int(at or 0), epoch=env["epoch"], seq=env["seq"],
+                    rounds=_float(env.get("rounds")))
         if payload.get("kind") == "heavy_hitters":
             pt.hh = {str(i.get("item")): float(i["estimate"])
                      for i in payload.get("items") or [] if _num(i.get("estimate"))}
@@ -228,16 +264,29 @@ class DashboardState:
                 est = float(np.asarray(query_release(pt.sketch, [q]))[0])
                 series.append([pt.published_at, est])
         estimate = series[-1][1]
-        lo, hi = error_interval(estimate, env.get("error_bound"))
+        bound = env.get("error_bound") or env["payload"].get("error_bound")
+        lo, hi = error_interval(estimate, bound)
+        collision = collision_term(bound, env["payload"])
+        noise_lo, noise_hi = lo, hi
+        if collision is not None and lo is not None and hi is not None:
+            # Count-Min overestimates (the true count is below), Count-Sketch both ways
+            lo = lo - collision["value"]
+            if not collision["one_sided"]:
+                hi = hi + collision["value"]
         return {"topology": topology, "shard": shard, "item": item, "epoch": env["epoch"],
                 "seq": env["seq"], "estimate": estimate, "low": lo, "high": hi,
-                "error_bound": env.get("error_bound"), "series": series,
-                "private": is_private(env)}
+                "noise_low": noise_lo, "noise_high": noise_hi, "collision": collision,
+                "error_bound": bound, "series": series, "private": is_private(env)}
 
     # ------------------------------------------------------------- view
-    def view(self) -> dict[str, Any]:
-        """JSON-ready view: per topology its privacy picture and shards."""
+    def view(self, now_ms: int | None = None, broker: str = "") -> dict[str, Any]:
+        """JSON-ready view: per topology its privacy picture, shards, schedule and
+        overview; with ``now_ms`` (the server's wall clock) also the staleness of
+        releases, workers and broker (``health``), the workers' metrics summed per
+        topology (``metrics``) and their history (``history``)."""
         topos: dict[str, dict[str, Any]] = {}
+        metrics = self.ops.metrics_view()
+        alerts: list[dict[str, Any]] = []
         for (topo, _shard), sh in sorted(self._shards.items()):
             env = sh.latest
             t = topos.setdefault(topo, {"topology": topo, "privacy": {
@@ -248,8 +297,90 @@ class DashboardState:
             t["not_private"] = t["not_private"] or not card["private"]
             t["shards"].append(card)
             t["published_this_epoch"] += card["published_this_epoch"]
+        for topo, t in topos.items():
+            period, source = self.release_period(topo, metrics.get(topo))
+            stale_s = (max(self.stale_floor_s, self.stale_after * period) if period
+                       else self.default_stale_s)
+            shards = [sh for (tp, _), sh in sorted(self._shards.items()) if tp == topo]
+            newest = max((a for sh in shards if (a := _last_at(sh))), default=None)
+            age = (now_ms - newest) / 1000 if now_ms is not None and newest else None
+            stale = age is not None and age > stale_s
+            t["schedule"] = {"release_period_s": period, "period_source": source,
+                             "stale_after_s": stale_s, "last_release": newest,
+                             "age_s": age, "stale": stale}
+            t["overview"] = [self._overview_row(sh, now_ms, stale_s) for sh in shards]
+            t["quiet"] = [r["shard"] for r in t["overview"] if r["quiet"]]
+            if stale and newest is not None and age is not None:
+                expected = (f"expected every {period:g} s, from the {source}" if period
+                            else "release interval unknown")
+                alerts.append({"kind": "releases", "subject": topo, "since": newest,
+                               "for_s": age,
+                               "text": f"Releases of {topo} stopped: no release since the "
+                                       f"last one ({expected}; stale after "
+                                       f"{duration(stale_s)})"})
+        alerts = self.ops.alerts(now_ms, broker) + alerts
+        for alert in alerts:  # the text stays put (a screen reader hears it once); "for" ticks
+            alert["for"] = (duration(alert["for_s"]) if alert.get("for_s") is not None
+                            else None)
         return {"version": self.version, "seen": self.seen, "rejected": self.rejected,
-                "topologies": list(topos.values())}
+                "topologies": list(topos.values()),
+                "health": {"now": now_ms, "stale": bool(alerts), "alerts": alerts,
+                           "broker_error": self.ops.broker_error,
+                           "broker_last_ok": self.ops.broker_last_ok},
+                "workers": self.ops.workers_view(now_ms), "metrics": metrics,
+                "history": self.ops.history_view()}
+
+    def release_period(self, topology: str, metrics: Mapping[str, Any] | None = None,
+                       ) -> tuple[float | None, str | None]:
+        """``(seconds, source)`` of ``topology``'s release interval: its topology file,
+        else the workers' ``dpstream_release_period_seconds``, else the median gap
+        between the releases read (None while unknown)."""
+        if topology in self.release_periods:
+            return self.release_periods[topology], "topology file"
+        m = _float((metrics or {}).get("release_period_s"))
+        if m:
+            return m, "worker metrics"
+        gaps = [(b.published_at - a.published_at) / 1000
+                for (tp, _), sh in self._shards.items() if tp == topology
+                for a, b in zip(list(sh.history), list(sh.history)[1:], strict=False)
+                if b.published_at > a.published_at > 0]
+        if gaps:
+            return float(np.median(gaps)), "releases read"
+        return None, None
+
+    def _overview_row(self, sh: _Shard, now_ms: int | None, stale_s: float) -> dict[str, Any]:
+        """One shard in the topology's overview: its top items (or summary), its age,
+        and why it is quiet (None: it is not)."""
+        env, payload = sh.latest, sh.latest["payload"]
+        last = _last_at(sh)
+        age = (now_ms - last) / 1000 if now_ms is not None and last else None
+        quiet = None
+        if age is not None and age > stale_s:
+            quiet = f"no release for {duration(age)}"
+        elif env.get("clock") == "arrival" and now_ms is not None:
+            # arrival clock: rounds count events, so unchanged rounds mean no events
+            since = None
+            for pt in reversed(sh.history):
+                if pt.epoch != env["epoch"] or pt.rounds != _float(env.get("rounds")):
+                    break
+                since = pt.published_at
+            if since and (now_ms - since) / 1000 > stale_s and len(sh.history) > 1:
+                quiet = f"no events for {duration((now_ms - since) / 1000)}"
+        row: dict[str, Any] = {"shard": env["shard"], "kind": payload.get("kind"),
+                               "epoch": env["epoch"], "seq": env["seq"],
+                               "published_at": env.get("published_at"), "age_s": age,
+                               "quiet": quiet, "private": is_private(env)}
+        if payload.get("kind") == "heavy_hitters":
+            row["top"] = self._hh_view(sh)["items"][: self.top]
+        elif payload.get("kind") == "sketch":
+            mass = released_mass(payload.get("matrix"))
+            row["summary"] = (f"sketch, released L1 mass ~ {mass:,.0f}" if mass is not None
+                              else "sketch")
+        else:
+            n = _float(payload.get("n_estimate"))
+            row["summary"] = f"{payload.get('kind')}" + (f", n ~ {n:,.0f}" if n is not None
+                                                          else "")
+        return row
 
     def _shard_view(self, sh: _Shard) -> dict[str, Any]:
         env, payload = sh.latest, sh.latest["payload"]
@@ -304,6 +435,77 @@ class DashboardState:
                 "threshold_series": threshold_series,
                 "coverage": _float((bound or {}).get("coverage"))
                 if isinstance(bound, Mapping) else None}
+
+
+def _last_at(sh: _Shard) -> int | None:
+    """When the shard's latest release was published (the worker's clock), else when it
+    arrived here."""
+    at = _float(sh.latest.get("published_at"))
+    return int(at) if at else sh.received_at
+
+
+def released_mass(matrix: Any) -> float | None:
+    """The L1 mass a released sketch matrix states: the median of its row sums (each row
+    sums every count once, plus noise), at least 0.
+
+    >>> released_mass([[3.0, 5.0], [4.0, 4.5]])
+    8.25
+    """
+    try:
+        m = np.asarray(matrix, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if m.ndim != 2 or not m.size:
+        return None
+    return max(0.0, float(np.median(m.sum(axis=1))))
+
+
+def collision_term(bound: Any, payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The hashing (collision) error a sketch release states, evaluated on the release.
+
+    Lemma 5 (LazyCMS/LazyCS, ``eta`` and ``collision_term`` in the bound):
+    ``eta * t`` with ``t`` the L1 mass (Count-Min: one-sided, an overestimate)
+    or ``eta * sqrt(F2)`` (Count-Sketch: symmetric), holding w.p. ``1 - beta/2``
+    when ``collision_depth_ok``. Windowed DP sketches state ``collision_per_row:
+    "L1 mass / width in expectation"``: ``t / width``, an expectation only. ``t``
+    and ``F2`` are read from the released matrix (median row sum, median row sum
+    of squares): public post-processing, slightly inflated by the noise.
+
+    >>> c = collision_term({"eta": 0.5, "collision_term": "eta * t"},
+    ...                    {"estimator": "min", "matrix": [[6.0, 4.0], [5.0, 5.0]]})
+    >>> c["value"], c["one_sided"], c["mass"]
+    (5.0, True, 10.0)
+    >>> collision_term({"noise": 3.0}, {"matrix": [[1.0]]}) is None
+    True
+    """
+    if not isinstance(bound, Mapping):
+        return None
+    matrix = payload.get("matrix")
+    mass = released_mass(matrix)
+    if mass is None:
+        return None
+    cms = payload.get("estimator", "min") == "min"
+    eta = _float(bound.get("eta"))
+    if eta is not None:
+        term = str(bound.get("collision_term") or ("eta * t" if cms else "eta * sqrt(F2)"))
+        if "F2" in term:
+            m = np.asarray(matrix, dtype=np.float64)
+            f2 = max(0.0, float(np.median((m * m).sum(axis=1))))
+            value, basis = eta * math.sqrt(f2), f"eta {eta:.3g} x sqrt(F2), F2 ~ {f2:,.0f}"
+        else:
+            value, basis = eta * mass, f"eta {eta:.3g} x L1 mass ~ {mass:,.0f}"
+        ok = bound.get("collision_depth_ok")
+        holds = (f"w.p. {1 - (_float(bound.get('beta')) or 0) / 2:g}" if ok is not False
+                 else "depth below Lemma 5's: not a high-probability bound")
+        return {"value": value, "one_sided": "F2" not in term, "mass": mass,
+                "basis": basis + f" ({term})", "holds": holds}
+    per_row = bound.get("collision_per_row")
+    if isinstance(per_row, str) and "width" in per_row:
+        m = np.asarray(matrix, dtype=np.float64)
+        width = m.shape[1]
+        return {"value": mass / width, "one_sided": cms, "mass": mass,
+                "basis": f"L1 mass ~ {mass:,.0f} / width {width}", "holds": "in expectation"}
+    return None
 
 
 def _thin(points: list[_Point], n: int) -> list[_Point]:

@@ -7,6 +7,14 @@ exist yet are looked for every 0.5 s until they do, and every 10 s after that
 for added partitions. What it yields goes into a reader
 (:class:`worker.release.reader.ReleaseIndex`, or the dashboard's state, which
 answers the same reader API).
+
+The broker is checked every ``broker_check_s`` (an all-topics metadata
+request, at most ``broker_timeout_s``): ``on_broker`` is told the error while
+it fails and None once it answers, and the consumer goes on (it reconnects by
+itself). Without that check a dead broker looked like a quiet topic: fetches
+return nothing, and the metadata request of the partition check did not fail
+within 40 s (issue 23: the page showed the last releases as current, no error,
+1 min 45 s after the broker died).
 """
 
 from __future__ import annotations
@@ -21,17 +29,24 @@ from worker.kafka.client_config import for_kind
 
 MISSING_CHECK_S = 0.5
 PARTITION_CHECK_S = 10.0
+BROKER_CHECK_S = 2.0
+BROKER_TIMEOUT_S = 3.0
+DISCOVER_TIMEOUT_S = 30.0
 
 
 async def follow_release_topics(bootstrap: str, topics: Sequence[str], *, replay: int,
                                 client_options: Mapping[str, Any] | None = None,
                                 on_status: Callable[[str | None], None] = lambda _: None,
+                                on_broker: Callable[[str | None], None] = lambda _: None,
+                                broker_check_s: float = BROKER_CHECK_S,
+                                broker_timeout_s: float = BROKER_TIMEOUT_S,
                                 ) -> AsyncIterator[bytes]:
     """Yield the record values of ``topics`` as they arrive, forever.
 
     ``on_status`` is told ``"waiting for topic(s) [...]"`` while a topic is missing,
     and None once every topic is assigned. Errors (e.g. the broker is gone) are
-    raised to the caller, who decides whether to retry.
+    raised to the caller, who decides whether to retry, except those of the
+    periodic broker check, which go to ``on_broker``.
     """
     from aiokafka import AIOKafkaConsumer, TopicPartition
     from aiokafka.admin import AIOKafkaAdminClient
@@ -43,13 +58,19 @@ async def follow_release_topics(bootstrap: str, topics: Sequence[str], *, replay
     try:
         await consumer.start()
         await admin.start()
+        on_broker(None)
         assigned: set[Any] = set()
         next_check = 0.0
+        next_broker = time.monotonic() + broker_check_s
         while True:
+            if time.monotonic() > next_broker:
+                next_broker = time.monotonic() + broker_check_s
+                await _check_broker(admin, topics, broker_timeout_s, on_broker)
             if time.monotonic() > next_check:
                 # topics may appear later (dashboard started before the worker), and
                 # partitions may be added
-                found = await _discover(admin, topics)
+                # bounded: a request to a dead broker can hang; the caller retries
+                found = await asyncio.wait_for(_discover(admin, topics), DISCOVER_TIMEOUT_S)
                 wanted = {TopicPartition(t, p) for t, parts in found.items() for p in parts}
                 if wanted - assigned:
                     new = wanted - assigned
@@ -72,6 +93,23 @@ async def follow_release_topics(bootstrap: str, topics: Sequence[str], *, replay
         with contextlib.suppress(Exception):
             await admin.close()
         await consumer.stop()
+
+
+async def _check_broker(admin: Any, topics: Sequence[str], timeout_s: float,
+                        on_broker: Callable[[str | None], None]) -> None:
+    """One metadata request within ``timeout_s``; its error (or None) to ``on_broker``."""
+    try:
+        await asyncio.wait_for(_discover(admin, topics), timeout_s)
+    except asyncio.CancelledError:
+        raise
+    except TimeoutError:
+        on_broker(f"no metadata answer within {timeout_s:g} s")
+    except Exception as exc:  # the broker is gone or refuses: report, keep consuming
+        text = str(exc)
+        on_broker(text if text.startswith(type(exc).__name__) else
+                  f"{type(exc).__name__}: {text}")
+    else:
+        on_broker(None)
 
 
 async def _discover(admin: Any, topics: Sequence[str]) -> dict[str, list[int]]:

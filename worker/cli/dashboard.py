@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
+import errno
 import sys
 from collections.abc import Sequence
 
-from sketches.errors import SpecError
+from sketches.errors import DPStreamError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--replay", type=int, default=5000,
                     help="records read before each partition's end at start (0: all)")
     ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
+    ap.add_argument("--log-level", metavar="LEVEL", help="log level (default "
+                    "$DPSTREAM_LOG_LEVEL or INFO; DPSTREAM_LOG_FORMAT=json for JSON lines)")
     return ap
 
 
@@ -57,17 +59,26 @@ def main(argv: Sequence[str] | None = None) -> int:
               "--metrics-url is operator information (exact counts per topology: "
               "docs/PRIVACY.md section 1); drop --metrics-url or --public", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
-                        "%(message)s")
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    from worker.cli.errors import check_port, check_reachable, port_taken_message
+
+    fix = "pass --port with a free port (0 picks one)"
+    bootstrap, opts = bootstrap_from(args.broker)
+    check_port(args.host, args.port, "dashboard", fix)
+    check_reachable(bootstrap, opts)
 
     async def run() -> int:
-        bootstrap, opts = bootstrap_from(args.broker)
         topics = list(args.topic) + (topics_of(args.topology) if args.topology else [])
         dash = Dashboard(bootstrap, topics, metrics_url=args.metrics_url,
                          client_options=opts, history=args.history, replay=args.replay,
                          sketch_history=args.sketch_history, public=args.public)
-        port = await dash.serve(args.host, args.port)
+        try:
+            port = await dash.serve(args.host, args.port)
+        except OSError as exc:  # taken between the check and now
+            await dash.stop()
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise DPStreamError(port_taken_message(args.host, args.port, "dashboard",
+                                                   fix)) from None
         print(f"dpstream dashboard: http://{args.host}:{port}/ (topics {', '.join(dash.topics)})",
               flush=True)
         try:
@@ -81,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(asyncio.run(run()))
-    except SpecError as exc:
+    except DPStreamError as exc:
         print(f"dpstream: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -17,7 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sketches.errors import SerializationError, SpecError
+from sketches.errors import DPStreamError, SpecError
+from worker.cli.errors import check_reachable
 
 
 def bootstrap_from(arg: str | None) -> tuple[str, dict[str, Any]]:
@@ -29,7 +30,8 @@ def bootstrap_from(arg: str | None) -> tuple[str, dict[str, Any]]:
 
     s = Settings.from_env()
     if not s.broker:
-        raise SpecError("no broker: pass --broker host:port or set DPSTREAM_BROKER")
+        raise SpecError("no broker address given; pass --broker host:port or set "
+                        "DPSTREAM_BROKER (the address the worker publishes to)")
     return s.broker, s.kafka_security_kwargs()
 
 
@@ -37,6 +39,8 @@ def add_topic_args(ap: argparse.ArgumentParser) -> None:
     """The ``--topic`` and ``--broker`` options of ``dpstream tail`` and ``query``."""
     ap.add_argument("--topic", required=True, help="release topic (the topology's release.topic)")
     ap.add_argument("--broker", help="host:port (default: $DPSTREAM_BROKER)")
+    ap.add_argument("--log-level", metavar="LEVEL", help="log level (default "
+                    "$DPSTREAM_LOG_LEVEL or INFO; DPSTREAM_LOG_FORMAT=json for JSON lines)")
 
 
 def _fail(exc: BaseException) -> int:
@@ -76,6 +80,7 @@ def tail_main(argv: Sequence[str] | None = None) -> int:
 
             bootstrap = bootstrap_from(None)[0]
             conf = librdkafka_security(Settings.from_env())
+        check_reachable(*bootstrap_from(args.broker))  # one line, not librdkafka's errors
         printed = 0
         with ConfluentReleaseReader(bootstrap, args.topic, from_beginning=args.from_beginning,
                                     config=conf) as rd:
@@ -93,7 +98,7 @@ def tail_main(argv: Sequence[str] | None = None) -> int:
                 printed += 1
                 if args.count and printed >= args.count:
                     break
-    except (KeyError, SpecError, SerializationError) as exc:
+    except (KeyError, DPStreamError) as exc:
         return _fail(exc)
     except KeyboardInterrupt:
         return 130
@@ -119,7 +124,6 @@ def query_main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     async def run() -> int:
-        bootstrap, opts = bootstrap_from(args.broker)
         async with ReleaseReader(bootstrap, args.topic, client_options=opts) as rd:
             await rd.catch_up()
             deadline = time.monotonic() + args.wait
@@ -154,8 +158,10 @@ def query_main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     try:
+        bootstrap, opts = bootstrap_from(args.broker)
+        check_reachable(bootstrap, opts)  # one line, not the client's errors
         return int(asyncio.run(run()))
-    except (KeyError, SpecError, SerializationError) as exc:
+    except (KeyError, DPStreamError) as exc:
         return _fail(exc)
     except KeyboardInterrupt:
         return 130

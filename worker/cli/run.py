@@ -61,8 +61,10 @@ def _run_faust(app: Any, settings: Settings) -> int:
     """
     import faust
 
+    # override_logging=False: the CLI configured logging (one format for every logger,
+    # worker.observe.logs); Faust's own setup would add a second format
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True,
-                          redirect_stdouts=False)
+                          redirect_stdouts=False, override_logging=False)
     code = 0
     try:
         worker.execute_from_commandline()
@@ -77,12 +79,6 @@ def _run_faust(app: Any, settings: Settings) -> int:
     print(f"dpstream: the worker failed: {type(failed).__name__}: {failed}", file=sys.stderr,
           flush=True)
     return 1
-
-
-def _logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
 
 async def _run(settings: Settings, topology: Sequence[str] | None,
@@ -112,10 +108,10 @@ def _with_broker(settings: Settings, *, demo: bool = False,
     across worker restarts, run a broker of your own and pass ``--broker``.
     ``DPSTREAM_EMBEDDED_BROKER=false`` forbids starting it (``demo`` always does).
     """
-    from worker.kafka.broker_watch import check_broker
+    from worker.cli.errors import check_reachable
 
     if settings.broker:
-        asyncio.run(check_broker(settings.broker, settings.kafka_security_kwargs()))
+        check_reachable(settings.broker, settings.kafka_security_kwargs())
         return settings, contextlib.nullcontext(), None
     if not (demo or settings.embedded_broker):
         raise SpecError("DPSTREAM_BROKER: no broker configured; set host:port[,host:port] "
@@ -167,7 +163,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         settings = settings.with_broker(args.broker)
     if args.metrics_port is not None:
         settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
-    _logging(settings.log_level)
     _check_metrics_port(settings)
     settings, broker, exit_status = _with_broker(settings)
     with broker:
@@ -258,8 +253,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.metrics_port is not None:
         settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
-    _logging(settings.log_level)
     _check_metrics_port(settings)
+    if args.dashboard_port:
+        from worker.cli.errors import check_port
+
+        check_port("127.0.0.1", args.dashboard_port, "dashboard",
+                   "pass --dashboard-port with a free port, or 0 for no dashboard")
     settings, broker, exit_status = _with_broker(settings, demo=True)
     with broker:
         if args.faust:

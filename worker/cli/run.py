@@ -148,6 +148,18 @@ def _check_metrics_port(settings: Settings) -> None:
                 "set DPSTREAM_METRICS_PORT, or 0 to disable metrics") from None
 
 
+def _check_state_dir(settings: Settings, faust: bool) -> None:
+    """Faust's data directory must be writable: fail in one line before any broker starts
+    (:mod:`worker.config.state_dir`; ``--no-faust`` writes nothing to disk)."""
+    if faust:
+        import os
+
+        from worker.config.state_dir import state_dir
+
+        state_dir({**os.environ, "DPSTREAM_STATE_DIR": settings.state_dir}
+                  if settings.state_dir else None)
+
+
 class _Stopper:
     def __init__(self, broker: object) -> None:
         self.broker = broker
@@ -164,6 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
     _check_metrics_port(settings)
+    _check_state_dir(settings, args.faust)
     settings, broker, exit_status = _with_broker(settings)
     with broker:
         if args.faust:
@@ -254,6 +267,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
     _check_metrics_port(settings)
+    _check_state_dir(settings, args.faust)
     if args.dashboard_port:
         from worker.cli.errors import check_port
 

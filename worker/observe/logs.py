@@ -17,7 +17,7 @@ of one topology and partition, so every line logged inside carries them).
 
 >>> import io, json
 >>> stream = io.StringIO()
->>> configure_logging("INFO", "json", stream=stream)
+>>> _ = configure_logging("INFO", "json", stream=stream)
 >>> with log_context(topology="t", partition=3):
 ...     logging.getLogger("demo").warning("hello %s", "you")
 >>> rec = json.loads(stream.getvalue())
@@ -50,6 +50,8 @@ KAFKA_LOGGERS = ("aiokafka", "kafka")
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "dpstream_log_context", default=None)
 _HANDLER_FLAG = "_dpstream_handler"
+_saved: list[tuple[list[logging.Handler], int]] = []
+"""The root logger's handlers and level before the first :func:`configure_logging`."""
 
 
 @contextlib.contextmanager
@@ -142,6 +144,8 @@ def configure_logging(level: str = "INFO", fmt: str = "text", *,
     handler.setFormatter(JsonFormatter() if check_format(fmt) == "json" else TextFormatter())
     setattr(handler, _HANDLER_FLAG, True)
     root = logging.getLogger()
+    if not _saved:
+        _saved.append((list(root.handlers), root.level))
     for h in list(root.handlers):
         root.removeHandler(h)
     root.addHandler(handler)
@@ -160,9 +164,15 @@ def configure_logging(level: str = "INFO", fmt: str = "text", *,
 
 
 def reset_logging() -> None:
-    """Remove the handler :func:`configure_logging` installed (tests)."""
+    """Undo :func:`configure_logging`: the root logger's earlier handlers and level (tests)."""
     root = logging.getLogger()
     for h in list(root.handlers):
         if getattr(h, _HANDLER_FLAG, False):
             root.removeHandler(h)
+    if _saved:
+        handlers, level = _saved.pop()
+        for h in handlers:
+            if h not in root.handlers:
+                root.addHandler(h)
+        root.setLevel(level)
     logging.captureWarnings(False)

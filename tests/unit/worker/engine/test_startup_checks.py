@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,14 @@ from worker.config.settings import Settings
 from worker.runtime.worker import create_worker
 
 ROOT = Path(__file__).resolve().parents[4]
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    yield
+    from worker.observe.logs import reset_logging
+
+    reset_logging()
 
 
 def _validate(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

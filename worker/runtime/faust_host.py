@@ -353,7 +353,9 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
     if not os.environ.get("FAUST_DATADIR"):  # the operator's own choice wins
         env = {**os.environ, "DPSTREAM_STATE_DIR": settings.state_dir} \
             if settings.state_dir else None
-        options["datadir"] = str(state_dir(env) / "faust" / "{conf.name}-data")
+        faust_dir = state_dir(env) / "faust"
+        faust_dir.mkdir(exist_ok=True)  # Faust creates only the last component
+        options["datadir"] = str(faust_dir / "{conf.name}-data")
     app = faust.App(
         f"{settings.group_id}-faust",
         **options,

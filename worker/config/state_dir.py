@@ -29,8 +29,6 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from sketches.errors import SpecError
-
 ENV = "DPSTREAM_STATE_DIR"
 
 
@@ -63,6 +61,8 @@ def writable(path: Path) -> str | None:
 
 def state_dir(env: Mapping[str, str] | None = None, *, tmp: str | None = None) -> Path:
     """The first writable candidate (created), else a one-line SpecError."""
+    from sketches.errors import SpecError  # here: importing this module must not import
+    # sketches (numba), see default_numba_cache
     tried = []
     for path in candidates(env, tmp=tmp):
         why = writable(path)
@@ -76,5 +76,9 @@ def state_dir(env: Mapping[str, str] | None = None, *, tmp: str | None = None) -
 
 def default_numba_cache(env: Mapping[str, str] | None = None) -> str:
     """Where numba's cache goes by default: ``<first candidate>/numba`` (not created
-    here; numba falls back to its own locations if it cannot write there)."""
+    here; numba falls back to its own locations if it cannot write there).
+
+    :mod:`worker.cli` sets ``NUMBA_CACHE_DIR`` to it before numba is imported (numba
+    reads the variable once, at import), so this module imports nothing of ``sketches``
+    at module level."""
     return str(candidates(env)[0] / "numba")

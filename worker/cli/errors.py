@@ -77,8 +77,6 @@ def describe(exc: BaseException) -> str | None:
     """The one line for an error a command should not end with a traceback on, else None."""
     if isinstance(exc, DPStreamError):
         return str(exc)
-    if isinstance(exc, KeyError) and exc.args:
-        return str(exc.args[0])
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
         return (f"{exc.strerror or 'address already in use'}: a port this command serves "
                 "on is taken; pass a free port (see the command's --help)")

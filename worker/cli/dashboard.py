@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
+import errno
 import sys
 from collections.abc import Sequence
 
@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--replay", type=int, default=5000,
                     help="records read before each partition's end at start (0: all)")
     ap.add_argument("--seconds", type=float, default=0.0, help="stop after S seconds (0: never)")
+    ap.add_argument("--log-level", metavar="LEVEL", help="log level (default "
+                    "$DPSTREAM_LOG_LEVEL or INFO; DPSTREAM_LOG_FORMAT=json for JSON lines)")
     return ap
 
 
@@ -75,9 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               "--metrics/--prometheus are operator information (exact counts per topology: "
               "docs/PRIVACY.md section 1); drop them or --public", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
-                        "%(message)s")
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    from worker.cli.errors import check_port, port_taken_message
+
+    fix = "pass --port with a free port (0 picks one)"
+    check_port(args.host, args.port, "dashboard", fix)
 
     async def run() -> int:
         settings = read_settings(args.broker, args.config)
@@ -91,7 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                          stale_after=args.stale_after, metrics_history=args.metrics_history,
                          release_periods=(release_periods_of(args.topology)
                                           if args.topology else None))
-        port = await dash.serve(args.host, args.port)
+        try:
+            port = await dash.serve(args.host, args.port)
+        except OSError as exc:  # taken between the check and now
+            await dash.stop()
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise DPStreamError(port_taken_message(args.host, args.port, "dashboard",
+                                                   fix)) from None
         print(f"dpstream dashboard: http://{args.host}:{port}/ (topics {', '.join(dash.topics)})",
               flush=True)
         try:

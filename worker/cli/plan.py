@@ -35,17 +35,17 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """``dpstream validate``: load and check topologies; no broker needed."""
-    from worker.config.mechanism_loader import load_mechanisms
-    from worker.config.topology import check_topics, load_topologies
-    from worker.engine.composition import check_budgets, describe, topic_totals
+    """``dpstream validate``: load and check topologies; no broker needed.
 
-    settings = Settings.from_env()
-    load_mechanisms(settings.plugins)
-    topos = load_topologies(args.topology)
-    check_topics(topos, settings.checkpoint_topic)
+    The checks are run's start-up checks (:func:`worker.engine.startup.load_checked`:
+    topics, budgets, sampler range, production rules, ``DPSTREAM_MEMORY_LIMIT_BYTES``),
+    so a topology validate passes is one ``run`` starts with, under the same environment.
+    """
+    from worker.engine.composition import describe, topic_totals
+    from worker.engine.startup import load_checked
+
+    topos = load_checked(Settings.from_env(), args.topology)  # what `run` would refuse
     totals = topic_totals(topos)
-    check_budgets(totals, topos)  # what `run` would refuse
     for t in topos:
         print(f"ok {t.source}: topology {t.name!r}, mechanism {t.mechanism}, "
               f"eps {t.privacy.eps}, delta {t.privacy.delta}, input {t.input.topic} "

@@ -89,6 +89,8 @@ def add_topic_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--broker", help="host:port (default: $DPSTREAM_BROKER); the security "
                     "settings of the environment / --config file apply to it")
     ap.add_argument("--config", help="TOML settings file (default $DPSTREAM_CONFIG)")
+    ap.add_argument("--log-level", metavar="LEVEL", help="log level (default "
+                    "$DPSTREAM_LOG_LEVEL or INFO; DPSTREAM_LOG_FORMAT=json for JSON lines)")
 
 
 def _fail(exc: BaseException) -> int:

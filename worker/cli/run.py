@@ -86,8 +86,10 @@ def _run_faust(app: Any, settings: Settings) -> int:
     """
     import faust
 
+    # override_logging=False: the CLI configured logging (one format for every logger,
+    # worker.observe.logs); Faust's own setup would add a second format
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True,
-                          redirect_stdouts=False)
+                          redirect_stdouts=False, override_logging=False)
     code = 0
     try:
         worker.execute_from_commandline()
@@ -102,12 +104,6 @@ def _run_faust(app: Any, settings: Settings) -> int:
     print(f"dpstream: the worker failed: {type(failed).__name__}: {failed}", file=sys.stderr,
           flush=True)
     return 1
-
-
-def _logging(level: str) -> None:
-    logging.basicConfig(level=logging.getLevelNamesMapping().get(level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
 
 async def _run(settings: Settings, topology: Sequence[str] | None,
@@ -137,12 +133,12 @@ def _with_broker(settings: Settings, *, demo: bool = False,
     across worker restarts, run a broker of your own and pass ``--broker``.
     ``DPSTREAM_EMBEDDED_BROKER=false`` forbids starting it (``demo`` always does).
     """
-    from worker.kafka.broker_watch import check_broker
+    from worker.cli.errors import check_reachable
 
     if settings.broker:
         from worker.kafka.client_config import aiokafka_kwargs
 
-        asyncio.run(check_broker(settings.broker, aiokafka_kwargs(settings, "probe")))
+        check_reachable(settings.broker, aiokafka_kwargs(settings, "probe"))
         return settings, contextlib.nullcontext(), None
     if not (demo or settings.embedded_broker):
         raise SpecError("DPSTREAM_BROKER: no broker configured; set host:port[,host:port] "
@@ -167,6 +163,18 @@ def _check_metrics_port(settings: Settings) -> None:
     check_port(settings.metrics_host, settings.metrics_port)
 
 
+def _check_state_dir(settings: Settings, faust: bool) -> None:
+    """Faust's data directory must be writable: fail in one line before any broker starts
+    (:mod:`worker.config.state_dir`; ``--no-faust`` writes nothing to disk)."""
+    if faust:
+        import os
+
+        from worker.config.state_dir import state_dir
+
+        state_dir({**os.environ, "DPSTREAM_STATE_DIR": settings.state_dir}
+                  if settings.state_dir else None)
+
+
 class _Stopper:
     def __init__(self, broker: object) -> None:
         self.broker = broker
@@ -182,9 +190,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         settings = settings.with_broker(args.broker)
     if args.metrics_port is not None:
         settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
-    _logging(settings.log_level)
     warn_unknown_variables()
     _check_metrics_port(settings)
+    _check_state_dir(settings, args.faust)
     settings, broker, exit_status = _with_broker(settings)
     with broker:
         if args.faust:
@@ -276,9 +284,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     if args.metrics_port is not None:
         settings = dataclasses.replace(settings, metrics_port=args.metrics_port)
-    _logging(settings.log_level)
     warn_unknown_variables()
     _check_metrics_port(settings)
+    _check_state_dir(settings, args.faust)
+    if args.dashboard_port:
+        from worker.cli.errors import check_port
+
+        check_port("127.0.0.1", args.dashboard_port, "dashboard",
+                   "pass --dashboard-port with a free port, or 0 for no dashboard")
     settings, broker, exit_status = _with_broker(settings, demo=True)
     with broker:
         if args.faust:

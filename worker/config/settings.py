@@ -145,7 +145,17 @@ class Settings:
         Testing only: ``point:probability`` pairs at which the worker kills
         itself with SIGKILL (crash-consistency tests); empty in production.
     log_level
-        Python logging level name.
+        Python logging level name (``--log-level`` on every command overrides it).
+    log_format
+        ``text`` (default) or ``json`` (one JSON object per line: time, level, logger,
+        message, topology/shard/partition where they apply): one format for every
+        logger of the process (dpstream's, aiokafka's, Faust's), see
+        :mod:`worker.observe.logs`.
+    state_dir
+        Directory for on-disk state (Faust's data directory, numba's cache); empty:
+        ``$XDG_STATE_HOME/dpstream``, else ``~/.local/state/dpstream``, else a
+        temporary directory (:mod:`worker.config.state_dir`). Never the working
+        directory.
     producer_max_request_bytes
         The producer's ``max_request_size`` (default 4 MiB); keep it at most the
         broker's ``message.max.bytes``. Dead-letter copies are truncated to fit it.
@@ -209,6 +219,8 @@ class Settings:
     plugins: tuple[str, ...] = ()
     crash_points: str = ""
     log_level: str = "INFO"
+    log_format: str = "text"
+    state_dir: str = ""
     producer_max_request_bytes: int = 4 * 1024 * 1024
     poison_attempts: int = 3
     broker_outage_limit_s: int = 300
@@ -249,6 +261,9 @@ class Settings:
             raise SpecError(
                 f"DPSTREAM_ASSIGNMENT: unknown mode {self.assignment!r}; use 'group' or 'static'"
             )
+        if self.log_format.lower() not in ("text", "json"):
+            raise SpecError(f"DPSTREAM_LOG_FORMAT: unknown format {self.log_format!r}; use "
+                            "text or json")
         if not 0 <= self.metrics_port <= 65535:
             raise SpecError("DPSTREAM_METRICS_PORT: must be in 0..65535 (0 disables metrics)")
         if self.max_batch < 1:

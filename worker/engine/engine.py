@@ -55,6 +55,8 @@ from worker.engine.timer import Timer
 from worker.errors import HeldRecordsFailed
 from worker.ingest.decode import DEAD_LETTER_MAX_BYTES, DeadLetter, Record
 from worker.ingest.routing import ShardBudget
+from worker.observe.dead_letters import DeadLetterSummary
+from worker.observe.logs import log_context
 from worker.observe.metrics import Metrics
 
 __all__ = ["YIELD_EVERY", "Engine"]
@@ -69,7 +71,8 @@ class Engine:
                  dead_letter_max_bytes: int = DEAD_LETTER_MAX_BYTES,
                  reraise: tuple[type[BaseException], ...] = (),
                  max_open_shards: int = 0, deployment: str = "",
-                 takeover_from: tuple[str, ...] = ()) -> None:
+                 takeover_from: tuple[str, ...] = (),
+                 dead_letter_log_interval_s: float = 30.0) -> None:
         by_topic: dict[str, list[Topology]] = {}
         for t in topologies:
             by_topic.setdefault(t.input.topic, []).append(t)
@@ -84,7 +87,9 @@ class Engine:
             composition=Composition(topologies), budgets=budgets, deployment=deployment,
             takeover_from=tuple(takeover_from), crash_points=crash_points or {},
             dead_letter_max_bytes=dead_letter_max_bytes, reraise=reraise,
-            yield_every=YIELD_EVERY)  # this module's, read now: benchmarks set it
+            yield_every=YIELD_EVERY,  # this module's, read now: benchmarks set it
+            dead_letter_log=DeadLetterSummary(dead_letter_log_interval_s,
+                                              clock=lambda: self.state.clock()))
         self.lock = asyncio.Lock()
         self.batch_is_current: Callable[[str, int], bool] | None = None
         """Set by the driver: False when a fetched batch of ``(topic, partition)`` became
@@ -270,7 +275,8 @@ class Engine:
                     recs = [r for r in records if r[0] >= ps.next_offset]
                     if not recs:
                         continue
-                applied += await self.ingest.batch(ps, recs, topic)
+                with log_context(topology=topo.name, partition=partition):
+                    applied += await self.ingest.batch(ps, recs, topic)
                 ps.next_offset = recs[-1][0] + 1
                 ps.dirty = True
                 self.metrics.batch_latency.labels(topology=topo.name).observe(
@@ -343,6 +349,11 @@ class Engine:
         """
         async with self.lock:
             await self.timer.round()
+        self.state.dead_letter_log.flush_due()
+
+    def flush_logs(self) -> None:
+        """Log the pending dead-letter summaries now (the worker calls it at stop)."""
+        self.state.dead_letter_log.flush()
 
     def take_failed_drains(self) -> list[HeldRecordsFailed]:
         """Event time: the drains of held records that raised in a timer round (each

@@ -161,7 +161,8 @@ class Ingest:
             log.warning("topology %s shard %s epoch %d: %d events beyond the epoch's public "
                         "event bound dropped so far (truncated at the exact event; logged "
                         "once a minute, dpstream_events_over_horizon_total counts each)",
-                        topo.name, st.shard, st.epoch, total)
+                        topo.name, st.shard, st.epoch, total,
+                        extra={"topology": topo.name, "shard": st.shard})
         self._over_logged[key] = (st.epoch, at, total)
 
     async def dead_letters(self, ps: PartitionState, topic: str,
@@ -177,7 +178,9 @@ class Ingest:
         """Publish one dead letter, truncated to fit the producer's limit."""
         topo = ps.topology
         self.s.metrics.dead_letters.labels(topology=topo.name, reason=d.reason).inc()
-        log.debug("dead letter %s at %s/%d@%d", d.reason, topic, ps.partition, d.offset)
+        self.s.dead_letter_log.add(topo.name, d.reason, topic=topo.dead_letter_topic)
+        log.debug("dead letter %s at %s/%d@%d", d.reason, topic, ps.partition, d.offset,
+                  extra={"topology": topo.name, "partition": ps.partition})
         await self.s.sink.publish(topo.dead_letter_topic, (d.key or b"")[:256],
                                   d.to_json(topo.name, topic, ps.partition,
                                             self.s.dead_letter_max_bytes))

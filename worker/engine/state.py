@@ -25,6 +25,7 @@ from worker.engine.composition import Composition
 from worker.engine.partition import NoiseFactory, PartitionState, Sink, Store
 from worker.ingest.decode import DEAD_LETTER_MAX_BYTES
 from worker.ingest.routing import ShardBudget
+from worker.observe.dead_letters import DeadLetterSummary
 from worker.observe.metrics import Metrics
 
 log = logging.getLogger("worker.engine.engine")
@@ -73,6 +74,9 @@ class EngineState:
     """Set when another *deployment* fenced a partition of this worker: the driver
     stops the worker (it has been replaced)."""
     noise_for: NoiseFactory = field(default_factory=NoiseFactory)
+    dead_letter_log: DeadLetterSummary = field(default_factory=DeadLetterSummary)
+    """Dead letters per topology and reason, one WARNING summary per interval
+    (:mod:`worker.observe.dead_letters`); flushed by the timer round."""
 
     def now_ms(self) -> int:
         """Wall-clock milliseconds (the tick clock's processing time)."""

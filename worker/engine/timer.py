@@ -28,6 +28,7 @@ from worker.engine.partition import PartitionState
 from worker.engine.schedule import Schedule, schedule_ms
 from worker.engine.state import EngineState, log
 from worker.errors import HeldRecordsFailed
+from worker.observe.logs import log_context
 
 
 class Timer:
@@ -46,14 +47,15 @@ class Timer:
         for ps in list(self.s.parts.values()):
             if ps.failed is not None:
                 continue  # waiting for the worker's reset (take_failed_drains)
-            try:
-                await self._partition(ps, now)
-            except self.s.reraise:
-                raise
-            except HeldRecordsFailed as exc:
-                self._failed_drains[(ps.topology.name, ps.partition)] = exc
-            except Exception as exc:
-                self._failed(ps, exc)
+            with log_context(topology=ps.topology.name, partition=ps.partition):
+                try:
+                    await self._partition(ps, now)
+                except self.s.reraise:
+                    raise
+                except HeldRecordsFailed as exc:
+                    self._failed_drains[(ps.topology.name, ps.partition)] = exc
+                except Exception as exc:
+                    self._failed(ps, exc)
 
     def take_failed_drains(self) -> list[HeldRecordsFailed]:
         """The failed drains found since the last call (each returned once)."""

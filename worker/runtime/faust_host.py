@@ -66,6 +66,7 @@ from typing import Any
 
 from sketches.errors import SpecError
 from worker.config.settings import Settings
+from worker.config.state_dir import state_dir
 from worker.config.topology import Topology
 from worker.kafka.client_config import aiokafka_kwargs
 from worker.runtime.worker import Worker, create_worker
@@ -349,8 +350,16 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
         async def on_stop(self) -> None:
             await worker.stop()
 
+    options: dict[str, Any] = {}
+    if not os.environ.get("FAUST_DATADIR"):  # the operator's own choice wins
+        env = {**os.environ, "DPSTREAM_STATE_DIR": settings.state_dir} \
+            if settings.state_dir else None
+        faust_dir = state_dir(env) / "faust"
+        faust_dir.mkdir(exist_ok=True)  # Faust creates only the last component
+        options["datadir"] = str(faust_dir / "{conf.name}-data")
     app = faust.App(
         f"{settings.group_id}-faust",
+        **options,
         broker=f"kafka://{settings.broker}",
         store="memory://",
         web_enabled=False,

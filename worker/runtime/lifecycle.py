@@ -121,7 +121,8 @@ class Lifecycle:
                               crash_points=s.crash_probabilities(),
                               dead_letter_max_bytes=s.producer_max_request_bytes - 4096,
                               reraise=BROKER_ERRORS, max_open_shards=s.max_open_shards,
-                              deployment=s.deployment, takeover_from=s.takeover_from)
+                              deployment=s.deployment, takeover_from=s.takeover_from,
+                              dead_letter_log_interval_s=s.log_interval_s)
         state.engine.batch_is_current = self.assignment.batch_is_current
         # record tuples: the fast fetch path, or the public getmany path (record_tuples.py)
         consumer = state.consumer = input_consumer_class()(**aiokafka_kwargs(s, "input", {
@@ -188,6 +189,8 @@ class Lifecycle:
         if state.failed is None and state.has_engine:
             with contextlib.suppress(Exception):
                 await state.engine.checkpoint_all()
+        if state.has_engine:
+            state.engine.flush_logs()  # the dead-letter summary of the last interval
         await self.close_clients()
         if state.failed is None:
             log.info("worker stopped (owned partitions checkpointed)")

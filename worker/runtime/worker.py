@@ -40,11 +40,9 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from worker.config.mechanism_loader import load_mechanisms
 from worker.config.settings import Settings
-from worker.config.topology import Topology, check_topics, load_topologies
-from worker.engine.composition import compose
-from worker.engine.memory_model import check_memory_limit
+from worker.config.topology import Topology
+from worker.engine.startup import load_checked
 from worker.observe.health import Probe, liveness, readiness
 from worker.observe.metrics import Metrics
 from worker.runtime.assignment import Assignment, RebalanceListener
@@ -153,11 +151,7 @@ def listener_for(worker: Worker) -> RebalanceListener:
 
 def create_worker(settings: Settings, topology_paths: Sequence[str] | None = None,
                   metrics: Metrics | None = None) -> Worker:
-    """Factory: load mechanisms and topologies, validate, and build a :class:`Worker`."""
-    load_mechanisms(settings.plugins)
-    topologies = load_topologies(topology_paths or settings.topologies)
-    check_topics(topologies, settings.checkpoint_topic)
-    # topologies reading one input topic compose: totals, budgets, stated in releases
-    topologies = compose(topologies)
-    check_memory_limit(topologies, settings.memory_limit_bytes, settings.max_open_shards)
-    return Worker(settings, topologies, metrics)
+    """Factory: load mechanisms and topologies, run every start-up check
+    (:func:`worker.engine.startup.load_checked`: the checks ``dpstream validate``
+    makes too) and build a :class:`Worker`."""
+    return Worker(settings, load_checked(settings, topology_paths), metrics)

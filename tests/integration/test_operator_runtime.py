@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import PLUGIN, ROOT, produce
+from tests.support.kafka import PLUGIN, ROOT, produce
 from worker.kafka.embedded import EmbeddedBroker
 
 pytestmark = pytest.mark.broker

@@ -47,7 +47,8 @@ def read_settings(broker: str | None, config: str | None = None) -> Settings:
     if broker:
         s = s.with_broker(broker)
     if not s.broker:
-        raise SpecError("no broker: pass --broker host:port or set DPSTREAM_BROKER")
+        raise SpecError("no broker address given; pass --broker host:port or set "
+                        "DPSTREAM_BROKER (the address the worker publishes to)")
     for part in s.broker.split(","):
         host, sep, port = part.strip().rpartition(":")
         if not (sep and host and port.isdigit() and 0 < int(port) < 65536):

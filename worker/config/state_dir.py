@@ -43,7 +43,7 @@ def candidates(env: Mapping[str, str] | None = None, *, tmp: str | None = None,
         out.append(Path(env["XDG_STATE_HOME"].strip()) / "dpstream")
     if env.get("HOME", "").strip():
         out.append(Path(env["HOME"].strip()) / ".local" / "state" / "dpstream")
-    uid = os.getuid() if uid is None and hasattr(os, "getuid") else (uid or 0)
+    uid = os.getuid() if uid is None and os.name == "posix" else (uid or 0)
     out.append(Path(tmp if tmp is not None else tempfile.gettempdir()) / f"dpstream-{uid}")
     return out
 

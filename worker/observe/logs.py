@@ -139,7 +139,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text", *,
     their own loggers (they would print a second format), lets them propagate to
     the root, and captures ``warnings`` too. Returns the handler.
     """
-    lvl = getattr(logging, check_level(level))
+    lvl = logging.getLevelNamesMapping()[check_level(level)]
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if check_format(fmt) == "json" else TextFormatter())
     setattr(handler, _HANDLER_FLAG, True)

@@ -57,7 +57,7 @@ def test_one_summary_per_interval_per_topology(caplog: pytest.LogCaptureFixture)
 
 def test_engine_burst_of_bad_records_yields_one_warning(
         caplog: pytest.LogCaptureFixture) -> None:
-    from tests.unit.worker.engine.test_worker_state import Clock, MemSink, MemStore
+    from tests.support.engine import Clock, MemSink, MemStore
     from worker.engine.engine import Engine
 
     load_mechanisms()

@@ -310,15 +310,15 @@ def test_power_m_too_large_for_the_fine_table() -> None:
     assert "residue20000" in bad, bad
 
 
-def test_sorted_search_gives_the_same_samples(monkeypatch) -> None:
-    """IntegerTable.sample searches large batches in sorted order: the same samples as
-    the unsorted search, ties included (their low words are drawn in the original order)."""
+def test_guided_search_gives_the_same_samples(monkeypatch) -> None:
+    """IntegerTable.sample searches large batches with the compiled guided kernel: the same
+    samples as numpy's search, ties included (their low words are drawn in order)."""
     from sketches.core import noise_tables
-    from sketches.core.noise_tables import _SORTED_SEARCH_MIN, discrete_gaussian_table
+    from sketches.core.noise_tables import _KERNEL_SEARCH_MIN, discrete_gaussian_table
 
     table = discrete_gaussian_table(1000.0)
     rng = np.random.default_rng(3)
-    u = rng.integers(0, 2**63, 3 * _SORTED_SEARCH_MIN, dtype=np.uint64) * np.uint64(2)
+    u = rng.integers(0, 2**63, 30 * _KERNEL_SEARCH_MIN, dtype=np.uint64) * np.uint64(2)
     u[:50] = table.hi[rng.integers(0, table.hi.size, 50)]  # forced ties
     lows = rng.integers(0, 2**63, 1000, dtype=np.uint64)
 
@@ -326,5 +326,5 @@ def test_sorted_search_gives_the_same_samples(monkeypatch) -> None:
         return lows[:n].copy()
 
     got = table.sample(u, draw)
-    monkeypatch.setattr(noise_tables, "_SORTED_SEARCH_MIN", 1 << 62)  # the plain search
+    monkeypatch.setattr(noise_tables, "_KERNEL_SEARCH_MIN", 1 << 62)  # numpy's search
     assert np.array_equal(got, table.sample(u, draw))

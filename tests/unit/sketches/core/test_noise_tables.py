@@ -28,3 +28,35 @@ def test_a_uniform_equal_to_a_cdf_entry_maps_above_it_on_both_words() -> None:
     assert sample(5, 20) == 1          # exactly F(0): counted
     assert sample(9, 0) == 2           # exactly F(1) (high word 9, low 0)
     assert sample(2**64 - 1, 0) == 2   # above every entry
+
+
+def test_the_guided_kernel_equals_numpys_search_at_every_boundary(monkeypatch) -> None:
+    """The compiled guided search (batches of >= ``_KERNEL_SEARCH_MIN`` draws) returns the same
+    samples as numpy's ``searchsorted`` for high words at every kind of boundary: equal to a
+    table word (a tie: the low word decides), one above or below it, at a guide bucket's
+    first word and one below it, 0 and 2**64 - 1; and the same low words are consumed."""
+    from sketches.core import noise_tables
+    from sketches.core.noise_tables import discrete_gaussian_table
+
+    table = discrete_gaussian_table(3000.0)
+    rng = np.random.default_rng(5)
+    picks = table.hi[rng.integers(0, table.hi.size, 3000)]
+    shift = np.uint64(table.guide_shift)
+    buckets = rng.integers(0, table.guide.size - 1, 3000).astype(np.uint64) << shift
+    u = np.concatenate([picks, picks + np.uint64(1), picks - np.uint64(1), buckets,
+                        buckets - np.uint64(1), np.array([0, 2**64 - 1], dtype=np.uint64),
+                        rng.integers(0, 2**63, 5000, dtype=np.uint64) * np.uint64(2)])
+    lows = rng.integers(0, 2**63, u.size, dtype=np.uint64) * np.uint64(2)
+    used: list[int] = []
+
+    def draw(n: int) -> np.ndarray:
+        out = lows[len(used): len(used) + n]
+        used.extend(range(n))
+        return out
+
+    got = table.sample(u, draw)
+    n_used = len(used)
+    used.clear()
+    monkeypatch.setattr(noise_tables, "_KERNEL_SEARCH_MIN", 1 << 62)  # numpy's search
+    assert np.array_equal(got, table.sample(u, draw))
+    assert len(used) == n_used >= 3000  # every pick tied and drew one low word

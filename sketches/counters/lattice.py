@@ -332,36 +332,52 @@ def _run(prefix0: np.ndarray, incs: np.ndarray, z: np.ndarray, cs: np.ndarray,
     """``k = z.shape[0]`` rounds of every counter, in place (``cs``, ``vb``, ``now``, ``prev``).
 
     Round ``t`` of the call adds ``incs[t]`` (shape ``(k, n)``) to the prefix (exact
-    int64). Fixed operation order (the one :func:`eta_bound` analyses).
+    int64). Fixed operation order per counter (the one :func:`eta_bound` analyses):
+    ``acc = ((theta_0 S_0 + theta_1 S_1) + theta_2 S_2) + theta_3 S_3``, ``u = p - acc``,
+    ``S_i <- omega_i S_i + u``, ``f = rint(scale u)``; the release the same on ``y = f + z``.
+    The loops run over the counters innermost (contiguous rows of ``cs``/``vb``: SIMD), each
+    counter's operations in that order, so the values are those of the counter-by-counter
+    loop (tests/unit/sketches/counters/test_lattice.py compares them bit for bit).
     ``f_out`` (shape ``(k, n)``, or ``(0, 0)`` to skip) receives ``f`` (tests).
     """
     keep = f_out.shape[0] > 0
     k, n = z.shape
     nb = theta.shape[0]
-    for j in range(n):
-        q = prefix0[j]
-        for t in range(k):
-            q += incs[t, j]
-            p = float(q)
-            acc = 0.0
-            for i in range(nb):
-                acc += theta[i] * cs[i, j]
-            u = p - acc
-            for i in range(nb):
-                cs[i, j] = omega[i] * cs[i, j] + u
-            f = np.int64(np.rint(scale * u))
+    q = prefix0.copy()
+    acc = np.empty(n)
+    u = np.empty(n)
+    yf = np.empty(n)
+    for t in range(k):
+        for j in range(n):
+            q[j] += incs[t, j]
+            acc[j] = 0.0
+        for i in range(nb):
+            th = theta[i]
+            for j in range(n):
+                acc[j] += th * cs[i, j]
+        for j in range(n):
+            u[j] = float(q[j]) - acc[j]
+        for i in range(nb):
+            om = omega[i]
+            for j in range(n):
+                cs[i, j] = om * cs[i, j] + u[j]
+        for j in range(n):
+            f = np.int64(np.rint(scale * u[j]))
             if keep:
                 f_out[t, j] = f
-            y = f + z[t, j]
-            yf = float(y)
-            acc = 0.0
-            for i in range(nb):
-                acc += theta[i] * vb[i, j]
-            out = yf + acc
-            for i in range(nb):
-                vb[i, j] = omega[i] * vb[i, j] + yf
+            yf[j] = float(f + z[t, j])
+            acc[j] = 0.0
+        for i in range(nb):
+            th = theta[i]
+            for j in range(n):
+                acc[j] += th * vb[i, j]
+        for i in range(nb):
+            om = omega[i]
+            for j in range(n):
+                vb[i, j] = om * vb[i, j] + yf[j]
+        for j in range(n):
             prev[j] = now[j]
-            now[j] = np.int64(np.rint(out / scale))
+            now[j] = np.int64(np.rint((yf[j] + acc[j]) / scale))
 
 
 class LatticeCounters(PrefixCounters):

@@ -67,7 +67,7 @@ import numpy as np
 
 from sketches.core.noise_compose import discrete_gaussian_sampler
 from sketches.core.noise_kernel import normal as _compiled_normal
-from sketches.core.noise_tables import discrete_laplace_table
+from sketches.core.noise_tables import IntegerTable, discrete_laplace_table
 from sketches.errors import PrivacyError, SpecError
 
 log = logging.getLogger(__name__)
@@ -182,6 +182,17 @@ class _BitNoise:
         sampler = discrete_gaussian_sampler(_check_scale("sigma", sigma))
         return sampler.draw(self._u64, _count(size)).reshape(_shape(size))
 
+    def discrete_gaussian32(self, sigma: float, size: Size) -> np.ndarray:
+        """:meth:`discrete_gaussian`'s law, reading each one-table draw's bits 32 at a time
+        (:meth:`~sketches.core.noise_tables.IntegerTable.draw32`: half the random words;
+        other values than :meth:`discrete_gaussian` from the same seed). Composed sigma
+        (above the one-table range) draw as :meth:`discrete_gaussian`."""
+        sampler = discrete_gaussian_sampler(_check_scale("sigma", sigma))
+        n = _count(size)
+        if isinstance(sampler, IntegerTable):
+            return sampler.draw32(self._u64, n).reshape(_shape(size))
+        return sampler.draw(self._u64, n).reshape(_shape(size))
+
     def discrete_laplace(self, scale: float, size: Size) -> np.ndarray:
         table = discrete_laplace_table(_check_scale("scale", scale))
         return table.sample(self._u64(_count(size)), self._u64).reshape(_shape(size))
@@ -279,6 +290,10 @@ class ZeroNoise:
         return np.zeros(_shape(size), dtype=np.float64)
 
     def discrete_gaussian(self, sigma: float, size: Size) -> np.ndarray:
+        _check_scale("sigma", sigma)
+        return np.zeros(_shape(size), dtype=np.int64)
+
+    def discrete_gaussian32(self, sigma: float, size: Size) -> np.ndarray:
         _check_scale("sigma", sigma)
         return np.zeros(_shape(size), dtype=np.int64)
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from sketches.core.jit import njit
 
-__all__ = ["normal", "table_search"]
+__all__ = ["normal", "table_search", "table_search32"]
 
 
 @njit
@@ -80,3 +80,47 @@ def table_search(hi: np.ndarray, guide: np.ndarray, shift: int, u: np.ndarray,
         if t:
             ties += 1
     return ties
+
+
+@njit
+def table_search32(hi: np.ndarray, guide: np.ndarray, shift: int, w: np.ndarray,
+                   idx: np.ndarray, open_: np.ndarray) -> int:  # pragma: no cover - compiled
+    """The search of :func:`table_search` knowing only the top 32 bits ``w`` of each word.
+
+    A word ``u = w 2^32 + r`` (``r`` not yet drawn) lies in ``[w 2^32, w 2^32 + 2^32 - 1]``;
+    when no table word has the top bits ``w``, ``#{j : hi[j] <= u}`` is the same for every
+    ``r``: ``idx[i] = #{j : hi[j] < w 2^32}``. Otherwise ``open_[i]`` is set (the caller
+    draws ``r`` and searches the full word). Returns the number of open draws (about
+    ``2K / 2^32`` of them: 1e-3 at sigma 1.56e5).
+
+    >>> import numpy as np
+    >>> hi = np.array([5 << 32, (5 << 32) + 9, 9 << 32], dtype=np.uint64)
+    >>> g = np.array([0, 3, 3], dtype=np.uint32)
+    >>> idx, op = np.empty(3, np.int64), np.empty(3, np.bool_)
+    >>> table_search32(hi, g, 63, np.array([4, 5, 6], dtype=np.uint32), idx, op)
+    1
+    >>> idx.tolist(), op.tolist()
+    ([0, 0, 2], [False, True, False])
+    """
+    opened = 0
+    sh = np.uint64(shift)
+    s32 = np.uint64(32)
+    for i in range(w.size):
+        wi = np.uint64(w[i])
+        x = wi << s32
+        b = np.int64(x >> sh)
+        lo = np.int64(guide[b])
+        end = np.int64(guide[b + 1])
+        top = end
+        while lo < top:  # first j in the bucket with hi[j] >= x
+            mid = (lo + top) >> 1
+            if hi[mid] < x:
+                lo = mid + 1
+            else:
+                top = mid
+        idx[i] = lo
+        o = lo < end and (hi[lo] >> s32) == wi
+        open_[i] = o
+        if o:
+            opened += 1
+    return opened

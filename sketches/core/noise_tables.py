@@ -55,7 +55,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from sketches.core.noise_kernel import table_search
+from sketches.core.noise_kernel import table_search, table_search32
 from sketches.errors import SpecError
 
 #: Largest table half-width K built (memory 32 bytes * K; sigma up to about 1.56e5).
@@ -166,6 +166,39 @@ class IntegerTable:
     def draw(self, draw_u64: U64Source, n: int) -> np.ndarray:
         """``n`` int64 samples: ``self.sample(draw_u64(n), draw_u64)``."""
         return self.sample(draw_u64(n), draw_u64)
+
+    def draw32(self, draw_u64: U64Source, n: int) -> np.ndarray:
+        """``n`` int64 samples with the same law as :meth:`draw`, reading 32 bits first.
+
+        Each sample is the same inverse-CDF function of a uniform 128-bit ``u`` as
+        :meth:`sample`; its bits are read lazily: the top 32 (half a word from
+        ``draw_u64``) decide the sample unless a table word shares them (probability
+        about ``2K / 2^32``); only then are the next 32 bits drawn (the low half of a
+        fresh word) and the full 64-bit word searched, the low 64 bits drawn on a tie as
+        in :meth:`sample`. Every bit read is a fresh uniform bit and the decision to read
+        more depends only on bits already read, so the samples are i.i.d. with the
+        table's law (docs/PRIVACY.md 13.1, "Sampler"). Half the random words of
+        :meth:`draw`; used by the lattice counter (``counter: blt_int``), whose draws are
+        bound by the OS CSPRNG's throughput.
+
+        Examples
+        --------
+        >>> from sketches.core.noise import FastNoise
+        >>> t = discrete_gaussian_table(2.0)
+        >>> x = t.draw32(FastNoise(1)._u64, 100_000)
+        >>> bool(abs(x.std() - 2.0) < 0.05), x.dtype.name
+        (True, 'int64')
+        """
+        words = draw_u64((n + 1) // 2).view(np.uint32)[:n]
+        idx = np.empty(n, dtype=np.int64)
+        opened = np.empty(n, dtype=np.bool_)
+        if table_search32(self.hi, self.guide, self.guide_shift, words, idx, opened):
+            where = np.flatnonzero(opened)
+            low = draw_u64(where.size) & np.uint64(0xFFFFFFFF)
+            full = (words[where].astype(np.uint64) << np.uint64(32)) | low
+            idx[where] = self.sample(full, draw_u64) - self.offset
+        idx += self.offset
+        return idx
 
 
 def validate_table_sigma(sigma: float, *, build: bool = False) -> float:

@@ -426,7 +426,11 @@ class LatticeCounters(PrefixCounters):
     def _draw(self, k: int) -> np.ndarray:
         if self.sigma <= 0:
             return np.zeros((k, self.n), dtype=np.int64)
-        z = np.asarray(self._noise_src.discrete_gaussian(self.sigma, k * self.n))
+        # the table's law with the bits read 32 at a time where the source offers it
+        # (IntegerTable.draw32: half the CSPRNG words; docs/PRIVACY.md 13.1 "Sampler")
+        draw = getattr(self._noise_src, "discrete_gaussian32", None) \
+            or self._noise_src.discrete_gaussian
+        z = np.asarray(draw(self.sigma, k * self.n))
         return z.astype(np.int64, copy=False).reshape(k, self.n)
 
     def _commit(self, total: np.ndarray | None, k: int) -> None:

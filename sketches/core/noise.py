@@ -65,9 +65,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from sketches.core.noise_compose import discrete_gaussian_sampler
+from sketches.core.noise_compose import discrete_gaussian32_sampler, discrete_gaussian_sampler
 from sketches.core.noise_kernel import normal as _compiled_normal
-from sketches.core.noise_tables import IntegerTable, discrete_laplace_table
+from sketches.core.noise_tables import discrete_laplace_table
 from sketches.errors import PrivacyError, SpecError
 
 log = logging.getLogger(__name__)
@@ -183,15 +183,14 @@ class _BitNoise:
         return sampler.draw(self._u64, _count(size)).reshape(_shape(size))
 
     def discrete_gaussian32(self, sigma: float, size: Size) -> np.ndarray:
-        """:meth:`discrete_gaussian`'s law, reading each one-table draw's bits 32 at a time
-        (:meth:`~sketches.core.noise_tables.IntegerTable.draw32`: half the random words;
-        other values than :meth:`discrete_gaussian` from the same seed). Composed sigma
-        (above the one-table range) draw as :meth:`discrete_gaussian`."""
-        sampler = discrete_gaussian_sampler(_check_scale("sigma", sigma))
-        n = _count(size)
-        if isinstance(sampler, IntegerTable):
-            return sampler.draw32(self._u64, n).reshape(_shape(size))
-        return sampler.draw(self._u64, n).reshape(_shape(size))
+        """``N_Z(0, sigma^2)`` within TV ``discrete_gaussian32_tv(sigma)`` per draw, bits read
+        32 at a time (:meth:`~sketches.core.noise_tables.IntegerTable.draw32`: one word per
+        draw, half of :meth:`discrete_gaussian`'s), and from ``COMPOSE32_MIN`` the composed
+        rule of docs/PRIVACY.md 9.1 on two cache-sized tables
+        (:func:`~sketches.core.noise_compose.discrete_gaussian32_sampler`). The lattice
+        counter's sampler; other values than :meth:`discrete_gaussian` from one seed."""
+        sampler = discrete_gaussian32_sampler(_check_scale("sigma", sigma))
+        return sampler.draw32(self._u64, _count(size)).reshape(_shape(size))
 
     def discrete_laplace(self, scale: float, size: Size) -> np.ndarray:
         table = discrete_laplace_table(_check_scale("scale", scale))

@@ -102,16 +102,24 @@ def table_search32(hi: np.ndarray, guide: np.ndarray, shift: int, w: np.ndarray,
     >>> idx.tolist(), op.tolist()
     ([0, 0, 2], [False, True, False])
     """
-    opened = 0
     sh = np.uint64(shift)
     s32 = np.uint64(32)
-    for i in range(w.size):
+    n = w.size
+    end = np.empty(n, dtype=np.int64)
+    for i in range(n):  # the guide reads first: independent loads, their misses overlap
+        b = np.int64((np.uint64(w[i]) << s32) >> sh)
+        idx[i] = guide[b]
+        end[i] = guide[b + 1]
+    opened = 0
+    for i in range(n):
+        lo = idx[i]
+        stop = end[i]
+        if lo == stop:  # no table word in the bucket: decided by the guide alone
+            open_[i] = False
+            continue
         wi = np.uint64(w[i])
         x = wi << s32
-        b = np.int64(x >> sh)
-        lo = np.int64(guide[b])
-        end = np.int64(guide[b + 1])
-        top = end
+        top = stop
         while lo < top:  # first j in the bucket with hi[j] >= x
             mid = (lo + top) >> 1
             if hi[mid] < x:
@@ -119,7 +127,7 @@ def table_search32(hi: np.ndarray, guide: np.ndarray, shift: int, w: np.ndarray,
             else:
                 top = mid
         idx[i] = lo
-        o = lo < end and (hi[lo] >> s32) == wi
+        o = lo < stop and (hi[lo] >> s32) == wi
         open_[i] = o
         if o:
             opened += 1

@@ -37,7 +37,6 @@ from sketches.counters.factorization import (
 from sketches.counters.factorized import FactorizedCounters
 from sketches.counters.gauss_bm import ContinualCounters, GaussianNoise
 from sketches.counters.lattice import (
-    LATTICE_MAX_COUNT,
     LatticeCounters,
     LatticeParams,
     calibrate_lattice,
@@ -64,11 +63,13 @@ DEFAULT_TO_LATTICE = False
 def calibrate_counter(kind: str | CounterKind, eps: float, delta: float, *, m: int,
                       rounds: int, calibrator: Calibrator, unit_cap: int = 1,
                       cells: int | None = None,
-                      max_count: int = LATTICE_MAX_COUNT) -> Calibration:
+                      max_count: int | None = None) -> Calibration:
     """:func:`sketches.privacy.calibrate` for counters of ``kind`` (module docstring).
 
     ``blt_int`` also uses ``cells`` (counters in the release: bounds the counters one
-    unit changes) and ``max_count`` (public bound on ``sum_t |x_t|`` per counter);
+    unit changes) and ``max_count`` (public bound on ``sum_t |x_t|`` per counter, which
+    the caller's data path enforces; ``None``: :data:`~sketches.counters.lattice.LATTICE_MAX_COUNT`, enforced by the
+    counter's per-round clamp at ``LATTICE_MAX_COUNT // rounds``, docs/PRIVACY.md 13.1);
     it needs the ``discrete`` calibrator.
     """
     k = CounterKind(kind)

@@ -107,17 +107,25 @@ def _gamma(k: int) -> float:
 def lattice_sampler_tv(sigma: float) -> float:
     """Total-variation distance of one ``N_Z(0, sigma^2)`` draw to the exact law.
 
-    The lattice keeps ``sigma`` within the one-table range (``MAX_TABLE_SIGMA``: its
-    float-error bound uses the table's support), where the sampler is one exact
-    128-bit table: ``2^-104`` (docs/PRIVACY.md 9).
+    The lattice draws with ``discrete_gaussian32`` (bits read 32 at a time; from
+    ``COMPOSE32_MIN`` two composed cache-sized tables, docs/PRIVACY.md 9.1 and 13.1):
+    ``2^-104`` for one table, ``2 * 2^-104 +`` the smoothing term (``< 2^-102.99``)
+    composed; ``sigma`` stays within ``MAX_TABLE_SIGMA`` (the float-error bound uses the
+    support, :func:`lattice_noise_support`).
     """
-    from sketches.core.noise_compose import discrete_gaussian_tv
+    from sketches.core.noise_compose import discrete_gaussian32_tv
 
-    return discrete_gaussian_tv(sigma)
+    return discrete_gaussian32_tv(sigma)
 
 
 def lattice_noise_support(sigma: float) -> float:
-    """``K``: the table sampler never returns ``|Z| > K`` (``K <= 14 sigma + 2``)."""
+    """``K``: the lattice's sampler never returns ``|Z| > K`` (``K <= 14 sigma + 2``).
+
+    One table: ``K = ceil(13.42 sigma) + 1``. Composed (``sigma >= COMPOSE32_MIN``):
+    ``m K_c + K_f <= 13.42 (m sigma_c + sigma_f) + 2m + 2 <= 13.42 (sigma + 3m + 10^-3)
+    + 2m + 2``, below ``14 sigma + 2`` once ``0.58 sigma >= 42.3 sqrt(sigma / 3)``, i.e.
+    ``sigma >= 1,762`` (tests check the exact supports on a grid).
+    """
     return 14.0 * float(sigma) + 2.0
 
 
@@ -138,6 +146,11 @@ class LatticeParams:
     abs_b: float
     #: float error of the release ``(B y)_t / s`` before its final rounding
     zeta: float = 0.0
+    #: ``R > 0``: each round's increment of a counter is clamped to ``[-R, R]`` before it
+    #: enters ``f`` (``R = max_count // rounds``, so ``sum_t |x_t| <= max_count`` on every
+    #: input, enforced on the data path: LazyCMS/LazyCS); ``0``: the caller's data path
+    #: bounds ``sum_t |x_t|`` (LazyHH: the truncated ``event_horizon``), an excess raises
+    round_cap: int = 0
 
     def slack(self, changed: int) -> float:
         """Rounding slack of ``Delta_2``: ``(1 + 2 eta) sqrt(rounds * changed)``."""
@@ -254,7 +267,7 @@ class LatticeCalibration:
 
 
 def lattice_params(rounds: int, *, eps: float, delta: float, m: int, unit_cap: int,
-                   cells: int | None = None, max_count: int = LATTICE_MAX_COUNT,
+                   cells: int | None = None, max_count: int | None = None,
                    scale: int | None = None) -> LatticeParams:
     """The public parameters of a lattice BLT counter (:func:`calibrate_lattice`)."""
     return calibrate_lattice(rounds, eps=eps, delta=delta, m=m, unit_cap=unit_cap, cells=cells,
@@ -273,8 +286,9 @@ def changed_counters(m: int, unit_cap: int, cells: int | None) -> int:
 
 
 def calibrate_lattice(rounds: int, *, eps: float, delta: float, m: int, unit_cap: int,
-                      cells: int | None = None, max_count: int = LATTICE_MAX_COUNT,
-                      scale: int | None = None) -> LatticeCalibration:
+                      cells: int | None = None, max_count: int | None = None,
+                      scale: int | None = None, clamp: bool | None = None
+                      ) -> LatticeCalibration:
     """Scale ``s``, ``eta`` and the discrete ``sigma_L`` of a lattice BLT counter.
 
     Rule for ``s`` (deterministic, public inputs only): the smallest integer with
@@ -282,7 +296,16 @@ def calibrate_lattice(rounds: int, *, eps: float, delta: float, m: int, unit_cap
     max_col^2)`` (``eta`` grows linearly with ``s``); if
     ``sigma_L`` would exceed the exact sampler's range (``MAX_DISCRETE_SIGMA``), the
     largest ``s`` that fits, refused (SpecError) when its slack exceeds 5%.
+
+    ``max_count`` (public bound on ``sum_t |x_t|`` per counter): ``None`` is
+    :data:`LATTICE_MAX_COUNT` enforced by the counter's per-round clamp at ``R =
+    max_count // rounds`` (``clamp`` defaults to ``max_count is None``); a given bound
+    is the caller's (its data path enforces it; the counter raises past it).
     """
+    if clamp is None:
+        clamp = max_count is None
+    max_count = LATTICE_MAX_COUNT if max_count is None else int(max_count)
+    round_cap = max(1, int(max_count) // int(rounds)) if clamp else 0
     f = factorization(CounterKind.BLT_INT, rounds)
     assert isinstance(f, BLTFactorization)
     check_columns_nonnegative(f)  # true for every table entry
@@ -293,7 +316,8 @@ def calibrate_lattice(rounds: int, *, eps: float, delta: float, m: int, unit_cap
 
     def build(s: int) -> LatticeCalibration:
         eta, zeta = eta_bound(f.theta, f.omega, n, s, int(max_count))
-        p = LatticeParams(n, f.theta, f.omega, s, int(max_count), eta, col, row, abs_b, zeta)
+        p = LatticeParams(n, f.theta, f.omega, s, int(max_count), eta, col, row, abs_b, zeta,
+                          round_cap)
         sens = p.sensitivity(m, unit_cap, changed)
         sigma = discrete_gaussian_sigma(eps, delta, sens)
         return LatticeCalibration(p, sigma, sens, p.slack(changed) / p.main_term(m, unit_cap),
@@ -453,6 +477,9 @@ class LatticeCounters(PrefixCounters):
     def _commit_rows(self, incs: np.ndarray) -> None:
         """Open ``incs.shape[0]`` rounds, row ``t`` the increments of round ``rounds + 1 + t``."""
         k = incs.shape[0]
+        cap = self.params.round_cap
+        if cap:  # the public per-round clamp (R rounds <= max_count: the check cannot fail)
+            incs = np.clip(incs, -cap, cap)
         mass = self._mass + np.abs(incs).sum(axis=0)
         if int(mass.max(initial=0)) > self.params.max_count:
             raise HorizonExceededError(
@@ -557,7 +584,8 @@ class LatticeCounters(PrefixCounters):
         return {"rounds": self.rounds, "sigma": self.sigma, "integer_noise": True,
                 "horizon": self.horizon, "counter": self.kind.value,
                 "counter_version": _STATE_VERSION, "scale": self.params.scale,
-                "max_count": self.params.max_count, "blt": self._blt_digest()}
+                "max_count": self.params.max_count, "round_cap": self.params.round_cap,
+                "blt": self._blt_digest()}
 
     def _blt_digest(self) -> str:
         """The BLT parameters the buffers were built with (a restored S buffer combined
@@ -590,11 +618,13 @@ class LatticeCounters(PrefixCounters):
         stored = float(header.get("sigma", float("nan")))
         if not math.isclose(stored, self.sigma, rel_tol=1e-9) \
                 or int(header.get("scale", -1)) != self.params.scale \
-                or int(header.get("max_count", -1)) != self.params.max_count:
+                or int(header.get("max_count", -1)) != self.params.max_count \
+                or int(header.get("round_cap", 0)) != self.params.round_cap:
             raise IncompatibleSpecError(
                 f"calibration: checkpoint sigma={stored}, scale={header.get('scale')},"
-                f" max_count={header.get('max_count')} differ from the current sigma="
-                f"{self.sigma}, scale={self.params.scale}, max_count={self.params.max_count};"
+                f" max_count={header.get('max_count')}, round_cap={header.get('round_cap', 0)}"
+                f" differ from the current sigma={self.sigma}, scale={self.params.scale},"
+                f" max_count={self.params.max_count}, round_cap={self.params.round_cap};"
                 " start a new epoch instead of restoring")
         if header.get("blt") != self._blt_digest():
             raise IncompatibleSpecError(

@@ -394,14 +394,22 @@ def item_key_collision_delta(spec: LazyHHSpec) -> float:
 SAMPLER_TV_PER_DRAW = 2.0**-104
 
 
-def sampler_tv_per_draw(params: HHParams, sketch_sigma: float | None = None) -> float:
+def sampler_tv_per_draw(params: HHParams, sketch_sigma: float | None = None, *,
+                        lattice: bool = False) -> float:
     """Per-draw TV of the discrete-Gaussian sampler: the larger of the sketch's and the
     length counter's :func:`~sketches.core.noise_compose.discrete_gaussian_tv`
     (``2^-104`` for one table; ``< 2^-102.99`` for a sigma above about ``1.56e5``,
-    two composed tables). An unknown sigma counts as one table."""
-    sigmas = [s for s in (sketch_sigma, None if params.count is None else params.count.sigma)
-              if s is not None and s > 0]
-    return max([SAMPLER_TV_PER_DRAW, *(discrete_gaussian_tv(s) for s in sigmas)])
+    two composed tables); with ``lattice`` (``counter: blt_int``) the sketch's is
+    :func:`~sketches.counters.lattice.lattice_sampler_tv` (composed from ``COMPOSE32_MIN``).
+    An unknown sigma counts as one table."""
+    from sketches.counters.lattice import lattice_sampler_tv
+
+    tvs = [SAMPLER_TV_PER_DRAW]
+    if sketch_sigma is not None and sketch_sigma > 0:
+        tvs.append((lattice_sampler_tv if lattice else discrete_gaussian_tv)(sketch_sigma))
+    if params.count is not None and params.count.sigma > 0:
+        tvs.append(discrete_gaussian_tv(params.count.sigma))
+    return max(tvs)
 
 
 def sampler_delta(spec: LazyHHSpec, params: HHParams, sketch_sigma: float | None = None) -> float:
@@ -432,7 +440,8 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams, sketch_sigma: float | None
     else:
         sketch_draws = 0
     draws = sketch_draws + 2 * spec.horizon
-    return (1.0 + math.exp(spec.eps)) * draws * sampler_tv_per_draw(params, sketch_sigma)
+    return (1.0 + math.exp(spec.eps)) * draws * sampler_tv_per_draw(
+        params, sketch_sigma, lattice=spec.counter is CounterKind.BLT_INT)
 
 
 def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
@@ -482,7 +491,8 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
                 "error_bound": params.count_error},
             "sampler": {
                 "delta": sampler,
-                "tv_per_draw": sampler_tv_per_draw(params, sketch_sigma)
+                "tv_per_draw": sampler_tv_per_draw(
+                    params, sketch_sigma, lattice=spec.counter is CounterKind.BLT_INT)
                 if spec.calibrator is Calibrator.DISCRETE else SAMPLER_TV_PER_DRAW,
                 "statement": "table sampler's total-variation distance to the exact discrete "
                              "Gaussian, (1 + e^eps) x draws x 2^-104 (docs/PRIVACY.md 9); 0 "

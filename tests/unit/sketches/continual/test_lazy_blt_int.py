@@ -191,3 +191,20 @@ def test_lazyhh_default_rule(monkeypatch) -> None:
     monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", True)
     assert build(params).counter == "blt_int"
     assert build({**params, "counter": "tree"}).counter == "tree"
+
+
+def test_lazyhh_sampler_term_uses_the_lattice_samplers_tv() -> None:
+    """blt_int draws with discrete_gaussian32 (composed from COMPOSE32_MIN: TV < 2^-102.99
+    per draw, above the one table's 2^-104): the reported sampler delta and tv_per_draw use
+    lattice_sampler_tv at the sketch's sigma_L, not the one-table figure."""
+    from sketches.core.noise_compose import COMPOSE32_MIN
+    from sketches.counters.lattice import lattice_sampler_tv
+
+    lat = _hh("blt_int", make_noise("fast", seed=3, allow_insecure=True))
+    sigma = lat.calibration.sigma
+    assert sigma >= COMPOSE32_MIN
+    g = lat.privacy()["budget"]["sampler"]
+    assert g["tv_per_draw"] == lattice_sampler_tv(sigma) > 2.0**-104
+    d = derive_params(lat.spec, None, None).depth
+    assert sampler_delta(lat.spec, lat.params, sigma) == pytest.approx(
+        (1 + np.e) * (d * 20 * 200 + 2 * 200) * lattice_sampler_tv(sigma))

@@ -184,13 +184,14 @@ class _BitNoise:
 
     def discrete_gaussian32(self, sigma: float, size: Size) -> np.ndarray:
         """``N_Z(0, sigma^2)`` within TV ``discrete_gaussian32_tv(sigma)`` per draw, bits read
-        32 at a time (:meth:`~sketches.core.noise_tables.IntegerTable.draw32`: one word per
-        draw, half of :meth:`discrete_gaussian`'s), and from ``COMPOSE32_MIN`` the composed
-        rule of docs/PRIVACY.md 9.1 on two cache-sized tables
-        (:func:`~sketches.core.noise_compose.discrete_gaussian32_sampler`). The lattice
+        lazily: one table reads 32 first (:meth:`~sketches.core.noise_tables.IntegerTable.
+        draw32`: half a word per draw where :meth:`discrete_gaussian` reads one); from
+        ``COMPOSE32_MIN`` the composed rule of docs/PRIVACY.md 9.1 on two cache-sized
+        tables, each read 16 bits first (about half a word per draw;
+        :func:`~sketches.core.noise_compose.discrete_gaussian32_sampler`). The lattice
         counter's sampler; other values than :meth:`discrete_gaussian` from one seed."""
         sampler = discrete_gaussian32_sampler(_check_scale("sigma", sigma))
-        return sampler.draw32(self._u64, _count(size)).reshape(_shape(size))
+        return sampler.draw_lazy(self._u64, _count(size)).reshape(_shape(size))
 
     def discrete_laplace(self, scale: float, size: Size) -> np.ndarray:
         table = discrete_laplace_table(_check_scale("scale", scale))

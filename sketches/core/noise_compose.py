@@ -252,12 +252,13 @@ class ComposedSampler:
         out += self.fine.draw(draw_u64, n)
         return out
 
-    def draw32(self, draw_u64: U64Source, n: int) -> np.ndarray:
-        """:meth:`draw`'s law with both tables read 32 bits at a time
-        (:meth:`~sketches.core.noise_tables.IntegerTable.draw32`): one word per sample."""
-        out = self.coarse.draw32(draw_u64, n)
+    def draw_lazy(self, draw_u64: U64Source, n: int) -> np.ndarray:
+        """:meth:`draw`'s law with both tables' bits read lazily, 16 first
+        (:meth:`~sketches.core.noise_tables.IntegerTable.draw_lazy`; a table of more than
+        ``2^16`` entries reads 32 first): about half a word per sample."""
+        out = self.coarse.draw_lazy(draw_u64, n, 16)
         out *= self.params.m
-        out += self.fine.draw32(draw_u64, n)
+        out += self.fine.draw_lazy(draw_u64, n, 16)
         return out
 
 
@@ -379,7 +380,7 @@ def discrete_gaussian32_sampler(sigma: float) -> IntegerTable | ComposedSampler:
     """The sampler of :meth:`~sketches.core.noise.SecureNoise.discrete_gaussian32` (the
     lattice counter's): the composed rule from ``COMPOSE32_MIN``, one table below.
 
-    Both have ``draw32(draw_u64, n)``; per-draw TV :func:`discrete_gaussian32_tv`.
+    Both have ``draw_lazy(draw_u64, n)``; per-draw TV :func:`discrete_gaussian32_tv`.
 
     Examples
     --------

@@ -21,7 +21,7 @@ import numpy as np
 
 from sketches.core.jit import njit
 
-__all__ = ["normal", "table_search", "table_search32"]
+__all__ = ["normal", "table_search", "table_search32", "table_search_prefix"]
 
 
 @njit
@@ -85,13 +85,7 @@ def table_search(hi: np.ndarray, guide: np.ndarray, shift: int, u: np.ndarray,
 @njit
 def table_search32(hi: np.ndarray, guide: np.ndarray, shift: int, w: np.ndarray,
                    idx: np.ndarray, open_: np.ndarray) -> int:  # pragma: no cover - compiled
-    """The search of :func:`table_search` knowing only the top 32 bits ``w`` of each word.
-
-    A word ``u = w 2^32 + r`` (``r`` not yet drawn) lies in ``[w 2^32, w 2^32 + 2^32 - 1]``;
-    when no table word has the top bits ``w``, ``#{j : hi[j] <= u}`` is the same for every
-    ``r``: ``idx[i] = #{j : hi[j] < w 2^32}``. Otherwise ``open_[i]`` is set (the caller
-    draws ``r`` and searches the full word). Returns the number of open draws (about
-    ``2K / 2^32`` of them: 1e-3 at sigma 1.56e5).
+    """:func:`table_search_prefix` with 32-bit prefixes ``w`` (uint32).
 
     >>> import numpy as np
     >>> hi = np.array([5 << 32, (5 << 32) + 9, 9 << 32], dtype=np.uint64)
@@ -102,12 +96,29 @@ def table_search32(hi: np.ndarray, guide: np.ndarray, shift: int, w: np.ndarray,
     >>> idx.tolist(), op.tolist()
     ([0, 0, 2], [False, True, False])
     """
+    return table_search_prefix(hi, guide, shift, w, 32, idx, open_)
+
+
+@njit
+def table_search_prefix(hi: np.ndarray, guide: np.ndarray, shift: int, w: np.ndarray,
+                        bits: int, idx: np.ndarray,
+                        open_: np.ndarray) -> int:  # pragma: no cover - compiled
+    """The search of :func:`table_search` knowing only the top ``bits`` bits ``w`` of each
+    word (``bits`` at least the guide's ``64 - shift``).
+
+    A word ``u = w 2^(64-bits) + r`` (``r`` not yet drawn) lies in ``[w 2^(64-bits),
+    (w + 1) 2^(64-bits) - 1]``; when no table word has the top bits ``w``, ``#{j : hi[j] <=
+    u}`` is the same for every ``r``: ``idx[i] = #{j : hi[j] < w 2^(64-bits)}``. Otherwise
+    ``open_[i]`` is set (the caller draws ``r`` and searches the full word). Returns the
+    number of open draws (about ``2K / 2^bits``, fewer where the CDF is flat). The guide
+    reads come first (independent loads: their cache misses overlap).
+    """
     sh = np.uint64(shift)
-    s32 = np.uint64(32)
+    sb = np.uint64(64 - bits)
     n = w.size
     end = np.empty(n, dtype=np.int64)
-    for i in range(n):  # the guide reads first: independent loads, their misses overlap
-        b = np.int64((np.uint64(w[i]) << s32) >> sh)
+    for i in range(n):
+        b = np.int64((np.uint64(w[i]) << sb) >> sh)
         idx[i] = guide[b]
         end[i] = guide[b + 1]
     opened = 0
@@ -118,7 +129,7 @@ def table_search32(hi: np.ndarray, guide: np.ndarray, shift: int, w: np.ndarray,
             open_[i] = False
             continue
         wi = np.uint64(w[i])
-        x = wi << s32
+        x = wi << sb
         top = stop
         while lo < top:  # first j in the bucket with hi[j] >= x
             mid = (lo + top) >> 1
@@ -127,7 +138,7 @@ def table_search32(hi: np.ndarray, guide: np.ndarray, shift: int, w: np.ndarray,
             else:
                 top = mid
         idx[i] = lo
-        o = lo < stop and (hi[lo] >> s32) == wi
+        o = lo < stop and (hi[lo] >> sb) == wi
         open_[i] = o
         if o:
             opened += 1

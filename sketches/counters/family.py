@@ -68,7 +68,7 @@ def calibrate_counter(kind: str | CounterKind, eps: float, delta: float, *, m: i
 
     ``blt_int`` also uses ``cells`` (counters in the release: bounds the counters one
     unit changes) and ``max_count`` (public bound on ``sum_t |x_t|`` per counter, which
-    the caller's data path enforces; ``None``: :data:`~sketches.counters.lattice.LATTICE_MAX_COUNT`, enforced by the
+    the caller's data path enforces; ``None``: ``LATTICE_MAX_COUNT``, enforced by the
     counter's per-round clamp at ``LATTICE_MAX_COUNT // rounds``, docs/PRIVACY.md 13.1);
     it needs the ``discrete`` calibrator.
     """

@@ -361,7 +361,7 @@ def test_composed32_power_sigma_scaled_by_099_and_wrong_m() -> None:
     wrong = ComposedSampler(params=dataclasses.replace(good.params, m=good.params.m + 1),
                             coarse=good.coarse, fine=good.fine)
     bits = np.random.Generator(np.random.PCG64(11)).bit_generator
-    x = wrong.draw32(lambda k: bits.random_raw(k).astype(np.uint64), N)
+    x = wrong.draw_lazy(lambda k: bits.random_raw(k).astype(np.uint64), N)
     assert "variance" in _failures(x, 156_136.9, (good.params.m,))
 
 

@@ -82,34 +82,37 @@ class Words:
         return np.array(out, dtype=np.uint64)
 
 
-def test_draw32_is_the_inverse_cdf_of_its_lazily_read_word() -> None:
-    """``draw32``'s sample ``i`` is ``sample``'s function of the 128-bit ``u`` assembled from
-    the bits it read: top 32 bits from half a word, on an open draw the low 32 bits of a
-    fresh word, on a tie the low 64 bits. Top halves are forced equal to table words' (open
-    draws), with low halves below, equal and above them (ties)."""
+@pytest.mark.parametrize("bits", [16, 32])
+def test_lazy_draws_are_the_inverse_cdf_of_the_bits_read(bits: int) -> None:
+    """``draw_lazy``'s sample ``i`` is ``sample``'s function of the 128-bit ``u`` assembled
+    from the bits it read: the top ``bits`` from a part of a word, on an open draw the low
+    ``64 - bits`` bits of a fresh word, on a tie the low 64 bits. Prefixes are forced equal
+    to table words' (open draws), with the rest below, equal and above them (ties)."""
     from sketches.core.noise_tables import discrete_gaussian_table
 
-    table = discrete_gaussian_table(3000.0)
+    table = discrete_gaussian_table(2000.0)
+    assert 64 - table.guide_shift <= 16  # 16-bit reads apply
     rng = np.random.default_rng(8)
-    n = 4000
-    halves = rng.integers(0, 2**32, n, dtype=np.uint64)
+    n, per, rest = 4000, 64 // bits, 64 - bits
+    parts = rng.integers(0, 2**bits, n, dtype=np.uint64)
     forced = rng.choice(n, 600, replace=False)
-    picks = table.hi[rng.integers(0, table.hi.size, 600)]
-    halves[forced] = picks >> np.uint64(32)
-    words = halves[0::2] | (halves[1::2] << np.uint64(32))  # little-endian uint32 view
+    parts[forced] = table.hi[rng.integers(0, table.hi.size, 600)] >> np.uint64(rest)
+    words = np.zeros(n // per, dtype=np.uint64)
+    for k in range(per):  # little-endian view: part k of a word is bits [k*bits, ...)
+        words |= parts[k::per] << np.uint64(k * bits)
     src = Words(words, 9)
-    got = table.draw32(src, n)
-    read = src.read[n // 2:]  # after the n/2 words of top halves: the open draws' words
-    tops = {int(h) >> 32 for h in table.hi.tolist()}
-    opened = [i for i in range(n) if int(halves[i]) in tops]
+    got = table.draw_lazy(src, n, bits)
+    read = src.read[n // per:]  # after the prefixes: the open draws' words, then ties'
+    tops = {int(h) >> rest for h in table.hi.tolist()}
+    opened = [i for i in range(n) if int(parts[i]) in tops]
     assert len(opened) >= 600
-    full = np.array([(int(halves[i]) << 32) | (read[k] & 0xFFFFFFFF)
+    full = np.array([(int(parts[i]) << rest) | (read[k] & ((1 << rest) - 1))
                      for k, i in enumerate(opened)], dtype=np.uint64)
-    rest = read[len(opened):]  # the ties' low words, in order
-    expect = table.sample(full, lambda m: np.array(rest[:m], dtype=np.uint64))
+    ties = read[len(opened):]
+    expect = table.sample(full, lambda m: np.array(ties[:m], dtype=np.uint64))
     assert np.array_equal(got[opened], expect)
     closed = np.setdiff1d(np.arange(n), opened)
-    ref = table.sample(halves[closed] << np.uint64(32), lambda m: np.zeros(m, np.uint64))
+    ref = table.sample(parts[closed] << np.uint64(rest), lambda m: np.zeros(m, np.uint64))
     assert np.array_equal(got[closed], ref)  # any low bits: the same sample
 
 

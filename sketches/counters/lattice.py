@@ -15,7 +15,11 @@ the bounded-state recurrence ``u_t = p_t - sum_i theta_i S_i``, ``S_i <- omega_i
 S_i + u_t`` (``p`` the exact prefix: ``u = B^-1 p = C x``) in float64, and
 :func:`eta_bound` bounds its floating-point error rigorously (forward error
 analysis, given the public bound ``max_count`` on ``sum_t |x_t|`` per counter):
-``|f_t - s (C x)_t| <= 1/2 + eta``. The release runs the ``B`` recurrence on
+``|f_t - s (C x)_t| <= 1/2 + eta``. The bound is enforced on the data path: by the
+caller's (LazyHH: its truncated ``event_horizon``), or by the counter's public clamp of
+each round's increment to ``[-R, R]``, ``R = max_count // rounds`` (the default,
+``LatticeParams.round_cap``; monotone and 1-Lipschitz per coordinate, so inside the
+sensitivity bound below; docs/PRIVACY.md 13.1). The release runs the ``B`` recurrence on
 ``y`` (``out_t = y_t + sum_i theta_i V_i``, ``V_i <- omega_i V_i + y_t``).
 
 Privacy (docs/PRIVACY.md 13, "Lattice BLT", [D]): for neighbouring inputs,
@@ -34,7 +38,8 @@ the released value now and one round before (int64): 12 numbers.
 Rounds: ``advance(rows, empty_rounds)`` gives each row its own round;
 ``push(total, k)`` puts ``total`` in the first of its ``k`` rounds (LazyCMS and
 LazyHH push a closed tick's increments so) and zeros in the others; every round
-draws its own ``Z_t``: one ``discrete_gaussian(sigma_L, r n)`` call per ``r =
+draws its own ``Z_t``: one ``discrete_gaussian32(sigma_L, r n)`` call (two composed
+cache-sized tables, bits read lazily: docs/PRIVACY.md 13.1 "Sampler") per ``r =
 max(1, 2^20 // n)`` rounds, in round order (a failing draw restores the state:
 atomic). There is no exact jump over empty rounds
 (``round`` is not linear): catch-up costs ``O(k n)``, in a compiled kernel.

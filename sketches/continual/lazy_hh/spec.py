@@ -273,7 +273,9 @@ class LazyHHSpec:
     def memory_bytes(self) -> int:
         """Bytes of the sketch counters and the carry (candidates: ``O(k~)`` more): tree
         (lazy draws) ``(levels + 1) * 8 + levels + 25`` per cell, ``blt`` ``7 * 8``,
-        ``sqrt`` ``(rounds + 3) * 8``; carry ``16`` per cell."""
+        ``sqrt`` ``(rounds + 3) * 8``, ``blt_int`` ``12 * 8``; carry ``16`` per cell; a
+        factorized sketch adds the length counter (one tree counter: ``(levels + 2) * 8``),
+        which the tree's per-cell slack covers."""
         from sketches.counters.family import counter_memory_bytes
 
         cells = derive_params(self, None, None).depth * self.k_tilde
@@ -282,7 +284,8 @@ class LazyHHSpec:
             levels = int(rounds).bit_length()
             per = (levels + 1) * 8 + levels + 25
             return cells * (per + 16)
-        return counter_memory_bytes(self.counter, cells, rounds) + 16 * cells
+        return counter_memory_bytes(self.counter, cells, rounds) + 16 * cells \
+            + counter_memory_bytes(CounterKind.TREE, 1, self.horizon)
 
 
 def _positive_int(name: str, value: Any) -> None:

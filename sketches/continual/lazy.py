@@ -365,8 +365,9 @@ def _register() -> None:
             capabilities=Capabilities(
                 tick_clock=True, memory_model=LazySketchSpec.memory_bytes,
                 counters=tuple(k.value for k in CounterKind),
-                # no public, enforced per-cell count bound for the lattice (docs/PRIVACY.md 13.1)
-                unbounded_lattice_cells=True, noise=_noise,
+                # blt_int clamps each round's per-cell increment (docs/PRIVACY.md 13.1): the
+                # per-cell bound is enforced on the data path, so the capability stays False
+                noise=_noise,
                 point_query=functools.partial(sketch_point_query,
                                               median=cls.estimator == "median")),
         ))

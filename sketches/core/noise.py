@@ -65,7 +65,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from sketches.core.noise_compose import discrete_gaussian_sampler
+from sketches.core.noise_compose import discrete_gaussian32_sampler, discrete_gaussian_sampler
 from sketches.core.noise_kernel import normal as _compiled_normal
 from sketches.core.noise_tables import discrete_laplace_table
 from sketches.errors import PrivacyError, SpecError
@@ -182,6 +182,17 @@ class _BitNoise:
         sampler = discrete_gaussian_sampler(_check_scale("sigma", sigma))
         return sampler.draw(self._u64, _count(size)).reshape(_shape(size))
 
+    def discrete_gaussian32(self, sigma: float, size: Size) -> np.ndarray:
+        """``N_Z(0, sigma^2)`` within TV ``discrete_gaussian32_tv(sigma)`` per draw, bits read
+        lazily: one table reads 32 first (:meth:`~sketches.core.noise_tables.IntegerTable.
+        draw32`: half a word per draw where :meth:`discrete_gaussian` reads one); from
+        ``COMPOSE32_MIN`` the composed rule of docs/PRIVACY.md 9.1 on two cache-sized
+        tables, each read 16 bits first (about half a word per draw;
+        :func:`~sketches.core.noise_compose.discrete_gaussian32_sampler`). The lattice
+        counter's sampler; other values than :meth:`discrete_gaussian` from one seed."""
+        sampler = discrete_gaussian32_sampler(_check_scale("sigma", sigma))
+        return sampler.draw_lazy(self._u64, _count(size)).reshape(_shape(size))
+
     def discrete_laplace(self, scale: float, size: Size) -> np.ndarray:
         table = discrete_laplace_table(_check_scale("scale", scale))
         return table.sample(self._u64(_count(size)), self._u64).reshape(_shape(size))
@@ -279,6 +290,10 @@ class ZeroNoise:
         return np.zeros(_shape(size), dtype=np.float64)
 
     def discrete_gaussian(self, sigma: float, size: Size) -> np.ndarray:
+        _check_scale("sigma", sigma)
+        return np.zeros(_shape(size), dtype=np.int64)
+
+    def discrete_gaussian32(self, sigma: float, size: Size) -> np.ndarray:
         _check_scale("sigma", sigma)
         return np.zeros(_shape(size), dtype=np.int64)
 

@@ -37,7 +37,6 @@ from sketches.counters.factorization import (
 from sketches.counters.factorized import FactorizedCounters
 from sketches.counters.gauss_bm import ContinualCounters, GaussianNoise
 from sketches.counters.lattice import (
-    LATTICE_MAX_COUNT,
     LatticeCounters,
     LatticeParams,
     calibrate_lattice,
@@ -45,30 +44,37 @@ from sketches.counters.lattice import (
 from sketches.errors import SpecError
 from sketches.privacy import Calibration, Calibrator, calibrate
 
-__all__ = ["DEFAULT_TO_LATTICE", "MEMORY_TOLERANCE", "calibrate_counter",
-           "counter_memory_bytes", "lattice_wins", "make_counters"]
+__all__ = ["DEFAULT_TO_LATTICE", "DEFAULT_TO_LATTICE_HH", "MEMORY_TOLERANCE",
+           "calibrate_counter", "counter_memory_bytes", "lattice_wins", "make_counters"]
 
 #: ``blt_int`` becomes the default counter of a new spec only when its state is at most this
 #: many times the tree's ("acceptable memory", issue 20) and its error bound is lower.
 MEMORY_TOLERANCE = 1.5
 
-#: Whether specs built from topology parameters without ``counter`` get ``blt_int`` where
-#: :func:`lattice_wins`. Off: the lattice counter draws one exact discrete Gaussian per cell
-#: and round at ``sigma_L ~ 5e4-1.6e5`` (3-4M draws/s from today's tables), 11-33x the tree's
-#: CPU per release (results/counters.md section 4; 10,000 LazyCMS shards would need ~150 s per
-#: 60 s release interval, issue 12's target). Issue 20 puts the speed target (within 1.5x)
-#: before the default; turn this on when the sampler's large-sigma path is fast enough.
+#: Whether LazyCMS/LazyCS specs built from topology parameters without ``counter`` get
+#: ``blt_int`` where :func:`lattice_wins`. Off: the lattice counter draws one exact discrete
+#: Gaussian per cell and round, the tree a few nodes per cell and release, so on a sparse
+#: sketch (d=4, w=1024, 1M events over 3,600 one-second rounds) ``blt_int`` takes 5.9x the
+#: tree's CPU and a catch-up to round 3,000 0.08 s against 0.4 ms (results/counters.md,
+#: issue 20b), above issue 20's 1.5x; the OS CSPRNG alone (~5 bytes per draw at ~580 MB/s)
+#: costs more than 1.5x the tree there.
 DEFAULT_TO_LATTICE = False
+#: The same for LazyHH's sketch cells. On (issue 20b): at the issue's production setting
+#: ``blt_int`` runs within 1.31x of the tree's CPU (1.16-1.20x at the netmon setting), with a
+#: third of its noise (gamma 1718 against 5487) and 0.76x its state.
+DEFAULT_TO_LATTICE_HH = True
 
 
 def calibrate_counter(kind: str | CounterKind, eps: float, delta: float, *, m: int,
                       rounds: int, calibrator: Calibrator, unit_cap: int = 1,
                       cells: int | None = None,
-                      max_count: int = LATTICE_MAX_COUNT) -> Calibration:
+                      max_count: int | None = None) -> Calibration:
     """:func:`sketches.privacy.calibrate` for counters of ``kind`` (module docstring).
 
     ``blt_int`` also uses ``cells`` (counters in the release: bounds the counters one
-    unit changes) and ``max_count`` (public bound on ``sum_t |x_t|`` per counter);
+    unit changes) and ``max_count`` (public bound on ``sum_t |x_t|`` per counter, which
+    the caller's data path enforces; ``None``: ``LATTICE_MAX_COUNT``, enforced by the
+    counter's per-round clamp at ``LATTICE_MAX_COUNT // rounds``, docs/PRIVACY.md 13.1);
     it needs the ``discrete`` calibrator.
     """
     k = CounterKind(kind)

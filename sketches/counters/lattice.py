@@ -15,7 +15,11 @@ the bounded-state recurrence ``u_t = p_t - sum_i theta_i S_i``, ``S_i <- omega_i
 S_i + u_t`` (``p`` the exact prefix: ``u = B^-1 p = C x``) in float64, and
 :func:`eta_bound` bounds its floating-point error rigorously (forward error
 analysis, given the public bound ``max_count`` on ``sum_t |x_t|`` per counter):
-``|f_t - s (C x)_t| <= 1/2 + eta``. The release runs the ``B`` recurrence on
+``|f_t - s (C x)_t| <= 1/2 + eta``. The bound is enforced on the data path: by the
+caller's (LazyHH: its truncated ``event_horizon``), or by the counter's public clamp of
+each round's increment to ``[-R, R]``, ``R = max_count // rounds`` (the default,
+``LatticeParams.round_cap``; monotone and 1-Lipschitz per coordinate, so inside the
+sensitivity bound below; docs/PRIVACY.md 13.1). The release runs the ``B`` recurrence on
 ``y`` (``out_t = y_t + sum_i theta_i V_i``, ``V_i <- omega_i V_i + y_t``).
 
 Privacy (docs/PRIVACY.md 13, "Lattice BLT", [D]): for neighbouring inputs,
@@ -34,7 +38,8 @@ the released value now and one round before (int64): 12 numbers.
 Rounds: ``advance(rows, empty_rounds)`` gives each row its own round;
 ``push(total, k)`` puts ``total`` in the first of its ``k`` rounds (LazyCMS and
 LazyHH push a closed tick's increments so) and zeros in the others; every round
-draws its own ``Z_t``: one ``discrete_gaussian(sigma_L, r n)`` call per ``r =
+draws its own ``Z_t``: one ``discrete_gaussian32(sigma_L, r n)`` call (two composed
+cache-sized tables, bits read lazily: docs/PRIVACY.md 13.1 "Sampler") per ``r =
 max(1, 2^20 // n)`` rounds, in round order (a failing draw restores the state:
 atomic). There is no exact jump over empty rounds
 (``round`` is not linear): catch-up costs ``O(k n)``, in a compiled kernel.
@@ -107,17 +112,25 @@ def _gamma(k: int) -> float:
 def lattice_sampler_tv(sigma: float) -> float:
     """Total-variation distance of one ``N_Z(0, sigma^2)`` draw to the exact law.
 
-    The lattice keeps ``sigma`` within the one-table range (``MAX_TABLE_SIGMA``: its
-    float-error bound uses the table's support), where the sampler is one exact
-    128-bit table: ``2^-104`` (docs/PRIVACY.md 9).
+    The lattice draws with ``discrete_gaussian32`` (bits read 32 at a time; from
+    ``COMPOSE32_MIN`` two composed cache-sized tables, docs/PRIVACY.md 9.1 and 13.1):
+    ``2^-104`` for one table, ``2 * 2^-104 +`` the smoothing term (``< 2^-102.99``)
+    composed; ``sigma`` stays within ``MAX_TABLE_SIGMA`` (the float-error bound uses the
+    support, :func:`lattice_noise_support`).
     """
-    from sketches.core.noise_compose import discrete_gaussian_tv
+    from sketches.core.noise_compose import discrete_gaussian32_tv
 
-    return discrete_gaussian_tv(sigma)
+    return discrete_gaussian32_tv(sigma)
 
 
 def lattice_noise_support(sigma: float) -> float:
-    """``K``: the table sampler never returns ``|Z| > K`` (``K <= 14 sigma + 2``)."""
+    """``K``: the lattice's sampler never returns ``|Z| > K`` (``K <= 14 sigma + 2``).
+
+    One table: ``K = ceil(13.42 sigma) + 1``. Composed (``sigma >= COMPOSE32_MIN``):
+    ``m K_c + K_f <= 13.42 (m sigma_c + sigma_f) + 2m + 2 <= 13.42 (sigma + 3m + 10^-3)
+    + 2m + 2``, below ``14 sigma + 2`` once ``0.58 sigma >= 42.3 sqrt(sigma / 3)``, i.e.
+    ``sigma >= 1,762`` (tests check the exact supports on a grid).
+    """
     return 14.0 * float(sigma) + 2.0
 
 
@@ -138,6 +151,11 @@ class LatticeParams:
     abs_b: float
     #: float error of the release ``(B y)_t / s`` before its final rounding
     zeta: float = 0.0
+    #: ``R > 0``: each round's increment of a counter is clamped to ``[-R, R]`` before it
+    #: enters ``f`` (``R = max_count // rounds``, so ``sum_t |x_t| <= max_count`` on every
+    #: input, enforced on the data path: LazyCMS/LazyCS); ``0``: the caller's data path
+    #: bounds ``sum_t |x_t|`` (LazyHH: the truncated ``event_horizon``), an excess raises
+    round_cap: int = 0
 
     def slack(self, changed: int) -> float:
         """Rounding slack of ``Delta_2``: ``(1 + 2 eta) sqrt(rounds * changed)``."""
@@ -155,35 +173,54 @@ class LatticeParams:
         return self.abs_b * (0.5 + self.eta) / self.scale
 
 
+@njit
+def _response(theta: np.ndarray, omega: np.ndarray, n: int, inject_u: bool,
+              inject_s: int) -> float:  # pragma: no cover - compiled
+    """``sum_t |e_t|`` of the error recurrence's impulse response (``inject_s < 0``: none)."""
+    k = theta.size
+    e_state = np.zeros(k)
+    total = 0.0
+    for t in range(n):
+        acc = 0.0
+        for i in range(k):
+            acc += theta[i] * e_state[i]
+        e = -acc + (1.0 if (t == 0 and inject_u) else 0.0)
+        total += abs(e)
+        for i in range(k):
+            e_state[i] = omega[i] * e_state[i] + e
+        if t == 0 and inject_s >= 0:
+            e_state[inject_s] += 1.0
+    return total
+
+
+@njit
+def _geo_conv_max(c: np.ndarray, w: float) -> float:  # pragma: no cover - compiled
+    """``max_m |sum_{j<=m} w^(m-j) c_j|`` over ``m < c.size`` (the recurrence ``r_m = w
+    r_(m-1) + c_m``: O(n), where the convolution it replaced was O(n^2))."""
+    r = 0.0
+    best = 0.0
+    for m in range(c.size):
+        r = w * r + c[m]
+        best = max(best, abs(r))
+    return best
+
+
 @lru_cache(maxsize=32)
 def _kernels(theta_t: tuple[float, ...], omega_t: tuple[float, ...],
              n: int) -> tuple[float, float, list[float], list[float], list[float]]:
     """``max|c_j|``, ``||B^-1||_1``, ``||g_i||_1`` (state-error responses), kernel maxima,
-    ``L_i = sum_{j<n} omega_i^j``."""
+    ``L_i = sum_{j<n} omega_i^j``. Compiled, O(k n) (a plan explores many horizons)."""
     theta, omega = np.array(theta_t), np.array(omega_t)
     f = factorization(CounterKind.BLT_INT, n)
     assert isinstance(f, BLTFactorization)
-    c = f.c_coeffs()
+    c = np.ascontiguousarray(f.c_coeffs(), dtype=np.float64)
     k = theta.size
-
-    def response(inject_u: bool, inject_s: int | None) -> np.ndarray:
-        e_state = np.zeros(k)
-        out = np.zeros(n)
-        for t in range(n):
-            e = -float(theta @ e_state) + (1.0 if (t == 0 and inject_u) else 0.0)
-            out[t] = e
-            e_state = omega * e_state + e
-            if t == 0 and inject_s is not None:
-                e_state[inject_s] += 1.0
-        return out
-
-    binv = float(np.abs(response(True, None)).sum())
-    g = [float(np.abs(response(False, i)).sum()) for i in range(k)]
+    binv = float(_response(theta, omega, n, True, -1))
+    g = [float(_response(theta, omega, n, False, i)) for i in range(k)]
     kmax, geo_sum = [], []
     for i in range(k):
-        geo = omega[i] ** np.arange(n)
-        kmax.append(float(np.abs(np.convolve(geo, c)[:n]).max()))
-        geo_sum.append(float(geo.sum()))
+        kmax.append(float(_geo_conv_max(c, float(omega[i]))))
+        geo_sum.append(float((omega[i] ** np.arange(n)).sum()))
     return float(np.abs(c).max()), binv, g, kmax, geo_sum
 
 
@@ -254,7 +291,7 @@ class LatticeCalibration:
 
 
 def lattice_params(rounds: int, *, eps: float, delta: float, m: int, unit_cap: int,
-                   cells: int | None = None, max_count: int = LATTICE_MAX_COUNT,
+                   cells: int | None = None, max_count: int | None = None,
                    scale: int | None = None) -> LatticeParams:
     """The public parameters of a lattice BLT counter (:func:`calibrate_lattice`)."""
     return calibrate_lattice(rounds, eps=eps, delta=delta, m=m, unit_cap=unit_cap, cells=cells,
@@ -273,8 +310,9 @@ def changed_counters(m: int, unit_cap: int, cells: int | None) -> int:
 
 
 def calibrate_lattice(rounds: int, *, eps: float, delta: float, m: int, unit_cap: int,
-                      cells: int | None = None, max_count: int = LATTICE_MAX_COUNT,
-                      scale: int | None = None) -> LatticeCalibration:
+                      cells: int | None = None, max_count: int | None = None,
+                      scale: int | None = None, clamp: bool | None = None
+                      ) -> LatticeCalibration:
     """Scale ``s``, ``eta`` and the discrete ``sigma_L`` of a lattice BLT counter.
 
     Rule for ``s`` (deterministic, public inputs only): the smallest integer with
@@ -282,7 +320,16 @@ def calibrate_lattice(rounds: int, *, eps: float, delta: float, m: int, unit_cap
     max_col^2)`` (``eta`` grows linearly with ``s``); if
     ``sigma_L`` would exceed the exact sampler's range (``MAX_DISCRETE_SIGMA``), the
     largest ``s`` that fits, refused (SpecError) when its slack exceeds 5%.
+
+    ``max_count`` (public bound on ``sum_t |x_t|`` per counter): ``None`` is
+    :data:`LATTICE_MAX_COUNT` enforced by the counter's per-round clamp at ``R =
+    max_count // rounds`` (``clamp`` defaults to ``max_count is None``); a given bound
+    is the caller's (its data path enforces it; the counter raises past it).
     """
+    if clamp is None:
+        clamp = max_count is None
+    max_count = LATTICE_MAX_COUNT if max_count is None else int(max_count)
+    round_cap = max(1, int(max_count) // int(rounds)) if clamp else 0
     f = factorization(CounterKind.BLT_INT, rounds)
     assert isinstance(f, BLTFactorization)
     check_columns_nonnegative(f)  # true for every table entry
@@ -293,7 +340,8 @@ def calibrate_lattice(rounds: int, *, eps: float, delta: float, m: int, unit_cap
 
     def build(s: int) -> LatticeCalibration:
         eta, zeta = eta_bound(f.theta, f.omega, n, s, int(max_count))
-        p = LatticeParams(n, f.theta, f.omega, s, int(max_count), eta, col, row, abs_b, zeta)
+        p = LatticeParams(n, f.theta, f.omega, s, int(max_count), eta, col, row, abs_b, zeta,
+                          round_cap)
         sens = p.sensitivity(m, unit_cap, changed)
         sigma = discrete_gaussian_sigma(eps, delta, sens)
         return LatticeCalibration(p, sigma, sens, p.slack(changed) / p.main_term(m, unit_cap),
@@ -332,36 +380,52 @@ def _run(prefix0: np.ndarray, incs: np.ndarray, z: np.ndarray, cs: np.ndarray,
     """``k = z.shape[0]`` rounds of every counter, in place (``cs``, ``vb``, ``now``, ``prev``).
 
     Round ``t`` of the call adds ``incs[t]`` (shape ``(k, n)``) to the prefix (exact
-    int64). Fixed operation order (the one :func:`eta_bound` analyses).
+    int64). Fixed operation order per counter (the one :func:`eta_bound` analyses):
+    ``acc = ((theta_0 S_0 + theta_1 S_1) + theta_2 S_2) + theta_3 S_3``, ``u = p - acc``,
+    ``S_i <- omega_i S_i + u``, ``f = rint(scale u)``; the release the same on ``y = f + z``.
+    The loops run over the counters innermost (contiguous rows of ``cs``/``vb``: SIMD), each
+    counter's operations in that order, so the values are those of the counter-by-counter
+    loop (tests/unit/sketches/counters/test_lattice.py compares them bit for bit).
     ``f_out`` (shape ``(k, n)``, or ``(0, 0)`` to skip) receives ``f`` (tests).
     """
     keep = f_out.shape[0] > 0
     k, n = z.shape
     nb = theta.shape[0]
-    for j in range(n):
-        q = prefix0[j]
-        for t in range(k):
-            q += incs[t, j]
-            p = float(q)
-            acc = 0.0
-            for i in range(nb):
-                acc += theta[i] * cs[i, j]
-            u = p - acc
-            for i in range(nb):
-                cs[i, j] = omega[i] * cs[i, j] + u
-            f = np.int64(np.rint(scale * u))
+    q = prefix0.copy()
+    acc = np.empty(n)
+    u = np.empty(n)
+    yf = np.empty(n)
+    for t in range(k):
+        for j in range(n):
+            q[j] += incs[t, j]
+            acc[j] = 0.0
+        for i in range(nb):
+            th = theta[i]
+            for j in range(n):
+                acc[j] += th * cs[i, j]
+        for j in range(n):
+            u[j] = float(q[j]) - acc[j]
+        for i in range(nb):
+            om = omega[i]
+            for j in range(n):
+                cs[i, j] = om * cs[i, j] + u[j]
+        for j in range(n):
+            f = np.int64(np.rint(scale * u[j]))
             if keep:
                 f_out[t, j] = f
-            y = f + z[t, j]
-            yf = float(y)
-            acc = 0.0
-            for i in range(nb):
-                acc += theta[i] * vb[i, j]
-            out = yf + acc
-            for i in range(nb):
-                vb[i, j] = omega[i] * vb[i, j] + yf
+            yf[j] = float(f + z[t, j])
+            acc[j] = 0.0
+        for i in range(nb):
+            th = theta[i]
+            for j in range(n):
+                acc[j] += th * vb[i, j]
+        for i in range(nb):
+            om = omega[i]
+            for j in range(n):
+                vb[i, j] = om * vb[i, j] + yf[j]
+        for j in range(n):
             prev[j] = now[j]
-            now[j] = np.int64(np.rint(out / scale))
+            now[j] = np.int64(np.rint((yf[j] + acc[j]) / scale))
 
 
 class LatticeCounters(PrefixCounters):
@@ -410,7 +474,11 @@ class LatticeCounters(PrefixCounters):
     def _draw(self, k: int) -> np.ndarray:
         if self.sigma <= 0:
             return np.zeros((k, self.n), dtype=np.int64)
-        z = np.asarray(self._noise_src.discrete_gaussian(self.sigma, k * self.n))
+        # the table's law with the bits read 32 at a time where the source offers it
+        # (IntegerTable.draw32: half the CSPRNG words; docs/PRIVACY.md 13.1 "Sampler")
+        draw = getattr(self._noise_src, "discrete_gaussian32", None) \
+            or self._noise_src.discrete_gaussian
+        z = np.asarray(draw(self.sigma, k * self.n))
         return z.astype(np.int64, copy=False).reshape(k, self.n)
 
     def _commit(self, total: np.ndarray | None, k: int) -> None:
@@ -433,6 +501,9 @@ class LatticeCounters(PrefixCounters):
     def _commit_rows(self, incs: np.ndarray) -> None:
         """Open ``incs.shape[0]`` rounds, row ``t`` the increments of round ``rounds + 1 + t``."""
         k = incs.shape[0]
+        cap = self.params.round_cap
+        if cap:  # the public per-round clamp (R rounds <= max_count: the check cannot fail)
+            incs = np.clip(incs, -cap, cap)
         mass = self._mass + np.abs(incs).sum(axis=0)
         if int(mass.max(initial=0)) > self.params.max_count:
             raise HorizonExceededError(
@@ -537,7 +608,8 @@ class LatticeCounters(PrefixCounters):
         return {"rounds": self.rounds, "sigma": self.sigma, "integer_noise": True,
                 "horizon": self.horizon, "counter": self.kind.value,
                 "counter_version": _STATE_VERSION, "scale": self.params.scale,
-                "max_count": self.params.max_count, "blt": self._blt_digest()}
+                "max_count": self.params.max_count, "round_cap": self.params.round_cap,
+                "blt": self._blt_digest()}
 
     def _blt_digest(self) -> str:
         """The BLT parameters the buffers were built with (a restored S buffer combined
@@ -570,11 +642,13 @@ class LatticeCounters(PrefixCounters):
         stored = float(header.get("sigma", float("nan")))
         if not math.isclose(stored, self.sigma, rel_tol=1e-9) \
                 or int(header.get("scale", -1)) != self.params.scale \
-                or int(header.get("max_count", -1)) != self.params.max_count:
+                or int(header.get("max_count", -1)) != self.params.max_count \
+                or int(header.get("round_cap", 0)) != self.params.round_cap:
             raise IncompatibleSpecError(
                 f"calibration: checkpoint sigma={stored}, scale={header.get('scale')},"
-                f" max_count={header.get('max_count')} differ from the current sigma="
-                f"{self.sigma}, scale={self.params.scale}, max_count={self.params.max_count};"
+                f" max_count={header.get('max_count')}, round_cap={header.get('round_cap', 0)}"
+                f" differ from the current sigma={self.sigma}, scale={self.params.scale},"
+                f" max_count={self.params.max_count}, round_cap={self.params.round_cap};"
                 " start a new epoch instead of restoring")
         if header.get("blt") != self._blt_digest():
             raise IncompatibleSpecError(

@@ -431,12 +431,15 @@ def unbounded_lattice_cells(mechanism: str, params: Mapping[str, Any]) -> bool:
     """``counter: blt_int`` on a sketch whose cells have no public, enforced count bound.
 
     The mechanism declares it (``unbounded_lattice_cells`` capability of its registry
-    entry): LazyHH's cells are bounded by its truncated ``event_horizon`` (arrival clock:
-    the horizon); LazyCMS/LazyCS have only the lattice's default ``2**31`` per cell,
-    enforced by an error, so they are refused in production and not private elsewhere.
+    entry). None does since issue 20b: LazyHH's cells are bounded by its truncated
+    ``event_horizon`` (arrival clock: the horizon); LazyCMS/LazyCS clamp each round's
+    per-cell increment at ``2**31 // rounds``, a public clamp inside the sensitivity
+    analysis (docs/PRIVACY.md 13.1), so no cell passes ``2**31`` and no event can stop
+    a shard's releases. Kept as the one place of the rule (the production check and
+    ``not_private_reason`` call it) for a mechanism that would declare it.
 
     >>> unbounded_lattice_cells("lazy_cms", {"counter": "blt_int"})
-    True
+    False
     >>> unbounded_lattice_cells("lazy_hh", {"counter": "blt_int"})
     False
     """

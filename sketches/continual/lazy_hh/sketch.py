@@ -596,7 +596,7 @@ def default_counter(spec: LazyHHSpec) -> LazyHHSpec:
 
 def _build_spec(params: Mapping[str, Any]) -> LazyHHSpec:
     spec = spec_from_params(LazyHHSpec, params)
-    if "counter" not in params and family.DEFAULT_TO_LATTICE:
+    if "counter" not in params and family.DEFAULT_TO_LATTICE_HH:
         spec = default_counter(spec)
     return spec
 

@@ -273,7 +273,9 @@ class LazyHHSpec:
     def memory_bytes(self) -> int:
         """Bytes of the sketch counters and the carry (candidates: ``O(k~)`` more): tree
         (lazy draws) ``(levels + 1) * 8 + levels + 25`` per cell, ``blt`` ``7 * 8``,
-        ``sqrt`` ``(rounds + 3) * 8``; carry ``16`` per cell."""
+        ``sqrt`` ``(rounds + 3) * 8``, ``blt_int`` ``12 * 8``; carry ``16`` per cell; a
+        factorized sketch adds the length counter (one tree counter: ``(levels + 2) * 8``),
+        which the tree's per-cell slack covers."""
         from sketches.counters.family import counter_memory_bytes
 
         cells = derive_params(self, None, None).depth * self.k_tilde
@@ -282,7 +284,8 @@ class LazyHHSpec:
             levels = int(rounds).bit_length()
             per = (levels + 1) * 8 + levels + 25
             return cells * (per + 16)
-        return counter_memory_bytes(self.counter, cells, rounds) + 16 * cells
+        return counter_memory_bytes(self.counter, cells, rounds) + 16 * cells \
+            + counter_memory_bytes(CounterKind.TREE, 1, self.horizon)
 
 
 def _positive_int(name: str, value: Any) -> None:
@@ -394,14 +397,22 @@ def item_key_collision_delta(spec: LazyHHSpec) -> float:
 SAMPLER_TV_PER_DRAW = 2.0**-104
 
 
-def sampler_tv_per_draw(params: HHParams, sketch_sigma: float | None = None) -> float:
+def sampler_tv_per_draw(params: HHParams, sketch_sigma: float | None = None, *,
+                        lattice: bool = False) -> float:
     """Per-draw TV of the discrete-Gaussian sampler: the larger of the sketch's and the
     length counter's :func:`~sketches.core.noise_compose.discrete_gaussian_tv`
     (``2^-104`` for one table; ``< 2^-102.99`` for a sigma above about ``1.56e5``,
-    two composed tables). An unknown sigma counts as one table."""
-    sigmas = [s for s in (sketch_sigma, None if params.count is None else params.count.sigma)
-              if s is not None and s > 0]
-    return max([SAMPLER_TV_PER_DRAW, *(discrete_gaussian_tv(s) for s in sigmas)])
+    two composed tables); with ``lattice`` (``counter: blt_int``) the sketch's is
+    :func:`~sketches.counters.lattice.lattice_sampler_tv` (composed from ``COMPOSE32_MIN``).
+    An unknown sigma counts as one table."""
+    from sketches.counters.lattice import lattice_sampler_tv
+
+    tvs = [SAMPLER_TV_PER_DRAW]
+    if sketch_sigma is not None and sketch_sigma > 0:
+        tvs.append((lattice_sampler_tv if lattice else discrete_gaussian_tv)(sketch_sigma))
+    if params.count is not None and params.count.sigma > 0:
+        tvs.append(discrete_gaussian_tv(params.count.sigma))
+    return max(tvs)
 
 
 def sampler_delta(spec: LazyHHSpec, params: HHParams, sketch_sigma: float | None = None) -> float:
@@ -432,7 +443,8 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams, sketch_sigma: float | None
     else:
         sketch_draws = 0
     draws = sketch_draws + 2 * spec.horizon
-    return (1.0 + math.exp(spec.eps)) * draws * sampler_tv_per_draw(params, sketch_sigma)
+    return (1.0 + math.exp(spec.eps)) * draws * sampler_tv_per_draw(
+        params, sketch_sigma, lattice=spec.counter is CounterKind.BLT_INT)
 
 
 def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
@@ -482,7 +494,8 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
                 "error_bound": params.count_error},
             "sampler": {
                 "delta": sampler,
-                "tv_per_draw": sampler_tv_per_draw(params, sketch_sigma)
+                "tv_per_draw": sampler_tv_per_draw(
+                    params, sketch_sigma, lattice=spec.counter is CounterKind.BLT_INT)
                 if spec.calibrator is Calibrator.DISCRETE else SAMPLER_TV_PER_DRAW,
                 "statement": "table sampler's total-variation distance to the exact discrete "
                              "Gaussian, (1 + e^eps) x draws x 2^-104 (docs/PRIVACY.md 9); 0 "

@@ -179,15 +179,58 @@ def test_the_rule_needs_lower_error_and_acceptable_memory() -> None:
     assert not lattice_wins(1.0, 1.0, 100, 50)
 
 
+HH_PROD = {"k": 64, "k_tilde": 512, "horizon": 3600, "eps": 1.0, "delta": 1e-6,
+           "event_horizon": 50_000_000, "output_every": 1, "relation": "add_remove",
+           "clock": "tick", "unit_cap": 1}
+
+
 def test_lazyhh_default_rule(monkeypatch) -> None:
+    """Issue 20b: LazyHH's default is on (within 1.5x of the tree's speed, a third of its
+    noise, less state): a spec built from topology parameters without `counter` gets
+    blt_int; a pinned counter stays; switched off, the tree."""
     from sketches import lookup
     from sketches.counters import family
 
-    params = {"k": 64, "k_tilde": 512, "horizon": 3600, "eps": 1.0, "delta": 1e-6,
-              "event_horizon": 50_000_000, "output_every": 1, "relation": "add_remove",
-              "clock": "tick", "unit_cap": 1}
     build = lookup("lazy_hh").build_spec
-    assert build(params).counter == "tree"
-    monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", True)
-    assert build(params).counter == "blt_int"
-    assert build({**params, "counter": "tree"}).counter == "tree"
+    assert family.DEFAULT_TO_LATTICE_HH and not family.DEFAULT_TO_LATTICE
+    assert build(HH_PROD).counter == "blt_int"
+    assert build({**HH_PROD, "counter": "tree"}).counter == "tree"
+    monkeypatch.setattr(family, "DEFAULT_TO_LATTICE_HH", False)
+    assert build(HH_PROD).counter == "tree"
+
+
+def test_an_old_tree_lazyhh_state_restores_as_the_tree() -> None:
+    """A LazyHH state written with the tree before the default flipped (its spec has no
+    counter field) restores with the tree and continues identically; only specs built from
+    topology parameters get the new default."""
+    from sketches import lookup
+    from sketches.core.serialization import spec_to_dict
+
+    spec = lookup("lazy_hh").build_spec({**HH_PROD, "k": 4, "k_tilde": 16,
+                                          "event_horizon": 100_000, "counter": "tree",
+                                          "hash_seed": 3})
+    stored = spec_to_dict(spec)
+    assert "counter" not in stored  # the tree is the dataclass default: not stored
+    a = LazyHH(spec, make_noise("fast", seed=5, allow_insecure=True))
+    items, ticks = _stream(2, 5000)
+    a.update_batch(items, ticks)
+    b = LazyHH.from_bytes(a.to_bytes(), make_noise("fast", seed=5, allow_insecure=True))
+    assert b.spec.counter == "tree" and b.to_bytes() == a.to_bytes()
+    assert lookup("lazy_hh").build_spec(stored).counter == "blt_int"  # a new spec
+
+
+def test_lazyhh_sampler_term_uses_the_lattice_samplers_tv() -> None:
+    """blt_int draws with discrete_gaussian32 (composed from COMPOSE32_MIN: TV < 2^-102.99
+    per draw, above the one table's 2^-104): the reported sampler delta and tv_per_draw use
+    lattice_sampler_tv at the sketch's sigma_L, not the one-table figure."""
+    from sketches.core.noise_compose import COMPOSE32_MIN
+    from sketches.counters.lattice import lattice_sampler_tv
+
+    lat = _hh("blt_int", make_noise("fast", seed=3, allow_insecure=True))
+    sigma = lat.calibration.sigma
+    assert sigma >= COMPOSE32_MIN
+    g = lat.privacy()["budget"]["sampler"]
+    assert g["tv_per_draw"] == lattice_sampler_tv(sigma) > 2.0**-104
+    d = derive_params(lat.spec, None, None).depth
+    assert sampler_delta(lat.spec, lat.params, sigma) == pytest.approx(
+        (1 + np.e) * (d * 20 * 200 + 2 * 200) * lattice_sampler_tv(sigma))

@@ -28,11 +28,15 @@ from scipy import stats
 
 from sketches.core.noise import FastNoise, SecureNoise, ZeroNoise
 from sketches.core.noise_compose import (
+    COMPOSE32_MIN,
     COMPOSE_THRESHOLD,
     MAX_DISCRETE_SIGMA,
     ComposedSampler,
     composed_params,
     composed_sampler,
+    discrete_gaussian32_sampler,
+    discrete_gaussian32_support,
+    discrete_gaussian32_tv,
     discrete_gaussian_sampler,
     discrete_gaussian_tv,
     smoothing_tv,
@@ -310,15 +314,15 @@ def test_power_m_too_large_for_the_fine_table() -> None:
     assert "residue20000" in bad, bad
 
 
-def test_sorted_search_gives_the_same_samples(monkeypatch) -> None:
-    """IntegerTable.sample searches large batches in sorted order: the same samples as
-    the unsorted search, ties included (their low words are drawn in the original order)."""
+def test_guided_search_gives_the_same_samples(monkeypatch) -> None:
+    """IntegerTable.sample searches large batches with the compiled guided kernel: the same
+    samples as numpy's search, ties included (their low words are drawn in order)."""
     from sketches.core import noise_tables
-    from sketches.core.noise_tables import _SORTED_SEARCH_MIN, discrete_gaussian_table
+    from sketches.core.noise_tables import _KERNEL_SEARCH_MIN, discrete_gaussian_table
 
     table = discrete_gaussian_table(1000.0)
     rng = np.random.default_rng(3)
-    u = rng.integers(0, 2**63, 3 * _SORTED_SEARCH_MIN, dtype=np.uint64) * np.uint64(2)
+    u = rng.integers(0, 2**63, 30 * _KERNEL_SEARCH_MIN, dtype=np.uint64) * np.uint64(2)
     u[:50] = table.hi[rng.integers(0, table.hi.size, 50)]  # forced ties
     lows = rng.integers(0, 2**63, 1000, dtype=np.uint64)
 
@@ -326,5 +330,55 @@ def test_sorted_search_gives_the_same_samples(monkeypatch) -> None:
         return lows[:n].copy()
 
     got = table.sample(u, draw)
-    monkeypatch.setattr(noise_tables, "_SORTED_SEARCH_MIN", 1 << 62)  # the plain search
+    monkeypatch.setattr(noise_tables, "_KERNEL_SEARCH_MIN", 1 << 62)  # numpy's search
     assert np.array_equal(got, table.sample(u, draw))
+
+
+# --------------------------------------- the lattice's sampler (discrete_gaussian32)
+
+SIGMAS32 = [COMPOSE32_MIN, 33_333.3, 67_707.2, 156_136.9]  # LazyCMS / LazyHH sigma_L
+
+
+@pytest.mark.parametrize("sigma", SIGMAS32)
+def test_composed32_samples_fit_the_exact_law(sigma: float) -> None:
+    """``discrete_gaussian32`` from ``COMPOSE32_MIN`` (the rule below the one-table limit,
+    both tables read 32 bits at a time), FastNoise(seed 2027): all statistics of _failures
+    pass (6 at ALPHA = 1e-6: false-failure rate <= 6e-6 per sigma, 2.4e-5 over the 4)."""
+    x = FastNoise(2027).discrete_gaussian32(sigma, N)
+    m = discrete_gaussian32_sampler(sigma).params.m  # type: ignore[union-attr]
+    assert _failures(x, sigma, (m,)) == []
+
+
+def test_composed32_power_sigma_scaled_by_099_and_wrong_m() -> None:
+    """The same statistics reject 0.99 sigma (chi-square and variance) at both lattice
+    sigma, and (m + 1) Y + Z at the LazyHH sigma (variance), same seed."""
+    for sigma in (67_707.2, 156_136.9):
+        bad = _failures(FastNoise(7).discrete_gaussian32(0.99 * sigma, N), sigma,
+                        (discrete_gaussian32_sampler(sigma).params.m,))  # type: ignore[union-attr]
+        assert "chi2" in bad and "variance" in bad, (sigma, bad)
+    good = discrete_gaussian32_sampler(156_136.9)
+    assert isinstance(good, ComposedSampler)
+    wrong = ComposedSampler(params=dataclasses.replace(good.params, m=good.params.m + 1),
+                            coarse=good.coarse, fine=good.fine)
+    bits = np.random.Generator(np.random.PCG64(11)).bit_generator
+    x = wrong.draw_lazy(lambda k: bits.random_raw(k).astype(np.uint64), N)
+    assert "variance" in _failures(x, 156_136.9, (good.params.m,))
+
+
+def test_composed32_rule_support_and_tv_on_a_grid() -> None:
+    """From COMPOSE32_MIN to the one-table limit: the rule's identity is exact (as above),
+    the support is within 14 sigma + 2 (the lattice's float-error bound uses it) and the TV
+    below 2^-102.99; below COMPOSE32_MIN one table (TV 2^-104)."""
+    for sigma in np.geomspace(COMPOSE32_MIN, MAX_TABLE_SIGMA, 13):
+        s = float(round(float(sigma), 3))
+        smp = discrete_gaussian32_sampler(s)
+        assert isinstance(smp, ComposedSampler)
+        p = smp.params
+        with localcontext() as ctx:
+            ctx.prec = 100
+            assert Decimal(p.m) ** 2 * Decimal(repr(p.coarse_sigma)) ** 2 \
+                + Decimal(p.fine_variance) == Decimal(repr(s)) ** 2
+        assert discrete_gaussian32_support(s) <= 14 * s + 2
+        assert TABLE_TV_BOUND < discrete_gaussian32_tv(s) < 2.0**-102.99
+    assert isinstance(discrete_gaussian32_sampler(COMPOSE32_MIN - 1), IntegerTable)
+    assert discrete_gaussian32_tv(COMPOSE32_MIN - 1) == TABLE_TV_BOUND

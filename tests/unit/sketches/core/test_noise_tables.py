@@ -4,7 +4,10 @@ reached with probability ~2^-60 per draw, so no random test ever exercised it)."
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 from sketches.core.noise_tables import IntegerTable
 
@@ -28,3 +31,118 @@ def test_a_uniform_equal_to_a_cdf_entry_maps_above_it_on_both_words() -> None:
     assert sample(5, 20) == 1          # exactly F(0): counted
     assert sample(9, 0) == 2           # exactly F(1) (high word 9, low 0)
     assert sample(2**64 - 1, 0) == 2   # above every entry
+
+
+def test_the_guided_kernel_equals_numpys_search_at_every_boundary(monkeypatch) -> None:
+    """The compiled guided search (batches of >= ``_KERNEL_SEARCH_MIN`` draws) returns the same
+    samples as numpy's ``searchsorted`` for high words at every kind of boundary: equal to a
+    table word (a tie: the low word decides), one above or below it, at a guide bucket's
+    first word and one below it, 0 and 2**64 - 1; and the same low words are consumed."""
+    from sketches.core import noise_tables
+    from sketches.core.noise_tables import discrete_gaussian_table
+
+    table = discrete_gaussian_table(3000.0)
+    rng = np.random.default_rng(5)
+    picks = table.hi[rng.integers(0, table.hi.size, 3000)]
+    shift = np.uint64(table.guide_shift)
+    buckets = rng.integers(0, table.guide.size - 1, 3000).astype(np.uint64) << shift
+    u = np.concatenate([picks, picks + np.uint64(1), picks - np.uint64(1), buckets,
+                        buckets - np.uint64(1), np.array([0, 2**64 - 1], dtype=np.uint64),
+                        rng.integers(0, 2**63, 5000, dtype=np.uint64) * np.uint64(2)])
+    lows = rng.integers(0, 2**63, u.size, dtype=np.uint64) * np.uint64(2)
+    used: list[int] = []
+
+    def draw(n: int) -> np.ndarray:
+        out = lows[len(used): len(used) + n]
+        used.extend(range(n))
+        return out
+
+    got = table.sample(u, draw)
+    n_used = len(used)
+    used.clear()
+    monkeypatch.setattr(noise_tables, "_KERNEL_SEARCH_MIN", 1 << 62)  # numpy's search
+    assert np.array_equal(got, table.sample(u, draw))
+    assert len(used) == n_used >= 3000  # every pick tied and drew one low word
+
+
+class Words:
+    """A prescribed sequence of uint64 words (then a seeded generator), recording reads."""
+
+    def __init__(self, first: np.ndarray, seed: int) -> None:
+        self.first = [int(v) for v in first]
+        self.rng = np.random.default_rng(seed)
+        self.read: list[int] = []
+
+    def __call__(self, n: int) -> np.ndarray:
+        out = []
+        for _ in range(n):
+            v = self.first.pop(0) if self.first else int(self.rng.integers(0, 2**63)) * 2 + 1
+            out.append(v)
+        self.read.extend(out)
+        return np.array(out, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("bits", [16, 32])
+def test_lazy_draws_are_the_inverse_cdf_of_the_bits_read(bits: int) -> None:
+    """``draw_lazy``'s sample ``i`` is ``sample``'s function of the 128-bit ``u`` assembled
+    from the bits it read: the top ``bits`` from a part of a word, on an open draw the low
+    ``64 - bits`` bits of a fresh word, on a tie the low 64 bits. Prefixes are forced equal
+    to table words' (open draws), with the rest below, equal and above them (ties)."""
+    from sketches.core.noise_tables import discrete_gaussian_table
+
+    table = discrete_gaussian_table(2000.0)
+    assert 64 - table.guide_shift <= 16  # 16-bit reads apply
+    rng = np.random.default_rng(8)
+    n, per, rest = 4000, 64 // bits, 64 - bits
+    parts = rng.integers(0, 2**bits, n, dtype=np.uint64)
+    forced = rng.choice(n, 600, replace=False)
+    parts[forced] = table.hi[rng.integers(0, table.hi.size, 600)] >> np.uint64(rest)
+    words = np.zeros(n // per, dtype=np.uint64)
+    for k in range(per):  # little-endian view: part k of a word is bits [k*bits, ...)
+        words |= parts[k::per] << np.uint64(k * bits)
+    src = Words(words, 9)
+    got = table.draw_lazy(src, n, bits)
+    read = src.read[n // per:]  # after the prefixes: the open draws' words, then ties'
+    tops = {int(h) >> rest for h in table.hi.tolist()}
+    opened = [i for i in range(n) if int(parts[i]) in tops]
+    assert len(opened) >= 600
+    full = np.array([(int(parts[i]) << rest) | (read[k] & ((1 << rest) - 1))
+                     for k, i in enumerate(opened)], dtype=np.uint64)
+    ties = read[len(opened):]
+    expect = table.sample(full, lambda m: np.array(ties[:m], dtype=np.uint64))
+    assert np.array_equal(got[opened], expect)
+    closed = np.setdiff1d(np.arange(n), opened)
+    ref = table.sample(parts[closed] << np.uint64(rest), lambda m: np.zeros(m, np.uint64))
+    assert np.array_equal(got[closed], ref)  # any low bits: the same sample
+
+
+@pytest.mark.parametrize("sigma", [0.7, 3.0, 150.0, 2500.0, 20_000.0])
+def test_draw32_has_the_exact_law(sigma: float) -> None:
+    """Seeded: 400k ``draw32`` samples against the table's exact probabilities (the 128-bit
+    CDF differences): chi-square over bins of expected mass >= 1/50 (the tails pooled), and
+    the variance against the exact one. Each check has false-failure rate below 1e-6 (the
+    chi-square's 1e-6 quantile; 5 standard errors of the variance, whose sample has finite
+    kurtosis 3); the seed is fixed, so the test is deterministic."""
+    from scipy import stats
+
+    from sketches.core.noise import FastNoise
+    from sketches.core.noise_tables import discrete_gaussian_table
+
+    table = discrete_gaussian_table(sigma)
+    n = 400_000
+    x = table.draw32(FastNoise(int(sigma * 1000) + 1)._u64, n)
+    cdf = (table.hi.astype(np.float64) + table.lo.astype(np.float64) * 2.0**-64) * 2.0**-64
+    p = np.diff(np.concatenate([[0.0], cdf, [1.0]]))  # P[offset + j], j = 0 .. 2K
+    values = np.arange(table.offset, -table.offset + 1)
+    # bins of cumulative mass 1/50 (edges at CDF quantiles)
+    edges = np.searchsorted(np.cumsum(p), np.arange(1, 50) / 50.0)
+    edges = np.unique(edges)
+    bins = np.concatenate([[0], edges + 1, [p.size]])
+    bins = np.unique(bins)
+    expected = np.add.reduceat(p, bins[:-1]) * n
+    observed = np.add.reduceat(np.bincount(x - table.offset, minlength=p.size), bins[:-1])
+    keep = expected > 0
+    chi2 = float(np.sum((observed[keep] - expected[keep]) ** 2 / expected[keep]))
+    assert chi2 < stats.chi2.isf(1e-6, int(keep.sum()) - 1)
+    var = float(np.sum(p * values.astype(np.float64) ** 2))
+    assert abs(float(np.mean(x.astype(np.float64) ** 2)) - var) <= 5 * var * math.sqrt(2 / n)

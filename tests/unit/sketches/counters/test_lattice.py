@@ -319,3 +319,113 @@ def test_restore_refuses_other_blt_parameters() -> None:
     c = LatticeCounters(8, 64, other, lat.sigma, noise)
     with pytest.raises(IncompatibleSpecError, match="BLT parameters"):
         c.restore(header, arrays)
+
+
+def reference_rounds(c: LatticeCounters, incs: np.ndarray, z: np.ndarray) -> tuple[
+        list[list[int]], list[int]]:
+    """The counter-by-counter loop in plain Python floats (IEEE double, round half to even:
+    numpy's ``rint``): ``f`` per round and the release after the last round."""
+    th, om, s = c.params.theta, c.params.omega, float(c.params.scale)
+    fs: list[list[int]] = [[0] * c.n for _ in range(incs.shape[0])]
+    rel = []
+    for j in range(c.n):
+        q = int(c._prefix[j])
+        cs = [float(v) for v in c._cs[:, j]]
+        vb = [float(v) for v in c._vb[:, j]]
+        out = 0
+        for t in range(incs.shape[0]):
+            q += int(incs[t, j])
+            acc = 0.0
+            for i in range(len(th)):
+                acc += th[i] * cs[i]
+            u = float(q) - acc
+            cs = [om[i] * cs[i] + u for i in range(len(th))]
+            f = round(s * u)
+            fs[t][j] = f
+            yf = float(f + int(z[t, j]))
+            acc = 0.0
+            for i in range(len(th)):
+                acc += th[i] * vb[i]
+            o = yf + acc
+            vb = [om[i] * vb[i] + yf for i in range(len(th))]
+            out = round(o / s)
+        rel.append(out)
+    return fs, rel
+
+
+def test_kernel_is_bit_identical_to_the_counter_by_counter_loop() -> None:
+    """The compiled kernel (counters innermost, SIMD) gives the values of the analysed
+    counter-by-counter operation order, bit for bit, on large counts and large noise."""
+    rng = np.random.default_rng(21)
+    n, rounds, cells = 300, 300, 37
+    x = rng.integers(0, 2**24, size=(n, cells))
+    x[rng.random(size=x.shape) < 0.5] = 0
+    c = counters(cells, rounds, zero(), max_count=int(x.sum(axis=0).max()))
+    c.advance(x[:100])  # nonzero buffers first
+    z = rng.integers(-10**6, 10**6, size=(200, cells))
+    fs, rel = reference_rounds(c, x[100:], z)
+    c._f_log = []
+    c._run(x[100:], z)
+    assert np.array_equal(np.concatenate(c._f_log), np.array(fs))
+    assert c.query().tolist() == rel
+
+
+def test_the_default_count_bound_is_a_per_round_clamp_not_an_error() -> None:
+    """Without a caller's bound (LazyCMS/LazyCS) the counter clamps each round's increment to
+    ``[-R, R]``, ``R = LATTICE_MAX_COUNT // rounds``: one cell's burst past the bound is
+    counted up to R and the counter keeps releasing (it used to raise HorizonExceededError,
+    stopping the shard on one event: independent review of issue 20, finding 1)."""
+    from sketches.counters.lattice import LATTICE_MAX_COUNT
+
+    lat = calibrate_lattice(8, eps=1.0, delta=1e-6, m=1, unit_cap=1, cells=2)
+    cap = LATTICE_MAX_COUNT // 8
+    assert lat.params.round_cap == cap and lat.params.max_count == LATTICE_MAX_COUNT
+    c = LatticeCounters(2, 8, lat.params, 0.0, zero())  # type: ignore[arg-type]
+    c.push(np.array([LATTICE_MAX_COUNT + 5, 3]), 1)
+    c.advance(np.array([[-(cap + 9), 4], [cap, 1]]))
+    assert c.query().tolist() == [cap, 8]  # cap, then -cap (clamped), then cap
+    assert int(c._mass.max()) <= LATTICE_MAX_COUNT
+    a = LatticeCounters.from_bytes(c.to_bytes(), lat.params, zero())  # type: ignore[arg-type]
+    assert a.query().tolist() == c.query().tolist()
+    unclamped = calibrate_lattice(8, eps=1.0, delta=1e-6, m=1, unit_cap=1, cells=2,
+                                  max_count=LATTICE_MAX_COUNT)
+    assert unclamped.params.round_cap == 0  # a caller's bound: its data path enforces it
+    with pytest.raises(IncompatibleSpecError, match="round_cap"):
+        LatticeCounters(2, 8, unclamped.params, 0.0, zero()).restore(  # type: ignore[arg-type]
+            c.state_header(), c.state_arrays())
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_sensitivity_brute_force_with_the_clamp(signed: bool) -> None:
+    """With a small clamp (R = 3) and counts around it, one event added or removed at every
+    round: ||f(x) - f(x')||_2 stays within s ||C col_t|| + (1 + 2 eta) sqrt(n - t + 1) <=
+    Delta_2 (the clamp is monotone and 1-Lipschitz per coordinate, docs/PRIVACY.md 13.1)."""
+    n = 10
+    rng = np.random.default_rng(40 + signed)
+    lat = calibrate_lattice(n, eps=1.0, delta=1e-6, m=1, unit_cap=1, cells=1, max_count=3 * n,
+                            clamp=True)
+    p = lat.params
+    assert p.round_cap == 3
+    col = factorization("blt_int", n).c_coeffs()  # type: ignore[attr-defined]
+
+    def f_of(x: np.ndarray) -> np.ndarray:
+        c = LatticeCounters(1, n, p, 0.0, zero())  # type: ignore[arg-type]
+        c._f_log = []
+        c.advance(x.reshape(n, 1))
+        return np.concatenate(c._f_log)[:, 0].astype(np.float64)
+
+    clamped = 0
+    for _ in range(8):
+        x = rng.integers(-5 if signed else 0, 6, size=n)
+        fx = f_of(x)
+        for t in range(n):
+            for sign in (1, -1):
+                y = x.copy()
+                y[t] += sign
+                clamped += int(abs(y[t]) > 3 or abs(x[t]) > 3)
+                d = float(np.linalg.norm(f_of(y) - fx))
+                per = p.scale * math.sqrt(float(np.sum(col[: n - t] ** 2))) \
+                    + (1 + 2 * p.eta) * math.sqrt(n - t)
+                assert d <= per + 1e-9
+                assert d <= lat.sensitivity
+    assert clamped > 20  # the clamp was really exercised

@@ -305,11 +305,11 @@ def test_punctual_refuses_the_tick_clock_naming_the_fix(name: str) -> None:
                           "unit_cap": 1})
 
 
-def test_production_accepts_the_lattice_counter_on_lazy_hh_only() -> None:
+def test_production_accepts_the_lattice_counter_on_every_lazy_sketch() -> None:
     """`counter: blt_int` is the exact discrete Gaussian on a lattice (docs/PRIVACY.md 13):
-    certified where every cell's count has an enforced public bound (LazyHH: the truncated
-    event_horizon). LazyCMS/LazyCS have only the lattice's 2**31 per cell, enforced by an
-    error that one event can trigger (independent review of issue 20): refused."""
+    certified where every cell's count has an enforced public bound. LazyHH: the truncated
+    event_horizon; LazyCMS/LazyCS: the per-round clamp at 2**31 // rounds (issue 20b; they
+    were refused while the bound was enforced by an error one event could trigger)."""
     load_mechanisms()
     doc = yaml.safe_load(yaml.safe_dump(BASE))
     doc["production"] = True
@@ -322,8 +322,8 @@ def test_production_accepts_the_lattice_counter_on_lazy_hh_only() -> None:
     assert t.production and t.mechanism_params["counter"] == "blt_int"
     for mech in ("lazy_cms", "lazy_cs"):
         doc["mechanism"] = {"name": mech, "params": {"counter": "blt_int"}}
-        with pytest.raises(SpecError, match="no enforced per-cell count bound"):
-            parse_topology(yaml.safe_dump(doc), "p.yaml")
+        t = parse_topology(yaml.safe_dump(doc), "p.yaml")
+        assert t.production and t.mechanism_params["counter"] == "blt_int"
 
 
 @pytest.mark.parametrize("counter", ["blt", "sqrt"])

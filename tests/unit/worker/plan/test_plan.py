@@ -316,7 +316,7 @@ def test_what_if_lists_each_other_counter_when_the_spec_has_a_counter_field() ->
     # the lattice BLT (issue 20): the same third; not certified under LazyCMS (no enforced
     # per-cell count bound), certified under LazyHH (test below)
     assert 0.2 < rows["counter blt_int"]["headline_ratio"] < 0.5
-    assert rows["counter blt_int"]["private"] is False
+    assert rows["counter blt_int"]["private"] is True  # clamped cells since issue 20b
 
 
 @pytest.mark.parametrize("mech", ["lazy_cms", "lazy_hh"])
@@ -332,7 +332,7 @@ def test_plan_shows_the_counter_its_error_and_lazyhh_detection(mech: str) -> Non
     assert c["counter"] == "blt_int" and c["scale"] > 1 and "certified" in c["note"]
     assert ct["counter"] == "tree" and ct["scale"] is None
     assert 0.25 < c["error"] / ct["error"] < 0.4
-    assert p["private"] is (mech == "lazy_hh")  # LazyCMS: no enforced per-cell bound
+    assert p["private"] is True  # LazyCMS too: its cells are clamped per round (issue 20b)
     text = planmod.render([p])
     assert "counter: blt_int (lattice BLT" in text and "every released cell within" in text
     if mech == "lazy_hh":  # detection is sooner with the smaller noise

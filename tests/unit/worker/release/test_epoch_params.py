@@ -292,9 +292,10 @@ def test_insecure_noise_releases_say_not_private() -> None:
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: blt}", False),
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: sqrt}", False),
     ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: tree}", True),
-    # the lattice BLT: exact discrete Gaussian on integers (certified, PRIVACY.md 13)
-    # blt_int under LazyCMS: no enforced per-cell count bound (issue 20 review, finding 1)
-    ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: blt_int}", False),
+    # the lattice BLT: exact discrete Gaussian on integers (certified, PRIVACY.md 13.1);
+    # under LazyCMS its per-cell bound is a per-round clamp since issue 20b (was: an error
+    # one event could trigger, so not private: issue 20 review, finding 1)
+    ("lazy_cms", "{depth: 2, width: 16, hash_seed: 1, counter: blt_int}", True),
 ])
 def test_float_noise_releases_say_not_private(mech: str, params: str, private: bool) -> None:
     """Old code stamped `private: true` on releases drawn with float noise (a non-production
@@ -464,16 +465,16 @@ def test_a_tree_checkpoint_restores_under_the_lattice_default_then_new_epochs_us
 def test_a_production_topology_with_the_lattice_counter_runs_and_says_private() -> None:
     """Issue 20's "done": a `production: true` topology with `counter: blt_int` validates,
     runs on secure noise, and its releases say `private: true` and state the counter.
-    LazyHH (its cells are bounded by the truncated event_horizon); LazyCMS/LazyCS with
-    blt_int are refused in production (no enforced per-cell count bound)."""
-    with pytest.raises(SpecError, match="no enforced per-cell count bound"):
-        parse_topology(
-            TOPO.format(eps=1.0, cap=1, mech="lazy_cms",
-                        params="{depth: 2, width: 16, counter: blt_int}", tick_ms=100,
-                        noise="secure", extra="", shards="shards: {allowed: [r1]}",
-                        epoch_ticks=50)
-            .replace("name: views", "name: views\nproduction: true")
-            .replace("allow_insecure_noise: true", "allow_insecure_noise: false"))
+    LazyHH (its cells are bounded by the truncated event_horizon); LazyCMS with blt_int
+    validates too (its cells are clamped per round since issue 20b)."""
+    cms = parse_topology(
+        TOPO.format(eps=1.0, cap=1, mech="lazy_cms",
+                    params="{depth: 2, width: 16, counter: blt_int}", tick_ms=100,
+                    noise="secure", extra="", shards="shards: {allowed: [r1]}",
+                    epoch_ticks=50)
+        .replace("name: views", "name: views\nproduction: true")
+        .replace("allow_insecure_noise: true", "allow_insecure_noise: false"))
+    assert cms.production and cms.mechanism_params["counter"] == "blt_int"
     t = parse_topology(
         TOPO.format(eps=1.0, cap=1, mech="lazy_hh",
                     params="{k: 4, k_tilde: 16, event_horizon: 100000, counter: blt_int}",

@@ -229,8 +229,9 @@ def _demo_extras(settings: Settings, rate: float) -> list[Extra]:
 
     async def show(worker: Any) -> None:
         prefixes = worker.topologies[1].release.topic
-        print(f"dpstream demo: broker {settings.broker}; metrics "
-              f"http://{settings.metrics_host}:{worker.metrics_port}/metrics; Ctrl-C stops\n"
+        metrics = (f"metrics http://{settings.metrics_host}:{worker.metrics_port}/metrics"
+                   if worker.metrics_port else "metrics off")
+        print(f"dpstream demo: broker {settings.broker}; {metrics}; Ctrl-C stops\n"
               f"  heavy source IPs per router and, from the destination-prefix sketch,\n"
               f"  the noisy count of {DEMO_PROBE} are printed as they are released;\n"
               f"  query the sketch for any prefix from another shell with\n"

@@ -51,6 +51,7 @@ class ConsumeLoop:
                  reset_after_outage: Callable[[TopicPartition], Awaitable[None]]) -> None:
         self.state, self.assignment = state, assignment
         self.reset_after_outage = reset_after_outage
+        self._set_aside_why: str | None = None  # the last cause logged at INFO
 
     async def run(self) -> None:
         """Consume until a stop is requested (an exception fails the worker's task)."""
@@ -73,6 +74,7 @@ class ConsumeLoop:
                 # partition must not cost the others their records).
                 self._set_aside(pending, "a restore is running", skipped)
                 continue
+            self._set_aside_why = None
             stamp = self.assignment.take_stamp()
             # Every batch read (not only the first record of each list): a CreateTime
             # batch on a production event-time topic fails the worker before any of
@@ -143,8 +145,11 @@ class ConsumeLoop:
                 consumer.seek(tp, offset)
                 seeks.append(f"{tp.topic}/{tp.partition}@{offset}")
         if seeks:
-            log.info("%s: %d fetched records set aside, read again (nothing is lost): %s",
-                     why, sum(map(len, pending.values())), sorted(seeks))
+            # once per cause until records flow again (a restore spans many fetches)
+            level = logging.DEBUG if why == self._set_aside_why else logging.INFO
+            self._set_aside_why = why
+            log.log(level, "%s: %d fetched records set aside, read again (nothing is lost): %s",
+                    why, sum(map(len, pending.values())), sorted(seeks))
 
     async def _report_log_ends(self) -> None:
         """Event time, condition (b) of worker/ingest/event_time.py: after this round's batches

@@ -11,9 +11,11 @@ the position back). These tests script both orders deterministically.
 from __future__ import annotations
 
 import asyncio
+import logging
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition
 
 from tests.support.consume import TP, FakeConsumer, FakeEngine, make_worker, records
@@ -179,3 +181,21 @@ def test_end_of_log_is_reported_only_after_the_batch_and_at_the_high_watermark()
     assert engine.batches == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
     # reported once per round at the end (the last, empty round too), after batch 2 only
     assert engine.log_ends and all(e == ("in", 0, 123_000, 2) for e in engine.log_ends)
+
+
+def test_a_restore_spanning_many_fetches_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    """Records set aside while a restore runs: one INFO line per restore, not one per fetch
+    (the demo printed a dozen identical lines at start-up)."""
+    engine = FakeEngine(restored_at=0)
+    w = make_worker(engine)
+    assert w.rebalancing
+
+    async def early() -> dict[TopicPartition, list[Any]]:
+        return {TP: records(0, 3)}
+
+    w.consumer = FakeConsumer(w, [early] * 5)
+    with caplog.at_level(logging.DEBUG, logger="worker.runtime.consume"):
+        asyncio.run(w._consume())
+    aside = [r for r in caplog.records if "set aside" in r.getMessage()]
+    assert len(aside) == 5 and w.consumer.seeks == [(TP, 0)] * 5  # every fetch is set aside
+    assert [r.levelno for r in aside] == [logging.INFO] + [logging.DEBUG] * 4

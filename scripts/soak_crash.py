@@ -25,15 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.conftest import (  # noqa: E402
-    TOPOLOGY,
-    WorkerProcs,
+from tests.support.kafka import (  # noqa: E402
     conflicting_ids,
     create_topic,
     latest_by_shard,
     produce,
     read_all,
 )
+from tests.support.workers import TOPOLOGY, WorkerProcs  # noqa: E402
 from worker.kafka.embedded import EmbeddedBroker  # noqa: E402
 
 

@@ -28,8 +28,10 @@ from worker.kafka.embedded import EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.broker
 
-SUMMARY = re.compile(r"^\S+ \S+ (?:\[\S+\] )?\S*(?:WARNING|ERROR)\S* .*similar lines suppressed "
-                     r"in the last 1 s\)", re.M)
+# a summary line in either log format: "2026-11-27T16:10:40.985Z ERROR ..." (one format) or
+# "2026-11-27 16:10:40,985 [pid] ERROR ..." (Faust's)
+SUMMARY = re.compile(r"^\S+ (?:\S+ )?(?:\[\S+\] )?\S*(?:WARNING|ERROR)\S* "
+                     r".*similar lines suppressed in the last 1 s\)", re.M)
 
 
 def test_rate_limited_summary_is_a_log_line_during_a_freeze(make_topology, tmp_path,

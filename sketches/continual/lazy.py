@@ -322,10 +322,11 @@ def default_counter(spec: LazySketchSpec, *, signed: bool) -> LazySketchSpec:
     the sampler's range) and :func:`sketches.counters.family.lattice_wins` (lower epoch
     error bound at the same ``(eps, delta)``, memory within 1.5x of the tree's).
     """
-    from sketches.counters.family import lattice_wins
+    from sketches.counters.family import DEFAULT_LATTICE_MAX_ROUNDS, lattice_wins
 
     if spec.counter is not CounterKind.TREE or spec.calibrator is not Calibrator.DISCRETE \
-            or spec.clock is not Clock.TICK or spec.steps_per_round != 1:
+            or spec.clock is not Clock.TICK or spec.steps_per_round != 1 \
+            or spec.horizon > DEFAULT_LATTICE_MAX_ROUNDS:
         return spec
     try:
         lat = dataclasses.replace(spec, counter=CounterKind.BLT_INT)

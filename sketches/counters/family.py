@@ -63,6 +63,11 @@ DEFAULT_TO_LATTICE = False
 #: ``blt_int`` runs within 1.31x of the tree's CPU (1.16-1.20x at the netmon setting), with a
 #: third of its noise (gamma 1718 against 5487) and 0.76x its state.
 DEFAULT_TO_LATTICE_HH = True
+#: Epochs longer than this many rounds keep the tree by default: the lattice's exact
+#: calibration costs ``O(rounds k)`` 40-digit decimal operations (about 20 s at 10M rounds
+#: on this machine, paid at every start-up and ``validate``), while an explicit ``counter:
+#: blt_int`` still gets it. 1M rounds is 11.6 days of one-second ticks.
+DEFAULT_LATTICE_MAX_ROUNDS = 1_000_000
 
 
 def calibrate_counter(kind: str | CounterKind, eps: float, delta: float, *, m: int,

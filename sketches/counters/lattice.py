@@ -309,6 +309,7 @@ def changed_counters(m: int, unit_cap: int, cells: int | None) -> int:
     return changed if cells is None else max(1, min(int(cells), changed))
 
 
+@lru_cache(maxsize=64)
 def calibrate_lattice(rounds: int, *, eps: float, delta: float, m: int, unit_cap: int,
                       cells: int | None = None, max_count: int | None = None,
                       scale: int | None = None, clamp: bool | None = None

@@ -578,9 +578,10 @@ def default_counter(spec: LazyHHSpec) -> LazyHHSpec:
     parameters without a ``counter`` key; ``discrete`` calibrator, a lattice scale within
     the sampler's range, lower noise bound (``gamma``'s) and memory within 1.5x.
     """
-    from sketches.counters.family import lattice_wins
+    from sketches.counters.family import DEFAULT_LATTICE_MAX_ROUNDS, lattice_wins
 
-    if spec.counter is not CounterKind.TREE or spec.calibrator is not Calibrator.DISCRETE:
+    if spec.counter is not CounterKind.TREE or spec.calibrator is not Calibrator.DISCRETE \
+            or spec.sketch_rounds() > DEFAULT_LATTICE_MAX_ROUNDS:
         return spec
     beta = spec.beta_value / 2
     try:

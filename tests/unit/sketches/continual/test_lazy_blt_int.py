@@ -199,6 +199,28 @@ def test_lazyhh_default_rule(monkeypatch) -> None:
     assert build(HH_PROD).counter == "tree"
 
 
+def test_epochs_beyond_the_lattice_round_limit_keep_the_tree_by_default() -> None:
+    """The lattice's exact calibration costs O(rounds k) decimal operations (about 20 s per
+    spec at 10M rounds): the default rule does not consider it past
+    DEFAULT_LATTICE_MAX_ROUNDS (a 10M-tick LazyHH took 90 s to validate); explicit blt_int
+    is still honoured."""
+    import time
+
+    from sketches import lookup
+    from sketches.counters import family
+
+    build = lookup("lazy_hh").build_spec
+    long = {**HH_PROD, "horizon": 10 * family.DEFAULT_LATTICE_MAX_ROUNDS}
+    t0 = time.process_time()
+    assert build(long).counter == "tree"
+    assert time.process_time() - t0 < 5.0  # no lattice calibration was attempted
+    assert build({**HH_PROD, "horizon": family.DEFAULT_LATTICE_MAX_ROUNDS // 1000}
+                 ).counter == "blt_int"
+    lazy = lookup("lazy_cms").build_spec
+    assert lazy({"depth": 4, "width": 64, "horizon": 10 * family.DEFAULT_LATTICE_MAX_ROUNDS,
+                 "eps": 1.0, "delta": 1e-6, "clock": "tick"}).counter == "tree"
+
+
 def test_an_old_tree_lazyhh_state_restores_as_the_tree() -> None:
     """A LazyHH state written with the tree before the default flipped (its spec has no
     counter field) restores with the tree and continues identically; only specs built from

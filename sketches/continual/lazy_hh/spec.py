@@ -471,6 +471,8 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
     count = params.count
     collide = item_key_collision_delta(spec)
     sampler = sampler_delta(spec, params, sketch_sigma)
+    tv = sampler_tv_per_draw(params, sketch_sigma, lattice=spec.counter is CounterKind.BLT_INT) \
+        if spec.calibrator is Calibrator.DISCRETE else SAMPLER_TV_PER_DRAW
     total = dt_sketch if count is None else dt_sketch + math.exp(eps_s) * delta_l + beta
     total += collide + sampler
     return {
@@ -500,15 +502,15 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
                 "eps": eps_l, "delta": delta_l, "beta": beta, "sigma": count.sigma,
                 "error_bound": params.count_error},
             "sampler": {
-                "delta": sampler,
-                "tv_per_draw": sampler_tv_per_draw(
-                    params, sketch_sigma, lattice=spec.counter is CounterKind.BLT_INT)
-                if spec.calibrator is Calibrator.DISCRETE else SAMPLER_TV_PER_DRAW,
+                "delta": sampler, "tv_per_draw": tv,
+                # one table: the figure 2^-104 (the frozen wording); composed: t as stated
                 "statement": "table sampler's total-variation distance to the exact discrete "
-                             "Gaussian, (1 + e^eps) x draws x tv_per_draw (2^-104 for one "
-                             "table, 2 x 2^-104 + the smoothing term for two composed tables, "
-                             "docs/PRIVACY.md 9 and 9.1); 0 for the float calibrators (their "
-                             "guarantee is for ideal noise)"},
+                             "Gaussian, (1 + e^eps) x draws x "
+                             + ("2^-104 (docs/PRIVACY.md 9)" if tv == SAMPLER_TV_PER_DRAW else
+                                "tv_per_draw (2 x 2^-104 + the smoothing term: two composed "
+                                "tables, docs/PRIVACY.md 9.1)")
+                             + "; 0 for the float calibrators (their guarantee is for ideal "
+                               "noise)"},
             "item_key_collisions": {
                 "delta": collide, "distinct_items_bound": _distinct_items_bound(spec),
                 "statement": "P[any two of the <= N + 2c distinct str/bytes items of X and "

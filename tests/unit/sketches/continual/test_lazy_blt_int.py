@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from sketches import LazyCMS, LazyCS, LazyHH
 from sketches.continual.lazy_hh.spec import LazyHHSpec, derive_params, sampler_delta
 from sketches.continual.lazy_spec import LazySketchSpec
+from sketches.core.noise import make_noise
 from sketches.core.noise_compose import COMPOSE32_MIN
 from sketches.counters.lattice import lattice_sampler_tv
-from sketches.core.noise import make_noise
 from sketches.errors import IncompatibleSpecError, PrivacyError, SpecError
 
 
@@ -264,3 +266,36 @@ def test_lazyhh_refuses_a_clamped_lattice(monkeypatch) -> None:
     assert spec.sketch_calibration().lattice.round_cap > 0
     with pytest.raises(PrivacyError, match="round_cap"):
         LazyHH(spec, make_noise("fast", seed=3, allow_insecure=True))
+
+
+@pytest.mark.parametrize("cls", [LazyCMS, LazyCS])
+def test_lazy_sketch_blt_int_states_the_sampler_term(cls) -> None:
+    """Review 20r finding 3: a blt_int release states delta + (1 + e^eps) d w n t."""
+    from sketches import lookup
+    from sketches.continual.lazy import add_up
+    from worker.release.envelope import probe
+
+    spec = _spec("blt_int")
+    sk = cls(spec, make_noise("fast", seed=3, allow_insecure=True))
+    t = lattice_sampler_tv(sk.calibration.sigma)
+    term = (1 + np.e) * 3 * 16 * spec.rounds * t
+    rel = sk.release()
+    assert rel["sampler"]["delta"] == pytest.approx(term) and term > 0
+    assert rel["sampler"]["draws"] == 3 * 16 * spec.rounds
+    g = lookup(cls.name).capabilities.guarantee(sk)
+    # the term (~1e-27) is below delta's ulp: the stated delta is the sum rounded up
+    assert g["eps"] == 1.0 and g["delta"] == math.nextafter(1e-6, 1.0)
+    tree = cls(_spec("tree"), make_noise("zero", allow_insecure=True))
+    assert "sampler" not in tree.release() and tree.privacy()["delta"] == 1e-6
+
+    from tests.unit.worker.release.test_epoch_params import topo
+
+    for counter, added in (("blt_int", True), ("tree", False)):
+        params = f"{{depth: 2, width: 16, hash_seed: 1, counter: {counter}}}"
+        tp = topo(mech=cls.name, params=params)
+        _, _, payload, env = probe(tp)
+        base = tp.privacy.delta
+        if added:
+            assert env["delta"] == add_up(base, payload["sampler"]["delta"]) > base
+        else:
+            assert env["delta"] == base and "sampler" not in payload

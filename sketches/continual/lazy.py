@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -259,7 +260,20 @@ class _LazySketch:
             "error_bound": error_bound(self.spec, self.calibration, self.estimator, beta),
         }
         payload.update(self.lag_bound())
+        if self.spec.counter is CounterKind.BLT_INT:
+            # the lattice's exact sampler is within TV t per draw: the release states
+            # delta + (1 + e^eps) D t (the envelope adds it; docs/PRIVACY.md 9, 13.1)
+            payload["sampler"] = sampler_term(self.spec, self.calibration.sigma)
         return payload
+
+    def privacy(self) -> dict[str, Any]:
+        """The stated ``(eps, delta)``: the spec's, plus the sampler's term with ``blt_int``
+        (:func:`sampler_term`; none for the tree and float factorized counters)."""
+        term = sampler_term(self.spec, self.calibration.sigma)
+        delta = float(self.spec.delta)
+        return {"eps": float(self.spec.eps),
+                "delta": delta if term is None else add_up(delta, term["delta"]),
+                "sampler": term}
 
     # --------------------------------------------------------------- state
     def memory_bytes(self) -> int:
@@ -294,6 +308,53 @@ class _LazySketch:
             raise SerializationError("state: steps and rounds are inconsistent; corrupt state")
         sketch._steps = steps
         return sketch
+
+
+def sampler_term(spec: LazySketchSpec, sigma: float) -> dict[str, Any] | None:
+    """The lattice sampler's share of delta, ``(1 + e^eps) D t``, or None (not ``blt_int``).
+
+    Every lattice draw is within total variation ``t = lattice_sampler_tv(sigma_L)`` of
+    the exact ``N_Z(0, sigma_L^2)`` (``2^-104`` for one table, ``2 * 2^-104 + e`` for two
+    composed tables from ``COMPOSE32_MIN``); an epoch draws ``D = d w n`` (one per cell and
+    round, ``n = rounds``), and a mechanism within TV ``D t`` of an ``(eps, delta)``-DP one is
+    ``(eps, delta + (1 + e^eps) D t)``-DP (docs/PRIVACY.md 9, 13.1 step 5). The tree counters'
+    term stays stated, not added (their release bytes are frozen).
+
+    >>> spec = LazySketchSpec(depth=2, width=8, horizon=16, eps=1.0, delta=1e-6,
+    ...                       counter="blt_int")
+    >>> t = sampler_term(spec, 100.0)
+    >>> t["draws"], t["tv_per_draw"] == 2.0**-104, 0 < t["delta"] < 1e-28
+    (256, True, True)
+    >>> sampler_term(LazySketchSpec(depth=2, width=8, horizon=16, eps=1.0, delta=1e-6), 1.0)
+    """
+    if spec.counter is not CounterKind.BLT_INT:
+        return None
+    from sketches.counters.lattice import lattice_sampler_tv
+
+    draws = int(spec.depth) * int(spec.width) * int(spec.rounds)
+    tv = float(lattice_sampler_tv(sigma))
+    return {"delta": (1.0 + math.exp(spec.eps)) * draws * tv, "draws": draws,
+            "tv_per_draw": tv,
+            "statement": "lattice sampler's total-variation distance to the exact discrete "
+                         "Gaussian, (1 + e^eps) x draws x tv_per_draw, added to the stated "
+                         "delta (docs/PRIVACY.md 9, 13.1)"}
+
+
+def add_up(delta: float, term: float) -> float:
+    """``delta + term`` rounded up (never below the exact sum): a term far below
+    ``delta``'s ulp still moves the stated delta up by one ulp.
+
+    >>> add_up(1e-6, 1e-28) > 1e-6, add_up(0.5, 0.25), add_up(1e-6, 0.0)
+    (True, 0.75, 1e-06)
+    """
+    total = delta + term
+    if term > 0 and (total - delta < term or total == delta):
+        total = math.nextafter(total, math.inf)
+    return total
+
+
+def _guarantee(sketch: _LazySketch) -> dict[str, Any]:
+    return sketch.privacy()
 
 
 class LazyCMS(_LazySketch):
@@ -369,6 +430,9 @@ def _register() -> None:
                 # blt_int clamps each round's per-cell increment (docs/PRIVACY.md 13.1): the
                 # per-cell bound is enforced on the data path, so the capability stays False
                 noise=_noise,
+                # blt_int: delta + the lattice sampler's term (worker gauges; the envelope
+                # reads the payload's "sampler")
+                guarantee=_guarantee,
                 point_query=functools.partial(sketch_point_query,
                                               median=cls.estimator == "median")),
         ))

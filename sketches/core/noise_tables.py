@@ -194,8 +194,9 @@ class IntegerTable:
     def draw_lazy(self, draw_u64: U64Source, n: int, bits: int = 32) -> np.ndarray:
         """:meth:`draw32` with the first read ``bits`` (16 or 32) wide; 16 needs a table
         of at most ``2^16`` entries (its guide has at most 16 bits), else 32 is used. A
-        16-bit read is open (reads the rest of the word) with probability about ``2K /
-        2^16`` at most (3.5% at sigma 684, the LazyHH lattice's composed tables).
+        16-bit read is open (reads the rest of the word) with probability the share of
+        16-bit buckets holding a CDF boundary, ``2K / 2^16`` at most (6.3% at sigma 684,
+        the LazyHH lattice's composed tables, where the bound says 28%).
 
         >>> from sketches.core.noise import FastNoise
         >>> x = discrete_gaussian_table(300.0).draw_lazy(FastNoise(1)._u64, 100_000, 16)

@@ -165,6 +165,10 @@ def envelope(topo: Topology, shard: str, *, epoch: int, seq: int, rounds: int, f
     }
     if "delta_tilde" in payload:  # LazyHH: delta is the guarantee, not the sketch parameter
         doc["delta"] = doc["delta_tilde"] = payload["delta_tilde"]
+    elif isinstance(payload.get("sampler"), dict):  # LazyCMS/LazyCS blt_int: + sampler TV term
+        from sketches.continual.lazy import add_up  # rounded up: never below the sum
+
+        doc["delta"] = add_up(float(p["delta"]), float(payload["sampler"]["delta"]))
     return doc
 
 

@@ -79,7 +79,7 @@ from sketches.counters.factorized import FactorizedCounters
 from sketches.counters.family import make_counters
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
-from sketches.errors import HorizonExceededError, SerializationError, SpecError
+from sketches.errors import HorizonExceededError, PrivacyError, SerializationError, SpecError
 from sketches.privacy import Calibrator, Clock
 
 if TYPE_CHECKING:
@@ -136,6 +136,16 @@ class LazyHH:
         # spec.truncated: events past event_horizon are dropped, so neighbours may also
         # differ by pushed-out events: 2d cells per unit, like replace (docs/PRIVACY.md 10.5)
         self.calibration = spec.sketch_calibration(depth)  # m = 2d under truncation
+        lat = self.calibration.lattice
+        if lat is not None and int(getattr(lat, "round_cap", 0)) != 0:
+            # Theorem 3's event B needs every sketch cell's estimate within gamma of its
+            # true count; a per-round clamp under-counts a cell past R = max_count // rounds,
+            # so LazyHH takes only public, enforced bounds (truncation, arrival horizon)
+            raise PrivacyError(
+                f"counter blt_int: LazyHH needs an enforced cell-count bound (round_cap 0),"
+                f" got round_cap={lat.round_cap}; the per-round clamp under-counts and would"
+                f" break Theorem 3's event B (docs/PRIVACY.md 13.1); use the arrival clock or"
+                f" set event_horizon")
         dw = depth * spec.k_tilde
         counters: LazyNoiseCounters | FactorizedCounters = LazyNoiseCounters(
             dw, self.sketch_spec.rounds, self.calibration.sigma,

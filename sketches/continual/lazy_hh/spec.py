@@ -423,7 +423,10 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams, sketch_sigma: float | None
     :func:`sampler_tv_per_draw`), so the epoch's ``D`` draws are within ``D t`` of the
     ideal mechanism; a mechanism within TV ``t`` of an ``(eps, delta)``-DP one is
     ``(eps, delta + (1 + e^eps) t)``-DP. ``D <= d k~ 2H + 2H`` with ``H = horizon``
-    rounds (every tree node of every counter, sketch and length counter).
+    rounds (every tree node of every counter, sketch and length counter). With
+    ``counter: blt_int`` the sketch's ``t`` is the lattice sampler's at ``sigma_L``
+    (:func:`~sketches.counters.lattice.lattice_sampler_tv`; two composed tables from
+    ``COMPOSE32_MIN``); ``sketch_sigma=None`` takes ``sigma_L`` from the spec's calibration.
 
     Examples
     --------
@@ -443,6 +446,10 @@ def sampler_delta(spec: LazyHHSpec, params: HHParams, sketch_sigma: float | None
     else:
         sketch_draws = 0
     draws = sketch_draws + 2 * spec.horizon
+    if sketch_sigma is None and spec.counter is CounterKind.BLT_INT:
+        # the lattice's per-draw TV depends on sigma_L (two composed tables from
+        # COMPOSE32_MIN: 2 * 2^-104 + the smoothing term): never assume one table
+        sketch_sigma = spec.sketch_calibration(params.depth).sigma
     return (1.0 + math.exp(spec.eps)) * draws * sampler_tv_per_draw(
         params, sketch_sigma, lattice=spec.counter is CounterKind.BLT_INT)
 
@@ -464,6 +471,8 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
     count = params.count
     collide = item_key_collision_delta(spec)
     sampler = sampler_delta(spec, params, sketch_sigma)
+    tv = sampler_tv_per_draw(params, sketch_sigma, lattice=spec.counter is CounterKind.BLT_INT) \
+        if spec.calibrator is Calibrator.DISCRETE else SAMPLER_TV_PER_DRAW
     total = dt_sketch if count is None else dt_sketch + math.exp(eps_s) * delta_l + beta
     total += collide + sampler
     return {
@@ -493,13 +502,15 @@ def guarantee(spec: LazyHHSpec, params: HHParams, sketch_sigma: float,
                 "eps": eps_l, "delta": delta_l, "beta": beta, "sigma": count.sigma,
                 "error_bound": params.count_error},
             "sampler": {
-                "delta": sampler,
-                "tv_per_draw": sampler_tv_per_draw(
-                    params, sketch_sigma, lattice=spec.counter is CounterKind.BLT_INT)
-                if spec.calibrator is Calibrator.DISCRETE else SAMPLER_TV_PER_DRAW,
+                "delta": sampler, "tv_per_draw": tv,
+                # one table: the figure 2^-104 (the frozen wording); composed: t as stated
                 "statement": "table sampler's total-variation distance to the exact discrete "
-                             "Gaussian, (1 + e^eps) x draws x 2^-104 (docs/PRIVACY.md 9); 0 "
-                             "for the float calibrators (their guarantee is for ideal noise)"},
+                             "Gaussian, (1 + e^eps) x draws x "
+                             + ("2^-104 (docs/PRIVACY.md 9)" if tv == SAMPLER_TV_PER_DRAW else
+                                "tv_per_draw (2 x 2^-104 + the smoothing term: two composed "
+                                "tables, docs/PRIVACY.md 9.1)")
+                             + "; 0 for the float calibrators (their guarantee is for ideal "
+                               "noise)"},
             "item_key_collisions": {
                 "delta": collide, "distinct_items_bound": _distinct_items_bound(spec),
                 "statement": "P[any two of the <= N + 2c distinct str/bytes items of X and "

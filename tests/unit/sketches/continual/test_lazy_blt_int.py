@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,9 @@ from sketches import LazyCMS, LazyCS, LazyHH
 from sketches.continual.lazy_hh.spec import LazyHHSpec, derive_params, sampler_delta
 from sketches.continual.lazy_spec import LazySketchSpec
 from sketches.core.noise import make_noise
-from sketches.errors import IncompatibleSpecError, SpecError
+from sketches.core.noise_compose import COMPOSE32_MIN
+from sketches.counters.lattice import lattice_sampler_tv
+from sketches.errors import IncompatibleSpecError, PrivacyError, SpecError
 
 
 def _spec(counter: str, **kw) -> LazySketchSpec:
@@ -97,8 +101,11 @@ def test_lazyhh_gamma_sampler_term_and_round_trip() -> None:
         n=p.depth * 20, steps=lat.spec.outputs, beta=lat.spec.beta_value / 2))
     assert tree.params.gamma / p.gamma > 2.0
     d = derive_params(lat.spec, None, None).depth
-    assert sampler_delta(lat.spec, lat.params) == pytest.approx(
-        (1 + np.e) * (d * 20 * 200 + 2 * 200) * 2.0**-104)
+    t = lattice_sampler_tv(cal.sigma)  # composed tables: 2 * 2^-104 + the smoothing term
+    assert cal.sigma < COMPOSE32_MIN or t > 2 * 2.0**-104
+    expected = (1 + np.e) * (d * 20 * 200 + 2 * 200) * max(t, 2.0**-104)
+    assert sampler_delta(lat.spec, lat.params) == pytest.approx(expected)
+    assert sampler_delta(lat.spec, lat.params, cal.sigma) == pytest.approx(expected)
     items, ticks = _stream(2, 20000)
     lat.update_batch(items, ticks)
     blob = lat.to_bytes()
@@ -256,3 +263,61 @@ def test_lazyhh_sampler_term_uses_the_lattice_samplers_tv() -> None:
     d = derive_params(lat.spec, None, None).depth
     assert sampler_delta(lat.spec, lat.params, sigma) == pytest.approx(
         (1 + np.e) * (d * 20 * 200 + 2 * 200) * lattice_sampler_tv(sigma))
+
+
+def test_sampler_delta_without_sigma_uses_the_lattice_tv_at_composed_sigma() -> None:
+    """Review 20r finding 4: no ``sketch_sigma`` must not mean one table (2^-104)."""
+    spec = LazyHHSpec(k=5, k_tilde=64, horizon=3600, eps=1.0, delta=1e-6,
+                      event_horizon=10**8, output_every=10, hash_seed=1, counter="blt_int")
+    p = derive_params(spec, None, None)
+    sigma = spec.sketch_calibration(p.depth).sigma
+    assert sigma >= COMPOSE32_MIN  # two composed tables: t = 2 * 2^-104 + e
+    draws = p.depth * 64 * spec.sketch_rounds() + 2 * 3600
+    got = sampler_delta(spec, p)
+    assert got == pytest.approx((1 + np.e) * draws * lattice_sampler_tv(sigma))
+    assert got > (1 + np.e) * draws * 2 * 2.0**-104
+
+
+def test_lazyhh_refuses_a_clamped_lattice(monkeypatch) -> None:
+    """Review 20r finding 1: a per-round clamp under-counts, breaking Theorem 3's event B."""
+    from sketches.continual.lazy_hh.spec import LazyHHSpec as Spec
+
+    monkeypatch.setattr(Spec, "cell_count_bound", property(lambda self: None))
+    spec = Spec(k=5, k_tilde=20, horizon=200, eps=1.0, delta=1e-4, event_horizon=10**5,
+                output_every=10, hash_seed=1, counter="blt_int")
+    assert spec.sketch_calibration().lattice.round_cap > 0
+    with pytest.raises(PrivacyError, match="round_cap"):
+        LazyHH(spec, make_noise("fast", seed=3, allow_insecure=True))
+
+
+@pytest.mark.parametrize("cls", [LazyCMS, LazyCS])
+def test_lazy_sketch_blt_int_states_the_sampler_term(cls) -> None:
+    """Review 20r finding 3: a blt_int release states delta + (1 + e^eps) d w n t."""
+    from sketches import lookup
+    from sketches.continual.lazy import add_up
+    from worker.release.envelope import probe
+
+    spec = _spec("blt_int")
+    sk = cls(spec, make_noise("fast", seed=3, allow_insecure=True))
+    t = lattice_sampler_tv(sk.calibration.sigma)
+    term = (1 + np.e) * 3 * 16 * spec.rounds * t
+    rel = sk.release()
+    assert rel["sampler"]["delta"] == pytest.approx(term) and term > 0
+    assert rel["sampler"]["draws"] == 3 * 16 * spec.rounds
+    g = lookup(cls.name).capabilities.guarantee(sk)
+    # the term (~1e-27) is below delta's ulp: the stated delta is the sum rounded up
+    assert g["eps"] == 1.0 and g["delta"] == math.nextafter(1e-6, 1.0)
+    tree = cls(_spec("tree"), make_noise("zero", allow_insecure=True))
+    assert "sampler" not in tree.release() and tree.privacy()["delta"] == 1e-6
+
+    from tests.unit.worker.release.test_epoch_params import topo
+
+    for counter, added in (("blt_int", True), ("tree", False)):
+        params = f"{{depth: 2, width: 16, hash_seed: 1, counter: {counter}}}"
+        tp = topo(mech=cls.name, params=params)
+        _, _, payload, env = probe(tp)
+        base = tp.privacy.delta
+        if added:
+            assert env["delta"] == add_up(base, payload["sampler"]["delta"]) > base
+        else:
+            assert env["delta"] == base and "sampler" not in payload

@@ -429,3 +429,84 @@ def test_sensitivity_brute_force_with_the_clamp(signed: bool) -> None:
                 assert d <= per + 1e-9
                 assert d <= lat.sensitivity
     assert clamped > 20  # the clamp was really exercised
+
+
+def _unit_deltas(n: int, rows: int, width: int, c: int, replace: bool,
+                 signed: bool) -> np.ndarray:
+    """Every change one unit of ``c`` events makes to the ``(n, rows * width)`` increments:
+    each event at a round ``t`` adds its sign to one cell per row (add/remove) or moves
+    from one cell to another per row (replace: ``-s_a`` at ``a``, ``+s_b`` at ``b``; signed,
+    ``a == b`` with opposite signs moves a cell by 2). Multisets of events, exhaustive."""
+    import itertools
+
+    cells = rows * width
+    signs = (1, -1) if signed else (1,)
+    per_row = [(a, b, sa, sb) for a in range(width) for b in range(width)
+               for sa in signs for sb in signs] if replace else \
+        [(a, 0, sa, 0) for a in range(width) for sa in signs]
+    events = []
+    for t in range(n):
+        for choice in itertools.product(per_row, repeat=rows):
+            e = np.zeros((n, cells), dtype=np.int64)
+            for r, (a, b, sa, sb) in enumerate(choice):
+                if replace:
+                    e[t, r * width + a] -= sa
+                    e[t, r * width + b] += sb
+                else:
+                    e[t, r * width + a] += sa
+            events.append(e)
+    out = [sum(combo) for combo in itertools.combinations_with_replacement(events, c)]
+    return np.stack([d for d in out if np.any(d)])
+
+
+@pytest.mark.parametrize(("c", "rows", "width", "n"),
+                         [(1, 2, 2, 4), (2, 1, 2, 4), (2, 1, 3, 3), (3, 1, 2, 3),
+                          (3, 1, 3, 2), (2, 2, 2, 2)])
+@pytest.mark.parametrize(("replace", "signed"),
+                         [(False, False), (False, True), (True, False), (True, True)])
+def test_sensitivity_brute_force_with_the_clamp_units_cells_relations(
+        c: int, rows: int, width: int, n: int, replace: bool, signed: bool) -> None:
+    """Review 20r finding 2: every neighbour pair of a unit of ``c`` events over two or
+    more cells (add/remove, signed add/remove, replace, signed replace), with the clamp
+    active (``R = 2``, counts around it): ``s ||C (x~ - x~')|| <=`` the main term
+    ``s c sqrt(m max_col^2)`` (``x~`` the clamped increments; ``m`` = ``neighbouring_cells``),
+    ``||f(x) - f(x')|| <= s ||C (x~ - x~')|| + (1 + 2 eta) sqrt(n k)`` (``k`` changed
+    cells) ``<= Delta_2`` (docs/PRIVACY.md 13.1)."""
+    cells, cap = rows * width, 2
+    m = rows * ((4 if signed else 2) if replace else 1)
+    lat = calibrate_lattice(n, eps=1.0, delta=1e-6, m=m, unit_cap=c, cells=cells,
+                            max_count=cap * n, clamp=True)
+    p = lat.params
+    assert p.round_cap == cap and lat.sensitivity == pytest.approx(
+        p.main_term(m, c) + p.slack(changed_counters(m, c, cells)))
+    col = factorization("blt_int", n).c_coeffs()[:n]  # type: ignore[attr-defined]
+    C = np.array([[col[i - j] if i >= j else 0.0 for j in range(n)] for i in range(n)])
+    deltas = _unit_deltas(n, rows, width, c, replace, signed)
+    rng = np.random.default_rng(7 * c + 3 * rows + width + 2 * replace + signed)
+
+    def f_of(x: np.ndarray) -> np.ndarray:  # (K, n, cells) -> f, same shape
+        k = x.shape[0]
+        cnt = LatticeCounters(k * cells, n, p, 0.0, zero())  # type: ignore[arg-type]
+        cnt._f_log = []
+        cnt.advance(x.transpose(1, 0, 2).reshape(n, k * cells))
+        f = np.concatenate(cnt._f_log).astype(np.float64)
+        return f.reshape(n, k, cells).transpose(1, 0, 2)
+
+    clamped = worst = 0.0
+    for _ in range(3):
+        x = rng.integers(-3 if signed else 0, 4, size=(n, cells))
+        for sign in (1, -1):  # x' = x + unit (added) and x - unit (removed / replaced back)
+            xs = x[None] + sign * deltas
+            fx, fy = f_of(x[None])[0], f_of(xs)
+            d = np.linalg.norm((fy - fx[None]).reshape(len(xs), -1), axis=1)
+            tilde = np.clip(xs, -cap, cap) - np.clip(x, -cap, cap)[None]
+            exact = p.scale * np.linalg.norm(np.einsum("ij,kjc->kic", C, tilde).reshape(
+                len(xs), -1), axis=1)
+            k = np.count_nonzero(np.any(tilde != 0, axis=1), axis=1)
+            clamped += float(np.sum(np.any(np.abs(xs) > cap, axis=(1, 2))))
+            assert np.all(exact <= p.main_term(m, c) * (1 + 1e-12))
+            assert np.all(d <= exact + (1 + 2 * p.eta) * np.sqrt(n * k) + 1e-9)
+            assert np.all(d <= lat.sensitivity + 1e-9)
+            worst = max(worst, float(np.max(exact)) / p.main_term(m, c))
+    assert clamped > 0  # the clamp was exercised
+    assert worst > 0.3  # and the bound is not vacuous

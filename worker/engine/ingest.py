@@ -32,7 +32,15 @@ from worker.engine.shard_state import ShardState
 from worker.engine.state import EngineState, log
 from worker.ingest.decode import DeadLetter, Decoded, Record, decode_batch
 from worker.ingest.event_time import HeldRecordsFailed
-from worker.ingest.routing import group_by_shard
+from worker.ingest.records import accept_all
+from worker.ingest.repartition import (
+    KIND_MARK,
+    frame,
+    producer_hint,
+    repartition_topic,
+    unframe,
+)
+from worker.ingest.routing import group_by_shard, partition_for
 
 
 class Ingest:
@@ -63,7 +71,95 @@ class Ingest:
         m.messages_in.labels(topology=topo.name).inc(len(recs))
         now = self.s.now_ms()
         await self.schedule.run(ps, now)  # processing time: releases due before this tick
-        return await self._apply(ps, topic, decoded, now, now)
+        return await self._apply(ps, topic, decoded, now, now, recs)
+
+    async def forwarded(self, ps: PartitionState, recs: Sequence[Record], topic: str) -> int:
+        """Ingest records of the repartition topic ``topic`` (all at or after the inbox's
+        offset): this topology's forwards, deduplicated by source offset, are applied as
+        if read from the input (event time: at their source timestamp's tick); marks
+        move the event-time cap. A forwarded record is never forwarded again."""
+        topo, m, inbox = ps.topology, self.s.metrics, ps.inbox
+        take: list[Record] = []
+        dead: list[DeadLetter] = []
+        dups = 0
+        for off, key, value, ts in recs:
+            fw = unframe(value)
+            if fw is None:
+                dead.append(DeadLetter(off, key, value, ts, "bad_forward",
+                                       f"not a dpstream forwarded record (topic {topic} is "
+                                       "internal: only dpstream workers may write to it)"))
+                continue
+            if fw.topology != topo.name:
+                continue
+            if fw.kind == KIND_MARK:
+                inbox.mark(fw.partition, fw.timestamp)
+                continue
+            if not inbox.accept(off, fw.partition, fw.offset):
+                dups += 1
+                continue
+            take.append((off, key, fw.value, fw.timestamp))
+        if dups:
+            m.repartition_deduplicated.labels(topology=topo.name).inc(dups)
+        await self.dead_letters(ps, topic, dead)
+        if ps.forwarded is not None:  # event time: held by source timestamp
+            assert ps.events is not None
+            m.messages_in.labels(topology=topo.name).inc(len(take))
+            now = self.s.now_ms()
+            self.set_cap(ps)
+            late, future = ps.forwarded.add(take, now)
+            dl = [DeadLetter(r[0], r[1], r[2], r[3], "late",
+                             f"tick {r[3] // topo.privacy.tick_ms} already closed (forwarded "
+                             "record)") for r in late]
+            dl += [DeadLetter(r[0], r[1], r[2], r[3], "future",
+                              f"timestamp {r[3]} is ahead of the wall clock {now}")
+                   for r in future]
+            await self.dead_letters(ps, topic, dl)
+            return await self.drain(ps, topo.input.topic, now)
+        if not take:
+            return 0
+        decoded = decode_batch(topo.input, take, ps.gate)
+        m.messages_in.labels(topology=topo.name).inc(len(take))
+        now = self.s.now_ms()
+        await self.schedule.run(ps, now)
+        return await self._apply(ps, topic, decoded, now, now, None)
+
+    def set_cap(self, ps: PartitionState) -> None:
+        """Event time: the input partition's watermark waits for the marks of every other
+        partition (:meth:`worker.ingest.repartition.Inbox.marks_floor`)."""
+        if ps.events is None:
+            return
+        n = ps.topology.input.partitions
+        if n <= 1:
+            return
+        floor = ps.inbox.marks_floor(ps.partition, n)
+        ps.events.cap = -(1 << 62) if floor is None else floor
+
+    async def forward(self, ps: PartitionState, recs: Sequence[Record]) -> list[DeadLetter]:
+        """Send records of ``ps``'s input partition that belong to another partition's
+        shard to that partition of the repartition topic (keyed by the shard); return
+        the dead letters of records that cannot be forwarded (no row decodes)."""
+        topo, m = ps.topology, self.s.metrics
+        rtopic = repartition_topic(topo.input.topic)
+        n = topo.input.partitions
+        dead: list[DeadLetter] = []
+        sent = 0
+        for off, key, value, ts in recs:
+            d = decode_batch(topo.input, [(off, key, value, ts)], accept_all)
+            if len(d) == 0:  # no row decodes: its rows are dead letters here, not there
+                dead.extend(d.dead)
+                continue
+            shard = str(d.shards[0])
+            await self.s.sink.publish(rtopic, shard.encode(),
+                                      frame(topo.name, ps.partition, off, ts, -1, value),
+                                      partition=partition_for(shard, n))
+            sent += 1
+        if sent:
+            ps.unflushed_forwards = True
+            m.repartition_forwarded.labels(topology=topo.name).inc(sent)
+            if topo.input.topic not in self.s.hinted:
+                self.s.hinted.add(topo.input.topic)
+                log.warning("%s", producer_hint(topo.input.topic, n))
+        return dead
 
     async def drain(self, ps: PartitionState, topic: str, now: int) -> int:
         """Event time: apply held records the watermark has reached, tick by tick.
@@ -78,14 +174,24 @@ class Ingest:
         assert ps.events is not None
         applied = 0
         suspect = self._held_suspects.get((topic, ps.partition), set())
-        for g, group in ps.events.due(now):
+        self.set_cap(ps)
+        groups = [(g, group, True) for g, group in ps.events.due(now)]
+        if ps.forwarded is not None and len(ps.forwarded):
+            rtopic = repartition_topic(ps.topology.input.topic)
+            groups += [(g, group, False) for g, group in ps.forwarded.due(now)]
+            groups.sort(key=lambda x: (x[0], not x[2]))
+        for g, group, own in groups:
             at = g * ps.topology.privacy.tick_ms
             await self.schedule.run(ps, at)  # releases before tick g
+            if not own:  # forwarded records (repartition offsets): applied, never forwarded
+                decoded = decode_batch(ps.topology.input, group, ps.gate)
+                applied += await self._apply(ps, rtopic, decoded, at, now, None)
+                continue
             one_by_one = bool(suspect) and any(r[0] in suspect for r in group)
             for chunk in ([r] for r in group) if one_by_one else (group,):
                 try:
                     decoded = decode_batch(ps.topology.input, chunk, ps.gate)
-                    applied += await self._apply(ps, topic, decoded, at, now)
+                    applied += await self._apply(ps, topic, decoded, at, now, chunk)
                 except self.s.reraise:
                     raise
                 except Exception as exc:
@@ -99,7 +205,7 @@ class Ingest:
         return applied
 
     async def _apply(self, ps: PartitionState, topic: str, decoded: Decoded, at: int,
-                     now: int) -> int:
+                     now: int, source: Sequence[Record] | None) -> int:
         """Apply decoded events; tick clock: all at the tick of time ``at`` (ms).
 
         Processing time: ``at == now``. Event time: ``at`` is the start of the
@@ -109,7 +215,14 @@ class Ingest:
         never makes a tick-clock release (a new shard of an open set starts at ``at``).
         """
         topo, m = ps.topology, self.s.metrics
-        await self.dead_letters(ps, topic, decoded.dead)
+        dead = decoded.dead
+        if source is not None and any(d.reason == "wrong_partition" for d in dead):
+            # records of another partition's shard (any producer's partitioner): forwarded
+            # through the repartition topic, counted once there (worker/ingest/repartition.py)
+            wrong = {d.offset for d in dead if d.reason == "wrong_partition"}
+            dead = [d for d in dead if d.reason != "wrong_partition"]
+            dead += await self.forward(ps, [r for r in source if r[0] in wrong])
+        await self.dead_letters(ps, topic, dead)
         dropped = applied = over_total = 0
         for shard, idx in group_by_shard(decoded.shards):
             st = ps.shards.get(shard)

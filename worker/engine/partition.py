@@ -33,6 +33,7 @@ from worker.config.topology import Topology
 from worker.engine.checkpoint import PartitionCheckpoint
 from worker.engine.shard_state import ShardState
 from worker.ingest.event_time import EventTimeQueue, HeldRecordsFailed
+from worker.ingest.repartition import Inbox
 from worker.ingest.routing import ShardGate
 
 
@@ -63,9 +64,10 @@ class Sink(Protocol):
     """Where releases and dead letters go (a Kafka producer in production)."""
 
     async def publish(self, topic: str, key: bytes, value: bytes,
-                      timestamp_ms: int | None = None) -> None:
+                      timestamp_ms: int | None = None, partition: int | None = None) -> None:
         """Send one record; ``timestamp_ms`` (releases: ``published_at``) sets its
-        Kafka timestamp, None lets the producer stamp the send time."""
+        Kafka timestamp, None lets the producer stamp the send time; ``partition`` (the
+        repartition topic: the shard's) None lets the producer's partitioner choose."""
     async def flush(self) -> None: ...
 
 
@@ -95,11 +97,23 @@ class PartitionState:
     failed: HeldRecordsFailed | None = None
     """Event time: a drain of held records raised; the state is suspect (records were popped
     from the queue) and must be discarded and restored, never checkpointed."""
+    inbox: Inbox = field(default_factory=Inbox)
+    """What this partition took from the repartition topic (dedup by source offset)."""
+    forwarded: EventTimeQueue | None = None
+    """Event time: forwarded records (repartition offsets, source timestamps) waiting for
+    the watermark of this partition (they follow :attr:`events`' watermark)."""
+    unflushed_forwards: bool = False
+    """Records were forwarded since the last flush: flush before the next checkpoint."""
+    last_mark: tuple[int, float] | None = None
+    """Event time: ``(watermark, wall clock s)`` of the last marks this partition sent."""
 
     def __post_init__(self) -> None:
         p = self.topology.privacy
         if self.events is None and p.clock == "tick" and p.time == "event":
             self.events = EventTimeQueue(p.tick_ms, p.allowed_lateness_ms)
+        if self.events is not None and self.forwarded is None:
+            self.forwarded = EventTimeQueue(p.tick_ms, p.allowed_lateness_ms,
+                                            follow=self.events)
 
 
 class NoiseFactory:

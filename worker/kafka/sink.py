@@ -23,10 +23,11 @@ class KafkaSink:
         self._futures: list[asyncio.Future[Any]] = []
 
     async def publish(self, topic: str, key: bytes, value: bytes,
-                      timestamp_ms: int | None = None) -> None:
+                      timestamp_ms: int | None = None, partition: int | None = None) -> None:
         """Send one record (not yet acknowledged: see :meth:`flush`)."""
         self._futures.append(await self.producer.send(topic, key=key, value=value,
-                                                      timestamp_ms=timestamp_ms))
+                                                      timestamp_ms=timestamp_ms,
+                                                      partition=partition))
 
     async def flush(self) -> None:
         """Wait for the acknowledgement of every record sent since the last flush."""

@@ -33,6 +33,9 @@ class FakeEngine:
         self.by_topic: dict[str, list[Any]] = {}
         self.log_ends: list[tuple[str, int, int, int]] = []  # (topic, p, at, batches seen)
 
+    def partners(self, topic: str, partition: int) -> list[tuple[str, int]]:
+        return [(topic, partition)]  # no repartition topic in these tests
+
     def log_end(self, topic: str, partition: int, at_ms: int) -> None:
         self.log_ends.append((topic, partition, at_ms, len(self.batches)))
 

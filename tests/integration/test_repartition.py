@@ -141,3 +141,33 @@ def test_kill9_mid_stream_counts_each_forwarded_event_once(
     assert "wrong_partition" not in _no_wrong_partition(broker.bootstrap, f"{unique}-dlq")
     assert after_forward > 0, "no kill landed between forward and checkpoint"
     assert workers.terminate(final) == 0, workers.logs()
+
+
+def test_event_time_forwarded_events_are_not_late(broker, workers, make_topology,
+                                                   unique) -> None:
+    """Event time: a forwarded event keeps its source timestamp's tick, and the receiving
+    partition's watermark waits for the other partitions' marks, so the hop makes no
+    event ``late`` (two workers in a group, 4 partitions, keyed + unkeyed)."""
+    path = make_topology(partitions=4, tick_ms=200, every_ticks=2, allowed=SHARDS)
+    path.write_text(path.read_text().replace(
+        "  tick_ms: 200\n", "  tick_ms: 200\n  time: event\n  allowed_lateness_ms: 1500\n"))
+    topic = f"{unique}-in"
+    asyncio.run(create_topic(broker.bootstrap, topic, 4))
+    procs = [workers.start(path, group=unique, args=("--no-faust",)) for _ in range(2)]
+    rng = random.Random(5)
+    exact: dict[str, Counter[str]] = {s: Counter() for s in SHARDS}
+    # produce once the workers own the partitions (closed set: every shard publishes)
+    started = asyncio.run(read_all(broker.bootstrap, f"{unique}-out",
+                                   lambda m: len({json.loads(x.value)["shard"] for x in m})
+                                   >= len(SHARDS), 60,
+                                   give_up=lambda: any(p.poll() is not None for p in procs)))
+    assert len(started) >= len(SHARDS), workers.logs()
+    _produce_confluent(broker.bootstrap, topic, _events(rng, 2000, exact), keyed=True)
+    _produce_confluent(broker.bootstrap, topic, _events(rng, 2000, exact), keyed=False)
+    msgs = asyncio.run(read_all(broker.bootstrap, f"{unique}-out", _matches(exact), 120,
+                                give_up=lambda: any(p.poll() is not None for p in procs)))
+    assert _matches(exact)(msgs), workers.logs()[-4000:]
+    reasons = _no_wrong_partition(broker.bootstrap, f"{unique}-dlq")
+    assert "late" not in reasons and "wrong_partition" not in reasons, Counter(reasons)
+    for p in procs:
+        assert workers.terminate(p) == 0, workers.logs()

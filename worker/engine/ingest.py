@@ -36,6 +36,7 @@ from worker.ingest.records import accept_all
 from worker.ingest.repartition import (
     KIND_MARK,
     frame,
+    mark_frame,
     producer_hint,
     repartition_topic,
     unframe,
@@ -58,6 +59,7 @@ class Ingest:
         if ps.events is not None:  # event time (worker/ingest/event_time.py)
             m.messages_in.labels(topology=topo.name).inc(len(recs))
             now = self.s.now_ms()
+            recs = await self._forward_misplaced(ps, recs, topic)
             late, future = ps.events.add(recs, now)
             dead = [DeadLetter(r[0], r[1], r[2], r[3], "late",
                                f"tick {r[3] // topo.privacy.tick_ms} already closed (allowed "
@@ -122,6 +124,40 @@ class Ingest:
         now = self.s.now_ms()
         await self.schedule.run(ps, now)
         return await self._apply(ps, topic, decoded, now, now, None)
+
+    async def _forward_misplaced(self, ps: PartitionState, recs: Sequence[Record],
+                                 topic: str) -> Sequence[Record]:
+        """Event time: forward records of other partitions' shards as they are read (not
+        when their tick is due), so this partition's marks, its read progress, cover
+        them (worker/ingest/repartition.py); return the records that stay here."""
+        assert ps.events is not None
+        decoded = decode_batch(ps.topology.input, recs, ps.gate)
+        wrong = {d.offset for d in decoded.dead if d.reason == "wrong_partition"}
+        if not wrong:
+            return recs
+        await self.dead_letters(ps, topic,
+                                await self.forward(ps, [r for r in recs if r[0] in wrong]))
+        ps.events.done.update(wrong)  # handled: not read again after a restore above them
+        return [r for r in recs if r[0] not in wrong]
+
+    async def send_marks(self, ps: PartitionState, now: int) -> None:
+        """Event time: tell every other partition of the repartition topic how far this
+        partition has been read (everything before it was forwarded already); at most
+        every quarter second, and only when it moved."""
+        n = ps.topology.input.partitions
+        if ps.events is None or n <= 1:
+            return
+        progress = ps.events.read_progress(now)
+        mono = self.s.clock()
+        if progress is None or (ps.last_mark is not None and (
+                progress <= ps.last_mark[0] or mono - ps.last_mark[1] < 0.25)):
+            return
+        rtopic = repartition_topic(ps.topology.input.topic)
+        raw = mark_frame(ps.topology.name, ps.partition, progress)
+        for p in range(n):
+            if p != ps.partition:
+                await self.s.sink.publish(rtopic, b"", raw, partition=p)
+        ps.last_mark = (progress, mono)
 
     def set_cap(self, ps: PartitionState) -> None:
         """Event time: the input partition's watermark waits for the marks of every other
@@ -191,7 +227,8 @@ class Ingest:
             for chunk in ([r] for r in group) if one_by_one else (group,):
                 try:
                     decoded = decode_batch(ps.topology.input, chunk, ps.gate)
-                    applied += await self._apply(ps, topic, decoded, at, now, chunk)
+                    # misplaced records were forwarded when read (_forward_misplaced)
+                    applied += await self._apply(ps, topic, decoded, at, now, None)
                 except self.s.reraise:
                     raise
                 except Exception as exc:

@@ -82,6 +82,7 @@ class Timer:
         every = topo.release.every_ticks
         if ps.events is not None:  # apply what the watermark reached, then close
             await self.ingest.drain(ps, topo.input.topic, now)
+            await self.ingest.send_marks(ps, now)  # how far this partition was read
         at = schedule_ms(ps, now)
         await self.schedule.run(ps, at)  # O(1) unless a boundary was crossed
         if topo.privacy.clock != "tick":

@@ -127,14 +127,20 @@ class EventTimeQueue:
         self._end_ms: int | None = None   # (b): last time the consumer was at the log's end
         self.done: set[int] = set()
 
-    def _progress(self, now_ms: int) -> int | None:
+    def read_progress(self, now_ms: int) -> int | None:
         """How far reading has got: ``max(newest read, log end seen) - lateness``,
-        capped at ``now_ms - lateness`` (None: no progress yet)."""
+        capped at ``now_ms - lateness`` (None: no progress yet); not capped by
+        :attr:`cap` (what a mark of this partition says: worker/ingest/repartition.py)."""
         seen = max((x for x in (self._read_ms, self._end_ms) if x is not None), default=None)
         if seen is None:
             return None
-        progress = min(int(now_ms), seen) - self.lateness_ms
-        return progress if self.cap is None else min(progress, self.cap)
+        return min(int(now_ms), seen) - self.lateness_ms
+
+    def _progress(self, now_ms: int) -> int | None:
+        progress = self.read_progress(now_ms)
+        if progress is None or self.cap is None:
+            return progress
+        return min(progress, self.cap)
 
     def watermark_ms(self, now_ms: int) -> int:
         """The watermark (ms): ticks ending at or before it are closed; never moves back.

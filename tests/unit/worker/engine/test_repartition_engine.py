@@ -1,0 +1,164 @@
+"""The engine with a repartition topic (no broker): forward, dedup, checkpoint, caps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
+from tests.unit.worker.engine.test_worker_state import Clock, MemStore
+from worker.config.topology import parse_topology
+from worker.engine.checkpoint import PartitionCheckpoint, decode_checkpoint, encode_checkpoint
+from worker.engine.engine import Engine
+from worker.ingest.repartition import repartition_topic, unframe
+from worker.ingest.routing import partition_for
+
+TOPO = """
+name: t
+input: {{topic: in, partitions: 2, fields: {{shard: r, item: i{unit}}}}}
+mechanism: {{name: test_exact_counts}}
+privacy: {{eps: 1.0, delta: 1.0e-6, tick_ms: 100, epoch_ticks: 50{cap}}}
+noise: {{kind: zero, allow_insecure_noise: true}}
+release: {{every_ticks: 5, topic: out}}
+dead_letter: {{topic: dlq}}
+"""
+R = repartition_topic("in")
+SHARD = next(s for s in (f"r{i}" for i in range(50)) if partition_for(s, 2) == 0)
+
+
+def topo(cap: int | None = None) -> Any:
+    return parse_topology(TOPO.format(unit=", unit: u" if cap else "",
+                                      cap=f", unit_cap: {cap}" if cap else ""))
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bytes, int | None]] = []
+        self.flushes = 0
+
+    async def publish(self, topic: str, key: bytes, value: bytes,
+                      timestamp_ms: int | None = None, partition: int | None = None) -> None:
+        self.sent.append((topic, key, value, partition))
+
+    async def flush(self) -> None:
+        self.flushes += 1
+
+
+def ev(offset: int, r: str, i: str, u: str | None = None) -> tuple[int, bytes, bytes, int]:
+    doc: dict[str, Any] = {"r": r, "i": i}
+    if u is not None:
+        doc["u"] = u
+    return (offset, b"", json.dumps(doc).encode(), 0)
+
+
+def counts(sink: Sink) -> dict[str, int]:
+    docs = [json.loads(v) for t, _, v, _ in sink.sent if t == "out"]
+    return max(docs, key=lambda d: d["seq"])["payload"]["counts"] if docs else {}
+
+
+def forwards(sink: Sink, first_r_offset: int = 0) -> list[tuple[int, bytes, bytes, int]]:
+    """The sink's repartition-topic records as partition 0 would read them back."""
+    got = [(k, v) for t, k, v, p in sink.sent if t == R and p == 0]
+    return [(first_r_offset + n, k, v, 0) for n, (k, v) in enumerate(got)]
+
+
+def test_misplaced_records_are_forwarded_and_counted_once_on_their_partition() -> None:
+    clock, store, sink = Clock(1_000_000.0), MemStore(), Sink()
+    eng = Engine([topo()], store, sink, clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0), ("in", 1), (R, 0), (R, 1)])
+        # SHARD belongs to partition 0; three of its events arrive on partition 1
+        assert await eng.process_batch("in", 1, [ev(k, SHARD, "x") for k in range(3)]) == 0
+        fw = forwards(sink)
+        assert len(fw) == 3 and {k for _, k, _, _ in fw} == {SHARD.encode()}
+        assert [unframe(v).offset for _, _, v, _ in fw] == [0, 1, 2]  # type: ignore[union-attr]
+        assert await eng.process_batch(R, 0, fw) == 3
+        # a kill -9 before partition 1's checkpoint: the same records forwarded again
+        assert await eng.process_batch(R, 0, [(3 + r, k, v, ts) for r, k, v, ts in fw]) == 0
+        await eng.process_batch("in", 0, [ev(0, SHARD, "y")])
+        clock.t += 0.5
+        await eng.on_timer()
+
+    asyncio.run(run())
+    assert counts(sink) == {"x": 3, "y": 1}
+    m = eng.metrics
+    assert m.value("dpstream_repartition_forwarded_total", topology="t") == 3
+    assert m.value("dpstream_repartition_deduplicated_total", topology="t") == 3
+    assert m.value("dpstream_dead_letters_total", topology="t", reason="wrong_partition") \
+        in (None, 0)
+    assert sink.flushes >= 1  # forwards flushed before partition 1's checkpoint
+
+
+def test_inbox_survives_a_restore_and_old_checkpoints_restore_empty() -> None:
+    clock, store, sink = Clock(1_000_000.0), MemStore(), Sink()
+    eng = Engine([topo()], store, sink, clock=clock)
+
+    async def first() -> list[tuple[int, bytes, bytes, int]]:
+        await eng.assign([("in", 0), ("in", 1), (R, 0), (R, 1)])
+        await eng.process_batch("in", 1, [ev(k, SHARD, "x") for k in range(4)])
+        fw = forwards(sink)
+        await eng.process_batch(R, 0, fw)
+        await eng.checkpoint_all()
+        return fw
+
+    fw = asyncio.run(first())
+    cp = store.load("t", 0)
+    assert cp is not None and cp.repartition == {"next": 4, "seen": {1: 3}, "done": []}
+    assert decode_checkpoint(encode_checkpoint(cp)).repartition == cp.repartition
+
+    sink2 = Sink()
+    eng2 = Engine([topo()], store, sink2, clock=clock)
+
+    async def second() -> None:
+        got = await eng2.assign([("in", 0), (R, 0)])
+        assert got[(R, 0)] == 4  # seek the repartition topic to the checkpointed offset
+        # copies (re-forwarded by a restarted partition 1) are skipped
+        assert await eng2.process_batch(R, 0, [(4 + r, k, v, t) for r, k, v, t in fw]) == 0
+        clock.t += 0.5
+        await eng2.on_timer()
+
+    asyncio.run(second())
+    assert counts(sink2) == {"x": 4}
+
+    # a checkpoint written before the repartition topic (no block) restores, inbox empty
+    old = PartitionCheckpoint("t", 0, 7, [], [], names=[], incremental=True, held=0)
+    raw = encode_checkpoint(old)
+    assert b"repartition" not in raw and decode_checkpoint(raw).repartition is None
+    store2 = MemStore()
+    store2.data[("t", 0)] = raw
+    eng3 = Engine([topo()], store2, Sink(), clock=clock)
+    got = asyncio.run(eng3.assign([("in", 0), (R, 0)]))
+    assert got == {("in", 0): 7, (R, 0): None}
+    assert eng3.parts[("t", 0)].inbox.seen == {}
+
+
+def test_unit_cap_is_exact_across_forwarded_and_placed_events() -> None:
+    """All of a unit's events of a shard meet in one state: the cap holds across the hop."""
+    clock, sink = Clock(1_000_000.0), Sink()
+    eng = Engine([topo(cap=1)], MemStore(), sink, clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0), ("in", 1), (R, 0), (R, 1)])
+        await eng.process_batch("in", 0, [ev(0, SHARD, "x", u="u1")])
+        await eng.process_batch("in", 1, [ev(0, SHARD, "z", u="u1"), ev(1, SHARD, "z", u="u2")])
+        await eng.process_batch(R, 0, forwards(sink))
+        clock.t += 0.5
+        await eng.on_timer()
+
+    asyncio.run(run())
+    assert counts(sink) == {"x": 1, "z": 1}  # u1's second event is capped
+
+
+def test_foreign_records_on_the_repartition_topic_are_dead_lettered() -> None:
+    clock, sink = Clock(1_000_000.0), Sink()
+    eng = Engine([topo()], MemStore(), sink, clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0), (R, 0)])
+        await eng.process_batch(R, 0, [ev(0, SHARD, "x")])  # not a frame
+
+    asyncio.run(run())
+    assert eng.metrics.value("dpstream_dead_letters_total", topology="t",
+                             reason="bad_forward") == 1

@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from worker.config.topology import Topology
 from worker.engine.partition import PartitionState, event_limit
 from worker.engine.schedule import Schedule
@@ -69,7 +71,13 @@ class Ingest:
                                 "than the allowed lateness plus one tick") for r in future]
             await self.dead_letters(ps, topic, dead)
             return await self.drain(ps, topic, now)
-        decoded = decode_batch(topo.input, recs, ps.gate)
+        split = self._split_json(ps, recs) if topo.input.encoding == "json" else None
+        if split is None:
+            decoded = decode_batch(topo.input, recs, ps.gate)
+        else:  # records of other partitions' shards go first (no gate fallback decode)
+            decoded, misplaced = split
+            if misplaced:
+                await self._send_forwards(ps, misplaced)
         m.messages_in.labels(topology=topo.name).inc(len(recs))
         now = self.s.now_ms()
         await self.schedule.run(ps, now)  # processing time: releases due before this tick
@@ -131,12 +139,19 @@ class Ingest:
         when their tick is due), so this partition's marks, its read progress, cover
         them (worker/ingest/repartition.py); return the records that stay here."""
         assert ps.events is not None
-        decoded = decode_batch(ps.topology.input, recs, ps.gate)
-        wrong = {d.offset for d in decoded.dead if d.reason == "wrong_partition"}
-        if not wrong:
-            return recs
-        await self.dead_letters(ps, topic,
-                                await self.forward(ps, [r for r in recs if r[0] in wrong]))
+        split = self._split_json(ps, recs) if ps.topology.input.encoding == "json" else None
+        if split is not None:
+            if not split[1]:
+                return recs
+            await self._send_forwards(ps, split[1])
+            wrong = {r[0] for r, _ in split[1]}
+        else:
+            decoded = decode_batch(ps.topology.input, recs, ps.gate)
+            wrong = {d.offset for d in decoded.dead if d.reason == "wrong_partition"}
+            if not wrong:
+                return recs
+            await self.dead_letters(ps, topic,
+                                    await self.forward(ps, [r for r in recs if r[0] in wrong]))
         ps.events.done.update(wrong)  # handled: not read again after a restore above them
         return [r for r in recs if r[0] not in wrong]
 
@@ -174,28 +189,70 @@ class Ingest:
         """Send records of ``ps``'s input partition that belong to another partition's
         shard to that partition of the repartition topic (keyed by the shard); return
         the dead letters of records that cannot be forwarded (no row decodes)."""
+        topo = ps.topology
+        dead: list[DeadLetter] = []
+        placed: list[tuple[Record, str]] = []
+        if topo.input.encoding == "json":  # one event per message: rows follow records
+            d = decode_batch(topo.input, recs, accept_all)
+            bad = {x.offset for x in d.dead}
+            dead.extend(d.dead)
+            placed = list(zip([r for r in recs if r[0] not in bad], d.shards.tolist(),
+                              strict=True))
+        else:  # many events per message, one shard each: the message's first row
+            for rec in recs:
+                d = decode_batch(topo.input, [rec], accept_all)
+                if len(d) == 0:  # no row decodes: its rows are dead letters here, not there
+                    dead.extend(d.dead)
+                else:
+                    placed.append((rec, str(d.shards[0])))
+        await self._send_forwards(ps, placed)
+        return dead
+
+    async def _send_forwards(self, ps: PartitionState, placed: Sequence[tuple[Record, str]]
+                             ) -> None:
+        """Send records with their shards to the shards' repartition-topic partitions."""
         topo, m = ps.topology, self.s.metrics
         rtopic = repartition_topic(topo.input.topic)
         n = topo.input.partitions
-        dead: list[DeadLetter] = []
-        sent = 0
-        for off, key, value, ts in recs:
-            d = decode_batch(topo.input, [(off, key, value, ts)], accept_all)
-            if len(d) == 0:  # no row decodes: its rows are dead letters here, not there
-                dead.extend(d.dead)
-                continue
-            shard = str(d.shards[0])
+        where: dict[str, int] = {}
+        for (off, _key, value, ts), shard in placed:
+            target = where.get(shard)
+            if target is None:
+                target = where[shard] = partition_for(shard, n)
             await self.s.sink.publish(rtopic, shard.encode(),
                                       frame(topo.name, ps.partition, off, ts, -1, value),
-                                      partition=partition_for(shard, n))
-            sent += 1
+                                      partition=target)
+        sent = len(placed)
         if sent:
             ps.unflushed_forwards = True
             m.repartition_forwarded.labels(topology=topo.name).inc(sent)
             if topo.input.topic not in self.s.hinted:
                 self.s.hinted.add(topo.input.topic)
                 log.warning("%s", producer_hint(topo.input.topic, n))
-        return dead
+
+    def _split_json(self, ps: PartitionState, recs: Sequence[Record]
+                    ) -> tuple[Decoded, list[tuple[Record, str]]] | None:
+        """JSON (one event per message): decode once without the gate, then split by the
+        gate's verdict per shard into this partition's events and the records of other
+        partitions' shards (with their shards). None when another verdict (unknown shard,
+        shard limit) occurs: the caller decodes with the gate (its dead letters)."""
+        d = decode_batch(ps.topology.input, recs, accept_all)
+        shards = d.shards.tolist()
+        verdict = {sh: ps.gate(sh) for sh in dict.fromkeys(shards)}
+        if all(v is None for v in verdict.values()):
+            return d, []  # what the gated decode gives
+        if any(v not in (None, "wrong_partition") for v in verdict.values()):
+            return None
+        bad = {x.offset for x in d.dead}
+        survivors = [r for r in recs if r[0] not in bad]
+        keep = np.fromiter((verdict[sh] is None for sh in shards), dtype=bool, count=len(shards))
+        misplaced = [(r, sh) for r, sh, k in zip(survivors, shards, keep.tolist(), strict=True)
+                     if not k]
+        idx = np.flatnonzero(keep)
+        kept = Decoded(d.items[idx], d.shards[idx],
+                       None if d.units is None else d.units[idx],
+                       None if d.weights is None else d.weights[idx], d.dead)
+        return kept, misplaced
 
     async def drain(self, ps: PartitionState, topic: str, now: int) -> int:
         """Event time: apply held records the watermark has reached, tick by tick.

@@ -121,7 +121,8 @@ class Metrics:
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
-    _PER_TOPOLOGY = ("events_in", "messages_in", "dropped", "over_horizon", "timer_errors")
+    _PER_TOPOLOGY = ("events_in", "messages_in", "dropped", "over_horizon", "timer_errors",
+                     "repartition_forwarded", "repartition_deduplicated")
 
     def init_topology(self, topology: str, reasons: tuple[str, ...]) -> None:
         """Create every error and throughput series of ``topology`` at 0, so that

@@ -215,13 +215,20 @@ class Ingest:
         rtopic = repartition_topic(topo.input.topic)
         n = topo.input.partitions
         where: dict[str, int] = {}
+        by_target: dict[int, list[tuple[bytes, bytes]]] = {}
         for (off, _key, value, ts), shard in placed:
             target = where.get(shard)
             if target is None:
                 target = where[shard] = partition_for(shard, n)
-            await self.s.sink.publish(rtopic, shard.encode(),
-                                      frame(topo.name, ps.partition, off, ts, -1, value),
-                                      partition=target)
+            by_target.setdefault(target, []).append(
+                (shard.encode(), frame(topo.name, ps.partition, off, ts, -1, value)))
+        many = getattr(self.s.sink, "publish_batch", None)  # optional (KafkaSink has it)
+        for target, rows in by_target.items():  # source-offset order within each target
+            if many is not None:
+                await many(rtopic, target, rows)
+                continue
+            for key, raw in rows:
+                await self.s.sink.publish(rtopic, key, raw, partition=target)
         sent = len(placed)
         if sent:
             ps.unflushed_forwards = True

@@ -284,8 +284,14 @@ class Ingest:
             at = g * ps.topology.privacy.tick_ms
             await self.schedule.run(ps, at)  # releases before tick g
             if not own:  # forwarded records (repartition offsets): applied, never forwarded
-                decoded = decode_batch(ps.topology.input, group, ps.gate)
-                applied += await self._apply(ps, rtopic, decoded, at, now, None)
+                try:
+                    decoded = decode_batch(ps.topology.input, group, ps.gate)
+                    applied += await self._apply(ps, rtopic, decoded, at, now, None)
+                except self.s.reraise:
+                    raise
+                except Exception as exc:  # popped already: reset to the checkpoint
+                    ps.failed = HeldRecordsFailed(rtopic, ps.partition, group, exc)
+                    raise ps.failed from exc
                 continue
             one_by_one = bool(suspect) and any(r[0] in suspect for r in group)
             for chunk in ([r] for r in group) if one_by_one else (group,):

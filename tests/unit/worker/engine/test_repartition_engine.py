@@ -162,3 +162,60 @@ def test_foreign_records_on_the_repartition_topic_are_dead_lettered() -> None:
     asyncio.run(run())
     assert eng.metrics.value("dpstream_dead_letters_total", topology="t",
                              reason="bad_forward") == 1
+
+
+EVENT_TOPO = """
+name: t
+input: {topic: in, partitions: 2, fields: {shard: r, item: i}}
+mechanism: {name: test_exact_counts}
+privacy: {eps: 1.0, delta: 1.0e-6, tick_ms: 100, epoch_ticks: 100000, time: event,
+          allowed_lateness_ms: 1000}
+noise: {kind: zero, allow_insecure_noise: true}
+release: {every_ticks: 5, topic: out}
+dead_letter: {topic: dlq}
+"""
+
+
+def test_event_time_hop_makes_nothing_late() -> None:
+    """Partition 0 reads its own records far ahead of a forwarded one; its watermark
+    waits for partition 1's marks, so the forwarded event (source timestamp) is on time."""
+    clock, sink = Clock(1_000_050.0), Sink()  # mid-epoch (epochs of 10,000 s)
+    eng = Engine([parse_topology(EVENT_TOPO)], MemStore(), sink, clock=clock)
+    now = 1_000_050_000
+    seen = [0]
+
+    def r0_news() -> list[tuple[int, bytes, bytes, int]]:
+        """Records of repartition partition 0 not handed to the engine yet."""
+        got = [(k, v) for t, k, v, p in sink.sent if t == R and p == 0]
+        out = [(seen[0] + n, k, v, now) for n, (k, v) in enumerate(got[seen[0]:])]
+        seen[0] = len(got)
+        return out
+
+    def ev_at(offset: int, shard: str, item: str, ts: int) -> tuple[int, bytes, bytes, int]:
+        return (offset, b"", json.dumps({"r": shard, "i": item}).encode(), ts)
+
+    async def run() -> None:
+        await eng.assign([("in", 0), ("in", 1), (R, 0), (R, 1)])
+        # partition 1 reads one event of SHARD (home 0): forwarded as it is read
+        await eng.process_batch("in", 1, [ev_at(0, SHARD, "fw", now - 500)])
+        await eng.on_timer()  # marks: partition 1 has read up to now - 500
+        # partition 0 reads its own event stamped 4.5 s later (its own watermark would
+        # pass the forwarded event's tick)
+        clock.t += 5.0
+        await eng.process_batch("in", 0, [ev_at(0, SHARD, "own", now + 4500)])
+        await eng.on_timer()
+        await eng.process_batch(R, 0, r0_news())  # the forward arrives after all that
+        for _ in range(3):  # both partitions read to their end: marks move, ticks close
+            clock.t += 2.0
+            eng.log_end("in", 0, int(clock.t * 1000))
+            eng.log_end("in", 1, int(clock.t * 1000))
+            await eng.on_timer()
+            await eng.process_batch(R, 0, r0_news())
+            await eng.on_timer()
+
+    asyncio.run(run())
+    m = eng.metrics
+    assert m.value("dpstream_dead_letters_total", topology="t", reason="late") in (None, 0)
+    assert m.value("dpstream_repartition_forwarded_total", topology="t") == 1
+    assert m.value("dpstream_events_in_total", topology="t") == 2
+    assert counts(sink) == {"fw": 1, "own": 1}

@@ -69,11 +69,17 @@ class Commit:
         # canonical publication order: (published_at, shard), seq order within a shard
         # (stable sort), whatever order the schedule queued them in
         ps.pending.sort(key=lambda r: (r[4], r[1]))
+        if ps.forward_error is not None:  # never checkpoint past a lost forward
+            raise ps.forward_error
         if ps.unflushed_forwards:
             # forwarded records are durable before the checkpoint moves the input offset
             # past them: a crash after this re-forwards them and the receiver skips the
             # copies (worker/ingest/repartition.py); never the other way round (lost)
-            await self.s.sink.flush()
+            try:
+                await self.s.sink.flush()
+            except BaseException as exc:
+                ps.forward_error = exc  # restored from its checkpoint: forwards again
+                raise
             ps.unflushed_forwards = False
             self.crash("after_forward")
         resume, done, wm = ps.next_offset, [], None

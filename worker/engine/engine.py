@@ -261,7 +261,8 @@ class Engine:
         """Checkpoint every owned partition (graceful shutdown)."""
         async with self.lock:
             for ps in list(self.parts.values()):  # a fenced partition leaves self.parts
-                await self.commit.commit(ps, force=True)
+                if ps.forward_error is None:  # never past a lost forward
+                    await self.commit.commit(ps, force=True)
 
     async def process_batch(self, topic: str, partition: int, records: Sequence[Record]) -> int:
         """Ingest one fetched batch of ``topic``/``partition``; return events applied."""
@@ -277,6 +278,8 @@ class Engine:
                     applied += await self._forwarded(topo, topic, partition, records)
                     continue
                 ps = self.parts.get((topo.name, partition))
+                if ps is not None and ps.forward_error is not None:
+                    raise ps.forward_error  # a forward was lost: the driver restores it
                 if ps is not None and ps.failed is not None:  # a drain raised: reset first
                     self.timer.forget_failed_drain(topo.name, partition)
                     raise ps.failed
@@ -304,6 +307,8 @@ class Engine:
                          records: Sequence[Record]) -> int:
         """Records of the repartition topic for ``topo``'s partition (caller holds the lock)."""
         ps = self.parts.get((topo.name, partition))
+        if ps is not None and ps.forward_error is not None:
+            raise ps.forward_error  # a forward was lost: the driver restores the partition
         if ps is not None and ps.failed is not None:
             self.timer.forget_failed_drain(topo.name, partition)
             raise ps.failed

@@ -104,7 +104,7 @@ class Ingest:
             if fw.kind == KIND_MARK:
                 inbox.mark(fw.partition, fw.timestamp)
                 continue
-            if not inbox.accept(off, fw.partition, fw.offset):
+            if not inbox.accept(off, fw.partition, fw.offset, fw.prev):
                 dups += 1
                 continue
             take.append((off, key, fw.value, fw.timestamp))
@@ -216,12 +216,15 @@ class Ingest:
         n = topo.input.partitions
         where: dict[str, int] = {}
         by_target: dict[int, list[tuple[bytes, bytes]]] = {}
+        chain = ps.forward_prev
         for (off, _key, value, ts), shard in placed:
             target = where.get(shard)
             if target is None:
                 target = where[shard] = partition_for(shard, n)
             by_target.setdefault(target, []).append(
-                (shard.encode(), frame(topo.name, ps.partition, off, ts, -1, value)))
+                (shard.encode(), frame(topo.name, ps.partition, off, ts, -1, value,
+                                       chain.get(target, -1))))
+            chain[target] = off
         many = getattr(self.s.sink, "publish_batch", None)  # optional (KafkaSink has it)
         for target, rows in by_target.items():  # source-offset order within each target
             if many is not None:

@@ -104,6 +104,12 @@ class PartitionState:
     the watermark of this partition (they follow :attr:`events`' watermark)."""
     unflushed_forwards: bool = False
     """Records were forwarded since the last flush: flush before the next checkpoint."""
+    forward_prev: dict[int, int] = field(default_factory=dict)
+    """Repartition partition -> the last source offset forwarded to it by this state (the
+    chain a receiver checks; a restored partition starts a new one)."""
+    forward_error: BaseException | None = None
+    """The flush of this partition's forwards failed: it is never checkpointed again; the
+    next record of it raises this, and the driver restores the partition (re-forwards)."""
     last_mark: tuple[int, float] | None = None
     """Event time: ``(watermark, wall clock s)`` of the last marks this partition sent."""
 

@@ -213,6 +213,7 @@ class Restore:
             for topo in self.s.by_topic.get(topic, []):
                 ps = self.s.parts.pop((topo.name, p), None)
                 if ps is not None:
-                    if checkpoint:
+                    # never past a lost forward: the next owner reads from the checkpoint
+                    if checkpoint and ps.forward_error is None:
                         await self.commit.commit(ps, force=True)
                     self.commit.drop(ps)

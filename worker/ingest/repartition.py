@@ -22,9 +22,14 @@ Exactly once with respect to counting (:class:`Inbox`): the forwards of one
 source partition reach a target partition in source-offset order (one
 producer, one partition, one request in flight per partition), so the receiver
 keeps, per source partition, the highest source offset it has taken and skips
-anything at or below it. The forwarding side flushes its forwards before it
-checkpoints the source offset; a crash in between re-forwards from the
-checkpoint, and the receiver skips the copies. The receiver checkpoints the
+anything at or below it. Each forward also names the previous source offset its
+sender forwarded to the same partition: a forward whose predecessor was never
+taken (its delivery failed while a later one succeeded) is skipped too, and a
+sender whose forwards failed never checkpoints past them (it restores the
+source partition and forwards from there again, starting a new chain). The
+forwarding side flushes its forwards before it checkpoints the source offset; a
+crash in between re-forwards from the checkpoint, and the receiver skips the
+copies. The receiver checkpoints the
 inbox (per source partition, the highest offset taken below its resume offset
 on the repartition topic) together with the shard states.
 
@@ -62,7 +67,9 @@ SUFFIX = ".dpstream-repartition"
 MAGIC = b"DPRF"
 VERSION = 1
 KIND_EVENT, KIND_MARK = 0, 1
-_HEAD = struct.Struct("<4sBBiqqbH")  # magic, version, kind, partition, offset, ts, ts type, len
+_HEAD = struct.Struct("<4sBBiqqqbH")
+# magic, version, kind, source partition, source offset, previous source offset sent to this
+# partition by the same sender (-1: the sender's first), timestamp, timestamp type, name length
 
 
 def repartition_topic(input_topic: str) -> str:
@@ -92,6 +99,9 @@ class Forward:
     """Source input partition."""
     offset: int
     """Source offset (-1 for a mark)."""
+    prev: int
+    """The source offset the same sender forwarded to this partition before (-1: its
+    first since it restored the source partition): a gap shows a lost forward."""
     timestamp: int
     """Source record timestamp (ms); a mark: the source partition's watermark."""
     timestamp_type: int
@@ -99,21 +109,21 @@ class Forward:
 
 
 def frame(topology: str, partition: int, offset: int, timestamp: int, timestamp_type: int,
-          value: bytes | None) -> bytes:
+          value: bytes | None, prev: int = -1) -> bytes:
     """The repartition-topic value of a forwarded record (``value`` None: a null value)."""
     name = topology.encode()
     body = b"" if value is None else value
     flag = 0 if value is None else 1
     return _HEAD.pack(MAGIC, VERSION, KIND_EVENT | (flag << 4), int(partition), int(offset),
-                      int(timestamp), int(timestamp_type), len(name)) + name + body
+                      int(prev), int(timestamp), int(timestamp_type), len(name)) + name + body
 
 
 def mark_frame(topology: str, partition: int, watermark_ms: int) -> bytes:
     """A mark: source ``partition`` of ``topology`` has forwarded everything before
     ``watermark_ms`` (event time; see the module docstring)."""
     name = topology.encode()
-    return _HEAD.pack(MAGIC, VERSION, KIND_MARK, int(partition), -1, int(watermark_ms), -1,
-                      len(name)) + name
+    return _HEAD.pack(MAGIC, VERSION, KIND_MARK, int(partition), -1, -1, int(watermark_ms),
+                      -1, len(name)) + name
 
 
 def unframe(raw: bytes | None) -> Forward | None:
@@ -121,7 +131,7 @@ def unframe(raw: bytes | None) -> Forward | None:
     if raw is None or len(raw) < _HEAD.size:
         return None
     try:
-        magic, version, kind, part, off, ts, tst, n = _HEAD.unpack_from(raw)
+        magic, version, kind, part, off, prev, ts, tst, n = _HEAD.unpack_from(raw)
     except struct.error:
         return None
     if magic != MAGIC or version != VERSION or len(raw) < _HEAD.size + n:
@@ -132,7 +142,7 @@ def unframe(raw: bytes | None) -> Forward | None:
         return None
     has_value, kind = kind >> 4, kind & 0x0F
     value = raw[_HEAD.size + n:] if has_value else None
-    return Forward(kind, name, part, off, ts, tst, value)
+    return Forward(kind, name, part, off, prev, ts, tst, value)
 
 
 class Inbox:
@@ -158,9 +168,13 @@ class Inbox:
         """Event time: source partition -> the highest watermark it marked (not
         checkpointed: marks are sent again every round)."""
 
-    def accept(self, r_offset: int, source_partition: int, source_offset: int) -> bool:
-        """True if the forward is new (take it); False if it is a copy (skip it)."""
-        if source_offset <= self.seen.get(source_partition, -1):
+    def accept(self, r_offset: int, source_partition: int, source_offset: int,
+               prev: int = -1) -> bool:
+        """True if the forward is new (take it); False if it is a copy (skip it) or follows
+        a lost forward of its sender (``prev`` above everything taken: the sender's
+        flush failed, it restores the source partition and forwards both again)."""
+        top = self.seen.get(source_partition, -1)
+        if source_offset <= top or prev > top:
             return False
         self.seen[source_partition] = source_offset
         self._log.append((r_offset, source_partition, source_offset))

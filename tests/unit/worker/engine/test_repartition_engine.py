@@ -6,6 +6,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from tests.unit.worker.engine.test_worker_state import Clock, MemStore
 from worker.config.topology import parse_topology
@@ -219,3 +221,53 @@ def test_event_time_hop_makes_nothing_late() -> None:
     assert m.value("dpstream_repartition_forwarded_total", topology="t") == 1
     assert m.value("dpstream_events_in_total", topology="t") == 2
     assert counts(sink) == {"fw": 1, "own": 1}
+
+
+class FailingSink(Sink):
+    """A sink whose next flush fails (a forward's delivery failed after its retries)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_next = False
+
+    async def flush(self) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            raise ConnectionError("forward not delivered")
+        await super().flush()
+
+
+def test_a_failed_forward_is_never_checkpointed_past() -> None:
+    clock, store, sink = Clock(1_000_000.0), MemStore(), FailingSink()
+    eng = Engine([topo()], store, sink, clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0), ("in", 1), (R, 0), (R, 1)])
+        await eng.process_batch("in", 1, [ev(0, SHARD, "x")])
+        await eng.checkpoint_all()  # forwarded 0 is durable, offset 1 checkpointed
+        await eng.process_batch("in", 1, [ev(1, SHARD, "x"), ev(2, SHARD, "x")])
+        sink.fail_next = True
+        with pytest.raises(ConnectionError):
+            await eng.commit.commit(eng.parts[("t", 1)], force=True)
+        assert store.load("t", 1).next_offset == 1  # type: ignore[union-attr]
+        with pytest.raises(ConnectionError):  # the driver resets the partition on it
+            await eng.process_batch("in", 1, [ev(3, SHARD, "x")])
+        await eng.checkpoint_all()  # never past the lost forward
+        assert store.load("t", 1).next_offset == 1  # type: ignore[union-attr]
+        await eng.discard([("in", 1)])
+        assert await eng.assign([("in", 1), (R, 1)]) == {("in", 1): 1, (R, 1): None}
+        await eng.process_batch("in", 1, [ev(1, SHARD, "x"), ev(2, SHARD, "x"),
+                                          ev(3, SHARD, "x")])
+        # suppose the failed batch held 1 and a later one (2) was delivered anyway: the
+        # receiver reads 0, 2 (prev 1: gap, skipped), then the re-forwards 1, 2, 3
+        fw = forwards(sink)
+        frames = [unframe(v) for _, _, v, _ in fw]
+        assert [(f.offset, f.prev) for f in frames] == [  # type: ignore[union-attr]
+            (0, -1), (1, 0), (2, 1), (1, -1), (2, 1), (3, 2)]
+        got = [fw[0], fw[2], fw[3], fw[4], fw[5]]
+        assert await eng.process_batch(R, 0, got) == 4
+        clock.t += 0.5
+        await eng.on_timer()
+
+    asyncio.run(run())
+    assert counts(sink) == {"x": 4}

@@ -106,3 +106,17 @@ def test_marks_floor_waits_for_every_other_partition() -> None:
     inbox.mark(2, 200)  # never back
     assert inbox.marks_floor(0, 3) == 300
     assert Inbox().marks_floor(0, 1) is not None  # one partition: nothing to wait for
+
+
+def test_a_forward_after_a_lost_one_is_skipped_until_the_sender_starts_again() -> None:
+    """Sender forwards 5, 6 (lost: delivery failed), 7 (delivered, prev 6): 7 is not
+    taken, so the sender's restart (new chain) re-forwards 6 and 7 and both count."""
+    inbox = Inbox()
+    assert inbox.accept(0, 1, 5, prev=-1)
+    assert not inbox.accept(1, 1, 7, prev=6)          # 6 never arrived
+    assert not inbox.accept(2, 1, 8, prev=7)          # the chain stays broken
+    assert inbox.accept(3, 1, 6, prev=-1)             # restarted sender: new chain
+    assert inbox.accept(4, 1, 7, prev=6) and inbox.accept(5, 1, 8, prev=7)
+    assert not inbox.accept(6, 1, 7, prev=-1)         # a copy
+    f = unframe(frame("t", 1, 8, 0, 0, b"v", prev=7))
+    assert f is not None and f.prev == 7

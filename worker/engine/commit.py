@@ -51,6 +51,18 @@ class Commit:
             log.warning("crash point %s reached: killing the worker (testing only)", point)
             os.kill(os.getpid(), signal.SIGKILL)
 
+    async def flush(self) -> None:
+        """Flush the sink. A failure may hide a lost forward of any partition with
+        unflushed forwards (one flush waits for every send): each of them is marked
+        (:attr:`PartitionState.forward_error`), never checkpointed again, and restored."""
+        try:
+            await self.s.sink.flush()
+        except BaseException as exc:
+            for ps in self.s.parts.values():
+                if ps.unflushed_forwards:
+                    ps.forward_error = exc
+            raise
+
     def drop(self, ps: PartitionState) -> None:
         """``ps`` left this worker (already out of ``parts``): free its shards and series."""
         ps.gate.release()
@@ -75,11 +87,7 @@ class Commit:
             # forwarded records are durable before the checkpoint moves the input offset
             # past them: a crash after this re-forwards them and the receiver skips the
             # copies (worker/ingest/repartition.py); never the other way round (lost)
-            try:
-                await self.s.sink.flush()
-            except BaseException as exc:
-                ps.forward_error = exc  # restored from its checkpoint: forwards again
-                raise
+            await self.flush()
             ps.unflushed_forwards = False
             self.crash("after_forward")
         resume, done, wm = ps.next_offset, [], None
@@ -138,7 +146,7 @@ class Commit:
             # Kafka timestamp = the data-independent published_at (release topics: CreateTime)
             await self.s.sink.publish(topic, key, raw, timestamp_ms=published_at)
         self.crash("mid_publish")
-        await self.s.sink.flush()
+        await self.flush()
         self.gauges.published(topo, ps.pending, self.s.now_ms(),
                               sum(len(p.shards) for p in self.s.parts.values()
                                   if p.topology is topo))

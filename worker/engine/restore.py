@@ -143,7 +143,7 @@ class Restore:
             await self.s.sink.publish(topo.release.topic, release_key(topo.name, doc["shard"]),
                                       raw, timestamp_ms=int(doc["published_at"]))
         if cp.pending:
-            await self.s.sink.flush()
+            await self.commit.flush()
         log.info("topology %s partition %d: restored %d shards at offset %d, re-published %d "
                  "pending releases", topo.name, p, len(ps.shards), cp.next_offset,
                  len(cp.pending))

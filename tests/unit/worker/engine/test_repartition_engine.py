@@ -271,3 +271,24 @@ def test_a_failed_forward_is_never_checkpointed_past() -> None:
 
     asyncio.run(run())
     assert counts(sink) == {"x": 4}
+
+
+def test_a_failed_flush_marks_every_partition_with_unflushed_forwards() -> None:
+    """One flush waits for every send: a failure may hide another partition's lost
+    forward, so that partition is not checkpointed past it either."""
+    other = next(s for s in (f"r{i}" for i in range(50)) if partition_for(s, 2) == 1)
+    clock, store, sink = Clock(1_000_000.0), MemStore(), FailingSink()
+    eng = Engine([topo()], store, sink, clock=clock)
+
+    async def run() -> None:
+        await eng.assign([("in", 0), ("in", 1), (R, 0), (R, 1)])
+        await eng.process_batch("in", 1, [ev(0, SHARD, "x")])  # forwarded to 0
+        await eng.process_batch("in", 0, [ev(0, other, "y")])  # forwarded to 1
+        sink.fail_next = True
+        with pytest.raises(ConnectionError):
+            await eng.commit.commit(eng.parts[("t", 1)], force=True)
+        assert eng.parts[("t", 0)].forward_error is not None
+        await eng.checkpoint_all()
+
+    asyncio.run(run())
+    assert store.load("t", 0) is None and store.load("t", 1) is None

@@ -394,6 +394,13 @@ class Engine:
         async with self.lock:
             await self.timer.round()
 
+    def lost_forwards(self) -> list[tuple[str, int]]:
+        """Input partitions whose forwards to the repartition topic may have been lost (a
+        sink flush failed): never checkpointed again; the driver restores them from their
+        checkpoints (discard, assign, seek), which forwards those records again."""
+        return sorted({(ps.topology.input.topic, p) for (_n, p), ps in self.parts.items()
+                       if ps.forward_error is not None})
+
     def take_failed_drains(self) -> list[HeldRecordsFailed]:
         """Event time: the drains of held records that raised in a timer round (each
         partition is marked failed and must be reset: :func:`worker.runtime.poison.reset_failed`).

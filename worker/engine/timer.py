@@ -44,8 +44,8 @@ class Timer:
         """See :meth:`worker.engine.engine.Engine.on_timer` (the caller holds the lock)."""
         now = self.s.now_ms()
         for ps in list(self.s.parts.values()):
-            if ps.failed is not None:
-                continue  # waiting for the worker's reset (take_failed_drains)
+            if ps.failed is not None or ps.forward_error is not None:
+                continue  # waiting for the worker's reset (take_failed_drains, lost_forwards)
             try:
                 await self._partition(ps, now)
             except self.s.reraise:

@@ -62,6 +62,7 @@ class Ingest:
             m.messages_in.labels(topology=topo.name).inc(len(recs))
             now = self.s.now_ms()
             recs = await self._forward_misplaced(ps, recs, topic)
+            self.set_cap(ps)  # the other partitions' marks bound this watermark
             late, future = ps.events.add(recs, now)
             dead = [DeadLetter(r[0], r[1], r[2], r[3], "late",
                                f"tick {r[3] // topo.privacy.tick_ms} already closed (allowed "

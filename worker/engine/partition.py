@@ -117,6 +117,9 @@ class PartitionState:
         p = self.topology.privacy
         if self.events is None and p.clock == "tick" and p.time == "event":
             self.events = EventTimeQueue(p.tick_ms, p.allowed_lateness_ms)
+        if self.events is not None and self.topology.input.partitions > 1:
+            # no mark of the other partitions yet: the watermark holds (Ingest.set_cap)
+            self.events.cap = -(1 << 62)
         if self.events is not None and self.forwarded is None:
             self.forwarded = EventTimeQueue(p.tick_ms, p.allowed_lateness_ms,
                                             follow=self.events)

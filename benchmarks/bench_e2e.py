@@ -33,6 +33,14 @@ Usage::
 
     .venv/bin/python benchmarks/bench_e2e.py [--n 200000] [--m 2000000] [--no-faust] [--repeat R]
 
+``--hop H`` (issue 22, the repartition topic) runs H pairs of JSON cases in the
+same run, each on fresh topics: *placed* (the demo producer's murmur2 placement,
+every record on its shard's partition) and *forwarded* (the same events, every
+record produced to the next partition, so each one is forwarded through
+``<input>.dpstream-repartition`` and counted there): the cost of the hop.
+``--hop-only`` runs just those pairs and rewrites the "Repartition hop" section
+of the results file, leaving the rest as it is.
+
 ``--repeat R`` runs the JSON case R times, each on a fresh topic, each followed
 by the raw aiokafka baseline on that same topic (issue #12 target 1: JSON
 >= 0.9x raw): the pairs and their median ratio are reported, so one noisy
@@ -98,9 +106,58 @@ async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         await admin.close()
 
 
+def _next_partition(key: bytes, all_partitions: list[int], available: list[int]) -> int:
+    """A producer partitioner that puts every record on the partition *after* its
+    shard's (murmur2) one: every record takes the repartition hop."""
+    from worker.ingest.routing import partition_for
+
+    parts = sorted(all_partitions)
+    return parts[(partition_for(key.decode(), len(parts)) + 1) % len(parts)]
+
+
+async def produce_misplaced(bootstrap: str, topic: str, events: int, chunk: int) -> None:
+    """The demo producer's JSON events (same seed, same ``send_batch`` batching), every
+    record on the partition after its shard's."""
+    from aiokafka import AIOKafkaProducer
+
+    from worker.kafka.demo_producer import NetmonGenerator, json_messages
+
+    gen = NetmonGenerator(routers=8, seed=1)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, acks=1,
+                                linger_ms=10, max_batch_size=1024 * 1024,
+                                max_request_size=8 * 1024 * 1024)
+    await producer.start()
+    try:
+        parts = sorted(await producer.partitions_for(topic))
+        sent = 0
+        while sent < events:
+            n = min(chunk, events - sent)
+            by_part: dict[int, list[tuple[bytes, bytes]]] = {}
+            for key, value in json_messages(gen.chunk(n)):
+                by_part.setdefault(_next_partition(key, parts, parts), []).append((key, value))
+            futures = []
+            for p, rows in by_part.items():
+                batch = producer.create_batch()
+                for key, value in rows:
+                    if batch.append(key=key, value=value, timestamp=None) is None:
+                        futures.append(await producer.send_batch(batch, topic, partition=p))
+                        batch = producer.create_batch()
+                        batch.append(key=key, value=value, timestamp=None)
+                if batch.record_count():
+                    futures.append(await producer.send_batch(batch, topic, partition=p))
+            await asyncio.gather(*futures)
+            sent += n
+    finally:
+        await producer.stop()
+
+
 async def run_worker_case(bootstrap: str, name: str, encoding: str, events: int,
-                          tmp: Path, chunk_events: int = 5000) -> dict[str, Any]:
-    """Produce ``events``, run the worker, time ingestion and release inclusion."""
+                          tmp: Path, chunk_events: int = 5000,
+                          misplace: bool = False) -> dict[str, Any]:
+    """Produce ``events``, run the worker, time ingestion and release inclusion.
+
+    ``misplace``: every record is produced to the partition after its shard's, so the
+    worker forwards all of them through the repartition topic."""
     from worker.config.settings import Settings
     from worker.kafka.release_reader import ReleaseReader
     from worker.runtime.worker import create_worker
@@ -108,8 +165,11 @@ async def run_worker_case(bootstrap: str, name: str, encoding: str, events: int,
     topic = f"{name}-in"
     await create_topic(bootstrap, topic, 4)
     t0 = time.perf_counter()
-    await run_producer(bootstrap, topic, events=events, rate=None, encoding=encoding, seed=1,
-                       chunk_events=chunk_events)
+    if misplace:  # the same events and batching, each batch on the next partition
+        await produce_misplaced(bootstrap, topic, events, chunk_events)
+    else:
+        await run_producer(bootstrap, topic, events=events, rate=None, encoding=encoding,
+                           seed=1, chunk_events=chunk_events)
     produce_s = time.perf_counter() - t0
     path = tmp / f"{name}.yaml"
     path.write_text(TOPOLOGY.format(name=name, encoding=encoding))
@@ -151,15 +211,67 @@ async def run_worker_case(bootstrap: str, name: str, encoding: str, events: int,
         await reader.stop()
         await worker.stop()
     first, last = st["first"], st["last"]
+    forwarded = worker.metrics.value("dpstream_repartition_forwarded_total", topology=name) or 0
     if first is None or last is None or t_released is None:
         return {"case": name, "error": f"incomplete: {st}, covered {sum(covered.values())}"}
     return {
-        "case": name, "encoding": encoding, "events": events, "messages": st["msgs"],
+        "case": name, "forwarded": int(forwarded), "encoding": encoding, "events": events,
+        "messages": st["msgs"],
         "produce_s": produce_s, "startup_s": first - t_start,
         "ingest_s": last - first, "ingest_eps": events / (last - first),
         "e2e_s": t_released - first, "e2e_eps": events / (t_released - first),
         "release_latency_s": t_released - last,
     }
+
+
+HOP_HEADING = "## Repartition hop: forwarded vs already placed (issue 22)"
+
+
+def hop_section(pairs: list[tuple[dict[str, Any], dict[str, Any]]], load: str) -> list[str]:
+    """The "Repartition hop" section: placed and forwarded JSON runs, alternated."""
+    out = [HOP_HEADING, "",
+           f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (load average before: "
+           f"{load}). Same run, same events (demo producer, seed 1, 8 routers, 4 partitions), "
+           "each case on fresh topics, alternated. *placed*: every record on its shard's "
+           "partition (murmur2, the demo producer's default). *forwarded*: every record "
+           "produced to the next partition, so the worker forwards each one to "
+           "`<input>.dpstream-repartition` (keyed by the shard, flushed before the source "
+           "checkpoint), reads it back and counts it there (dedup by source offset). "
+           "*messages* counts records handed to the engine from both topics.", "",
+           "| pair | case | events | forwarded | messages | ingest events/s "
+           "| until all released events/s | release latency (s) |",
+           "|---|---|---|---|---|---|---|---|"]
+    ratios = []
+    for i, (a, b) in enumerate(pairs, 1):
+        for r, label in ((a, "placed"), (b, "forwarded")):
+            if "error" in r:
+                out.append(f"| {i} | {label} | error: {r['error']} | | | | | |")
+                continue
+            out.append(f"| {i} | {label} | {fmt(r['events'])} | {fmt(r['forwarded'])} | "
+                       f"{fmt(r['messages'])} | {fmt(r['ingest_eps'])} | "
+                       f"{fmt(r['e2e_eps'])} | {r['release_latency_s']:.2f} |")
+        if "error" not in a and "error" not in b:
+            ratios.append((b["ingest_eps"] / a["ingest_eps"], b["e2e_eps"] / a["e2e_eps"]))
+    if ratios:
+        ing = statistics.median(x for x, _ in ratios)
+        e2e = statistics.median(y for _, y in ratios)
+        out += ["", f"Median forwarded ÷ placed: ingest **{ing:.2f}**, until released "
+                f"**{e2e:.2f}** ({len(ratios)} pairs)."]
+    return [*out, ""]
+
+
+def write_hop_section(path: Path, section: list[str]) -> str:
+    """Replace (or append) the "Repartition hop" section of the results file."""
+    text = path.read_text() if path.exists() else ""
+    block = "\n".join(section)
+    if HOP_HEADING in text:
+        head, rest = text.split(HOP_HEADING, 1)
+        nxt = rest.find("\n## ")
+        text = head + block + ("" if nxt < 0 else rest[nxt + 1:])
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.write_text(text)
+    return block
 
 
 def fmt(x: float) -> str:
@@ -242,9 +354,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-faust", action="store_true", help="skip the (slow) Faust baseline")
     ap.add_argument("--repeat", type=int, default=3,
                     help="JSON worker / raw aiokafka pairs, alternated (0: none)")
+    ap.add_argument("--hop", type=int, default=2,
+                    help="placed / forwarded JSON pairs (the repartition hop; 0: none)")
+    ap.add_argument("--hop-only", action="store_true",
+                    help="run only the hop pairs; rewrite that section of --out")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench_e2e.md"))
     args = ap.parse_args(argv)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    if args.hop_only:
+        with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+            hop = run_hop_pairs(broker.bootstrap, args.n, args.hop, Path(tmp))
+        print(write_hop_section(Path(args.out), hop_section(hop, load)))
+        return
     rows: list[dict[str, Any]] = []
     base: list[dict[str, Any]] = []
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
@@ -272,7 +393,23 @@ def main(argv: list[str] | None = None) -> None:
                           topic=f"e2ejsonrep{i}-in")
             pairs.append((w, r))
             print("pair", i, w, r, flush=True)
+        hop = run_hop_pairs(broker.bootstrap, args.n, args.hop, Path(tmp))
     print(write_report(Path(args.out), rows, base, load, args, pairs))
+    if hop:
+        print(write_hop_section(Path(args.out), hop_section(hop, load)))
+
+
+def run_hop_pairs(bootstrap: str, n: int, count: int,
+                  tmp: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``count`` pairs (placed, forwarded) of the JSON case, each on fresh topics."""
+    out = []
+    for i in range(count):
+        a = asyncio.run(run_worker_case(bootstrap, f"e2ehopplaced{i}", "json", n, tmp))
+        b = asyncio.run(run_worker_case(bootstrap, f"e2ehopfwd{i}", "json", n, tmp,
+                                        misplace=True))
+        out.append((a, b))
+        print("hop pair", i, a, b, flush=True)
+    return out
 
 
 if __name__ == "__main__":

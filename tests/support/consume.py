@@ -25,6 +25,9 @@ class FakeEngine:
     def log_end(self, topic: str, partition: int, at_ms: int) -> None:
         self.log_ends.append((topic, partition, at_ms, len(self.batches)))
 
+    def partners(self, topic: str, partition: int) -> list[tuple[str, int]]:
+        return [(topic, partition)]  # no repartition topic in these tests
+
     async def assign(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
         if self.fail:
             raise RuntimeError("checkpoint store unavailable")

@@ -6,11 +6,15 @@ Record format (versions 1 and 2, little endian) of one checkpoint before chunkin
     u32 n_shards  | n_shards  x (u64 len | ShardState.to_bytes())
     u32 n_pending | n_pending x (u32 len | release envelope bytes)
 
-``meta`` = ``{"topology", "partition", "next_offset", "done"?, "watermark"?}``: the state covers
+``meta`` = ``{"topology", "partition", "next_offset", "done"?, "watermark"?,
+"repartition"?}``: the state covers
 every input record with offset < ``next_offset``, and the records whose offsets
 are listed in ``done`` (event time: records above ``next_offset`` already applied
 or dead-lettered while earlier ones waited for the watermark; absent = empty);
 ``watermark`` (event time, ms) is where the restored watermark restarts.
+``repartition`` (absent in checkpoints written before it: an empty inbox) is what the
+partition took from the repartition topic: ``{"next", "seen": {source partition:
+highest source offset}, "done"}`` (:mod:`worker.ingest.repartition`).
 ``pending`` holds the releases
 about to be published, byte for byte (crash consistency: checkpoint first,
 then publish; on restore re-publish exactly these bytes).
@@ -170,6 +174,11 @@ class PartitionCheckpoint:
     """Number of shards the partition holds (checked on restore of per-shard records)."""
     deployment: str | None = None
     """Id of the deployment that wrote it (None: written before deployment ids)."""
+    repartition: dict[str, Any] | None = None
+    """What the partition took from the repartition topic (:mod:`worker.ingest.repartition`):
+    ``{"next": offset to resume it at, "seen": {source partition: highest source offset
+    taken}, "done": [repartition offsets above "next" already applied]}``; None: nothing
+    (a checkpoint written before repartitioning restores with an empty inbox)."""
 
 
 def encode_checkpoint(cp: PartitionCheckpoint) -> bytes:
@@ -188,6 +197,8 @@ def encode_checkpoint(cp: PartitionCheckpoint) -> bytes:
         doc["held"] = int(cp.held)
     if cp.deployment is not None:
         doc["deployment"] = cp.deployment
+    if cp.repartition is not None:
+        doc["repartition"] = cp.repartition
     meta = json.dumps(doc, separators=(",", ":")).encode()
     parts = [MAGIC, struct.pack("<HI", VERSION, len(meta)), meta, struct.pack("<I", len(cp.shards))]
     for s in cp.shards:
@@ -239,7 +250,17 @@ def decode_checkpoint(data: bytes) -> PartitionCheckpoint:
                                bool(meta.get("incremental", False)),
                                None if meta.get("held") is None else int(meta["held"]),
                                None if meta.get("deployment") is None
-                               else str(meta["deployment"]))
+                               else str(meta["deployment"]),
+                               _repartition(meta.get("repartition")))
+
+
+def _repartition(doc: Any) -> dict[str, Any] | None:
+    """The checkpoint's ``repartition`` block, normalized (JSON turns int keys into str)."""
+    if doc is None:
+        return None
+    return {"next": int(doc.get("next", 0)),
+            "seen": {int(q): int(o) for q, o in dict(doc.get("seen", {})).items()},
+            "done": [int(o) for o in doc.get("done", [])]}
 
 
 def head_key(topology: str, partition: int) -> bytes:
@@ -602,7 +623,7 @@ class CheckpointStore:
             written += sum(len(v) for _, v in records if v is not None)
             body = PartitionCheckpoint(cp.topology, cp.partition, cp.next_offset, [],
                                        cp.pending, cp.done, cp.watermark, [], True, cp.held,
-                                       cp.deployment)
+                                       cp.deployment, cp.repartition)
             blob = zlib.compress(encode_checkpoint(body), 1)
             records += chunk_records(cp.topology, cp.partition, gen, blob, head_version=2)
         owner = self.owners.get(prefix)
@@ -801,4 +822,5 @@ def merge_checkpoint(prev: PartitionCheckpoint | None,
     names = sorted(states)
     return PartitionCheckpoint(cp.topology, cp.partition, cp.next_offset,
                                [states[n] for n in names], list(cp.pending), list(cp.done),
-                               cp.watermark, names, True, len(names), cp.deployment)
+                               cp.watermark, names, True, len(names), cp.deployment,
+                               cp.repartition)

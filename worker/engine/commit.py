@@ -51,6 +51,18 @@ class Commit:
             log.warning("crash point %s reached: killing the worker (testing only)", point)
             os.kill(os.getpid(), signal.SIGKILL)
 
+    async def flush(self) -> None:
+        """Flush the sink. A failure may hide a lost forward of any partition with
+        unflushed forwards (one flush waits for every send): each of them is marked
+        (:attr:`PartitionState.forward_error`), never checkpointed again, and restored."""
+        try:
+            await self.s.sink.flush()
+        except BaseException as exc:
+            for ps in self.s.parts.values():
+                if ps.unflushed_forwards:
+                    ps.forward_error = exc
+            raise
+
     def drop(self, ps: PartitionState) -> None:
         """``ps`` left this worker (already out of ``parts``): free its shards and series."""
         ps.gate.release()
@@ -69,10 +81,27 @@ class Commit:
         # canonical publication order: (published_at, shard), seq order within a shard
         # (stable sort), whatever order the schedule queued them in
         ps.pending.sort(key=lambda r: (r[4], r[1]))
+        if ps.forward_error is not None:  # never checkpoint past a lost forward
+            raise ps.forward_error
+        if ps.unflushed_forwards:
+            # forwarded records are durable before the checkpoint moves the input offset
+            # past them: a crash after this re-forwards them and the receiver skips the
+            # copies (worker/ingest/repartition.py); never the other way round (lost)
+            await self.flush()
+            ps.unflushed_forwards = False
+            self.crash("after_forward")
         resume, done, wm = ps.next_offset, [], None
         if ps.events is not None:  # event time: records still waiting are read again
             resume = ps.events.resume_offset(ps.next_offset)
             done, wm = ps.events.covered_above(resume), ps.events.watermark
+        rresume, rdone = ps.inbox.next_offset, []
+        if ps.forwarded is not None:
+            rresume = ps.forwarded.resume_offset(ps.inbox.next_offset)
+            rdone = ps.forwarded.covered_above(rresume)
+        seen = ps.inbox.checkpoint_seen(rresume)
+        repartition = None if not (rresume or seen) else {
+            "next": rresume, "seen": {str(q): o for q, o in sorted(seen.items())},
+            "done": rdone}
         # the Kafka store's read-back may find a fenced writer's records of this partition
         # (a zombie's last write): they are repaired by up to two more checkpoints at once
         # (rewrite the shards, then tombstone the keys), before anything is published
@@ -91,7 +120,8 @@ class Commit:
             cp = PartitionCheckpoint(topo.name, ps.partition, resume, states,
                                      [raw for _, _, raw, _, _ in ps.pending], done, wm,
                                      names=[st.shard for st in changed], incremental=True,
-                                     held=len(ps.shards), deployment=self.s.deployment or None)
+                                     held=len(ps.shards), deployment=self.s.deployment or None,
+                                     repartition=repartition)
             try:
                 written += await store.write(cp)
             except Fenced as exc:
@@ -108,6 +138,7 @@ class Commit:
             time.perf_counter() - t0)
         self.s.metrics.checkpoint_bytes.labels(topology=topo.name).inc(written)
         ps.dirty, ps.last_commit_ms, ps.covered_offset = False, self.s.now_ms(), resume
+        ps.inbox.covered_offset = rresume
         if not ps.pending:
             return
         self.crash("after_checkpoint")
@@ -115,7 +146,7 @@ class Commit:
             # Kafka timestamp = the data-independent published_at (release topics: CreateTime)
             await self.s.sink.publish(topic, key, raw, timestamp_ms=published_at)
         self.crash("mid_publish")
-        await self.s.sink.flush()
+        await self.flush()
         self.gauges.published(topo, ps.pending, self.s.now_ms(),
                               sum(len(p.shards) for p in self.s.parts.values()
                                   if p.topology is topo))

@@ -54,6 +54,7 @@ from worker.engine.state import YIELD_EVERY, EngineState, log
 from worker.engine.timer import Timer
 from worker.errors import HeldRecordsFailed
 from worker.ingest.decode import DEAD_LETTER_MAX_BYTES, DeadLetter, Record
+from worker.ingest.repartition import repartition_topic
 from worker.ingest.routing import ShardBudget
 from worker.observe.dead_letters import DeadLetterSummary
 from worker.observe.logs import log_context
@@ -89,7 +90,8 @@ class Engine:
             dead_letter_max_bytes=dead_letter_max_bytes, reraise=reraise,
             yield_every=YIELD_EVERY,  # this module's, read now: benchmarks set it
             dead_letter_log=DeadLetterSummary(dead_letter_log_interval_s,
-                                              clock=lambda: self.state.clock()))
+                                              clock=lambda: self.state.clock()),
+            repartition={repartition_topic(topic): topic for topic in by_topic})
         self.lock = asyncio.Lock()
         self.batch_is_current: Callable[[str, int], bool] | None = None
         """Set by the driver: False when a fetched batch of ``(topic, partition)`` became
@@ -213,6 +215,15 @@ class Engine:
         async with self.lock:
             return await self.restore.assign(tps)
 
+    def partners(self, topic: str, partition: int) -> list[tuple[str, int]]:
+        """The topic-partitions restored, seeked and revoked together with ``topic``/
+        ``partition``: partition ``p`` of an input topic and of its repartition topic
+        (one state; a worker owns both or neither)."""
+        source = self.state.input_of(topic)
+        if source is None:
+            return [(topic, partition)]
+        return [(source, partition), (repartition_topic(source), partition)]
+
     def log_end(self, topic: str, partition: int, at_ms: int) -> None:
         """Event time: the driver has handed over every record ``topic``/``partition``
         held at wall-clock ``at_ms`` (consumer position == high watermark of a fetch
@@ -247,13 +258,16 @@ class Engine:
         for (_name, p), ps in self.parts.items():
             key = (ps.topology.input.topic, p)
             out[key] = min(out.get(key, ps.covered_offset), ps.covered_offset)
+            rkey, roff = (repartition_topic(key[0]), p), ps.inbox.covered_offset
+            out[rkey] = min(out.get(rkey, roff), roff)
         return out
 
     async def checkpoint_all(self) -> None:
         """Checkpoint every owned partition (graceful shutdown)."""
         async with self.lock:
             for ps in list(self.parts.values()):  # a fenced partition leaves self.parts
-                await self.commit.commit(ps, force=True)
+                if ps.forward_error is None:  # never past a lost forward
+                    await self.commit.commit(ps, force=True)
 
     async def process_batch(self, topic: str, partition: int, records: Sequence[Record]) -> int:
         """Ingest one fetched batch of ``topic``/``partition``; return events applied."""
@@ -263,8 +277,14 @@ class Engine:
             if self.batch_is_current is not None and not self.batch_is_current(topic,
                                                                               partition):
                 return 0  # restored since the fetch: read again from the restored offset
-            for topo in self.by_topic.get(topic, []):
+            source = self.state.repartition.get(topic)
+            for topo in self.by_topic.get(source or topic, []):
+                if source is not None:  # the repartition topic: forwarded records
+                    applied += await self._forwarded(topo, topic, partition, records)
+                    continue
                 ps = self.parts.get((topo.name, partition))
+                if ps is not None and ps.forward_error is not None:
+                    raise ps.forward_error  # a forward was lost: the driver restores it
                 if ps is not None and ps.failed is not None:  # a drain raised: reset first
                     self.timer.forget_failed_drain(topo.name, partition)
                     raise ps.failed
@@ -289,6 +309,25 @@ class Engine:
                     await self.commit.commit(ps)
         return applied
 
+    async def _forwarded(self, topo: Topology, topic: str, partition: int,
+                         records: Sequence[Record]) -> int:
+        """Records of the repartition topic for ``topo``'s partition (caller holds the lock)."""
+        ps = self.parts.get((topo.name, partition))
+        if ps is not None and ps.forward_error is not None:
+            raise ps.forward_error  # a forward was lost: the driver restores the partition
+        if ps is not None and ps.failed is not None:
+            self.timer.forget_failed_drain(topo.name, partition)
+            raise ps.failed
+        if ps is None or not records:
+            return 0
+        recs = [r for r in records if r[0] >= ps.inbox.next_offset]
+        if not recs:
+            return 0
+        applied = await self.ingest.forwarded(ps, recs, topic)
+        ps.inbox.next_offset = recs[-1][0] + 1
+        ps.dirty = True
+        return applied
+
     async def discard(self, tps: Iterable[tuple[str, int]]) -> None:
         """Drop the in-memory state of these input partitions *without* checkpointing.
 
@@ -303,8 +342,15 @@ class Engine:
         """Dead-letter ``record`` as ``poison`` and move past its offset without applying it."""
         offset, key, value, ts = record
         async with self.lock:
-            for topo in self.by_topic.get(topic, []):
+            source = self.state.repartition.get(topic)
+            for topo in self.by_topic.get(source or topic, []):
                 ps = self.parts.get((topo.name, partition))
+                if ps is not None and source is not None:  # a forwarded record
+                    if offset >= ps.inbox.next_offset:
+                        await self.ingest.dead_letter(ps, topic, DeadLetter(
+                            offset, key, value, ts, "poison", detail))
+                        ps.inbox.next_offset, ps.dirty = offset + 1, True
+                    continue
                 if ps is None or offset < ps.next_offset:
                     continue
                 log.error("topology %s: record %s/%d@%d skipped as poison: %s", topo.name,
@@ -325,14 +371,18 @@ class Engine:
         checkpoint offset where it is
         (:meth:`worker.ingest.event_time.EventTimeQueue.resume_offset`)."""
         async with self.lock:
-            for topo in self.by_topic.get(topic, []):
+            source = self.state.repartition.get(topic)
+            for topo in self.by_topic.get(source or topic, []):
                 ps = self.parts.get((topo.name, partition))
                 if ps is None:
                     continue
                 await self.ingest.dead_letters(ps, topic, [DeadLetter(
                     first, None, None, -1, "corrupt_batch",
                     f"record batch at offsets {first}..{end - 1} skipped: {detail}")])
-                ps.next_offset, ps.dirty = max(ps.next_offset, end), True
+                if source is not None:
+                    ps.inbox.next_offset, ps.dirty = max(ps.inbox.next_offset, end), True
+                else:
+                    ps.next_offset, ps.dirty = max(ps.next_offset, end), True
 
     async def on_timer(self) -> None:
         """Advance clocks, roll epochs, make due releases; checkpoint, then publish.
@@ -354,6 +404,13 @@ class Engine:
     def flush_logs(self) -> None:
         """Log the pending dead-letter summaries now (the worker calls it at stop)."""
         self.state.dead_letter_log.flush()
+
+    def lost_forwards(self) -> list[tuple[str, int]]:
+        """Input partitions whose forwards to the repartition topic may have been lost (a
+        sink flush failed): never checkpointed again; the driver restores them from their
+        checkpoints (discard, assign, seek), which forwards those records again."""
+        return sorted({(ps.topology.input.topic, p) for (_n, p), ps in self.parts.items()
+                       if ps.forward_error is not None})
 
     def take_failed_drains(self) -> list[HeldRecordsFailed]:
         """Event time: the drains of held records that raised in a timer round (each

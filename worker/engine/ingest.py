@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from worker.config.topology import Topology
 from worker.engine.partition import PartitionState, event_limit
 from worker.engine.schedule import Schedule
@@ -32,7 +34,16 @@ from worker.engine.shard_state import ShardState
 from worker.engine.state import EngineState, log
 from worker.errors import HeldRecordsFailed
 from worker.ingest.decode import DeadLetter, Decoded, Record, decode_batch
-from worker.ingest.routing import group_by_shard
+from worker.ingest.records import accept_all
+from worker.ingest.repartition import (
+    KIND_MARK,
+    frame,
+    mark_frame,
+    producer_hint,
+    repartition_topic,
+    unframe,
+)
+from worker.ingest.routing import group_by_shard, partition_for
 
 
 class Ingest:
@@ -50,6 +61,8 @@ class Ingest:
         if ps.events is not None:  # event time (worker/ingest/event_time.py)
             m.messages_in.labels(topology=topo.name).inc(len(recs))
             now = self.s.now_ms()
+            recs = await self._forward_misplaced(ps, recs, topic)
+            self.set_cap(ps)  # the other partitions' marks bound this watermark
             late, future = ps.events.add(recs, now)
             dead = [DeadLetter(r[0], r[1], r[2], r[3], "late",
                                f"tick {r[3] // topo.privacy.tick_ms} already closed (allowed "
@@ -59,11 +72,198 @@ class Ingest:
                                 "than the allowed lateness plus one tick") for r in future]
             await self.dead_letters(ps, topic, dead)
             return await self.drain(ps, topic, now)
-        decoded = decode_batch(topo.input, recs, ps.gate)
+        split = self._split_json(ps, recs) if topo.input.encoding == "json" else None
+        if split is None:
+            decoded = decode_batch(topo.input, recs, ps.gate)
+        else:  # records of other partitions' shards go first (no gate fallback decode)
+            decoded, misplaced = split
+            if misplaced:
+                await self._send_forwards(ps, misplaced)
         m.messages_in.labels(topology=topo.name).inc(len(recs))
         now = self.s.now_ms()
         await self.schedule.run(ps, now)  # processing time: releases due before this tick
-        return await self._apply(ps, topic, decoded, now, now)
+        return await self._apply(ps, topic, decoded, now, now, recs)
+
+    async def forwarded(self, ps: PartitionState, recs: Sequence[Record], topic: str) -> int:
+        """Ingest records of the repartition topic ``topic`` (all at or after the inbox's
+        offset): this topology's forwards, deduplicated by source offset, are applied as
+        if read from the input (event time: at their source timestamp's tick); marks
+        move the event-time cap. A forwarded record is never forwarded again."""
+        topo, m, inbox = ps.topology, self.s.metrics, ps.inbox
+        take: list[Record] = []
+        dead: list[DeadLetter] = []
+        dups = 0
+        for off, key, value, ts in recs:
+            fw = unframe(value)
+            if fw is None:
+                dead.append(DeadLetter(off, key, value, ts, "bad_forward",
+                                       f"not a dpstream forwarded record (topic {topic} is "
+                                       "internal: only dpstream workers may write to it)"))
+                continue
+            if fw.topology != topo.name:
+                continue
+            if fw.kind == KIND_MARK:
+                inbox.mark(fw.partition, fw.timestamp)
+                continue
+            if not inbox.accept(off, fw.partition, fw.offset, fw.prev):
+                dups += 1
+                continue
+            take.append((off, key, fw.value, fw.timestamp))
+        if dups:
+            m.repartition_deduplicated.labels(topology=topo.name).inc(dups)
+        await self.dead_letters(ps, topic, dead)
+        if ps.forwarded is not None:  # event time: held by source timestamp
+            assert ps.events is not None
+            m.messages_in.labels(topology=topo.name).inc(len(take))
+            now = self.s.now_ms()
+            self.set_cap(ps)
+            late, future = ps.forwarded.add(take, now)
+            dl = [DeadLetter(r[0], r[1], r[2], r[3], "late",
+                             f"tick {r[3] // topo.privacy.tick_ms} already closed (forwarded "
+                             "record)") for r in late]
+            dl += [DeadLetter(r[0], r[1], r[2], r[3], "future",
+                              f"timestamp {r[3]} is ahead of the wall clock {now}")
+                   for r in future]
+            await self.dead_letters(ps, topic, dl)
+            return await self.drain(ps, topo.input.topic, now)
+        if not take:
+            return 0
+        decoded = decode_batch(topo.input, take, ps.gate)
+        m.messages_in.labels(topology=topo.name).inc(len(take))
+        now = self.s.now_ms()
+        await self.schedule.run(ps, now)
+        return await self._apply(ps, topic, decoded, now, now, None)
+
+    async def _forward_misplaced(self, ps: PartitionState, recs: Sequence[Record],
+                                 topic: str) -> Sequence[Record]:
+        """Event time: forward records of other partitions' shards as they are read (not
+        when their tick is due), so this partition's marks, its read progress, cover
+        them (worker/ingest/repartition.py); return the records that stay here."""
+        assert ps.events is not None
+        split = self._split_json(ps, recs) if ps.topology.input.encoding == "json" else None
+        if split is not None:
+            if not split[1]:
+                return recs
+            await self._send_forwards(ps, split[1])
+            wrong = {r[0] for r, _ in split[1]}
+        else:
+            decoded = decode_batch(ps.topology.input, recs, ps.gate)
+            wrong = {d.offset for d in decoded.dead if d.reason == "wrong_partition"}
+            if not wrong:
+                return recs
+            await self.dead_letters(ps, topic,
+                                    await self.forward(ps, [r for r in recs if r[0] in wrong]))
+        ps.events.done.update(wrong)  # handled: not read again after a restore above them
+        return [r for r in recs if r[0] not in wrong]
+
+    async def send_marks(self, ps: PartitionState, now: int) -> None:
+        """Event time: tell every other partition of the repartition topic how far this
+        partition has been read (everything before it was forwarded already); at most
+        every quarter second, and only when it moved."""
+        n = ps.topology.input.partitions
+        if ps.events is None or n <= 1:
+            return
+        progress = ps.events.read_progress(now)
+        mono = self.s.clock()
+        if progress is None or (ps.last_mark is not None and (
+                progress <= ps.last_mark[0] or mono - ps.last_mark[1] < 0.25)):
+            return
+        rtopic = repartition_topic(ps.topology.input.topic)
+        raw = mark_frame(ps.topology.name, ps.partition, progress)
+        for p in range(n):
+            if p != ps.partition:
+                await self.s.sink.publish(rtopic, b"", raw, partition=p)
+        ps.last_mark = (progress, mono)
+
+    def set_cap(self, ps: PartitionState) -> None:
+        """Event time: the input partition's watermark waits for the marks of every other
+        partition (:meth:`worker.ingest.repartition.Inbox.marks_floor`)."""
+        if ps.events is None:
+            return
+        n = ps.topology.input.partitions
+        if n <= 1:
+            return
+        floor = ps.inbox.marks_floor(ps.partition, n)
+        ps.events.cap = -(1 << 62) if floor is None else floor
+
+    async def forward(self, ps: PartitionState, recs: Sequence[Record]) -> list[DeadLetter]:
+        """Send records of ``ps``'s input partition that belong to another partition's
+        shard to that partition of the repartition topic (keyed by the shard); return
+        the dead letters of records that cannot be forwarded (no row decodes)."""
+        topo = ps.topology
+        dead: list[DeadLetter] = []
+        placed: list[tuple[Record, str]] = []
+        if topo.input.encoding == "json":  # one event per message: rows follow records
+            d = decode_batch(topo.input, recs, accept_all)
+            bad = {x.offset for x in d.dead}
+            dead.extend(d.dead)
+            placed = list(zip([r for r in recs if r[0] not in bad], d.shards.tolist(),
+                              strict=True))
+        else:  # many events per message, one shard each: the message's first row
+            for rec in recs:
+                d = decode_batch(topo.input, [rec], accept_all)
+                if len(d) == 0:  # no row decodes: its rows are dead letters here, not there
+                    dead.extend(d.dead)
+                else:
+                    placed.append((rec, str(d.shards[0])))
+        await self._send_forwards(ps, placed)
+        return dead
+
+    async def _send_forwards(self, ps: PartitionState, placed: Sequence[tuple[Record, str]]
+                             ) -> None:
+        """Send records with their shards to the shards' repartition-topic partitions."""
+        topo, m = ps.topology, self.s.metrics
+        rtopic = repartition_topic(topo.input.topic)
+        n = topo.input.partitions
+        where: dict[str, int] = {}
+        by_target: dict[int, list[tuple[bytes, bytes]]] = {}
+        chain = ps.forward_prev
+        for (off, _key, value, ts), shard in placed:
+            target = where.get(shard)
+            if target is None:
+                target = where[shard] = partition_for(shard, n)
+            by_target.setdefault(target, []).append(
+                (shard.encode(), frame(topo.name, ps.partition, off, ts, -1, value,
+                                       chain.get(target, -1))))
+            chain[target] = off
+        many = getattr(self.s.sink, "publish_batch", None)  # optional (KafkaSink has it)
+        for target, rows in by_target.items():  # source-offset order within each target
+            if many is not None:
+                await many(rtopic, target, rows)
+                continue
+            for key, raw in rows:
+                await self.s.sink.publish(rtopic, key, raw, partition=target)
+        sent = len(placed)
+        if sent:
+            ps.unflushed_forwards = True
+            m.repartition_forwarded.labels(topology=topo.name).inc(sent)
+            if topo.input.topic not in self.s.hinted:
+                self.s.hinted.add(topo.input.topic)
+                log.warning("%s", producer_hint(topo.input.topic, n))
+
+    def _split_json(self, ps: PartitionState, recs: Sequence[Record]
+                    ) -> tuple[Decoded, list[tuple[Record, str]]] | None:
+        """JSON (one event per message): decode once without the gate, then split by the
+        gate's verdict per shard into this partition's events and the records of other
+        partitions' shards (with their shards). None when another verdict (unknown shard,
+        shard limit) occurs: the caller decodes with the gate (its dead letters)."""
+        d = decode_batch(ps.topology.input, recs, accept_all)
+        shards = d.shards.tolist()
+        verdict = {sh: ps.gate(sh) for sh in dict.fromkeys(shards)}
+        if all(v is None for v in verdict.values()):
+            return d, []  # what the gated decode gives
+        if any(v not in (None, "wrong_partition") for v in verdict.values()):
+            return None
+        bad = {x.offset for x in d.dead}
+        survivors = [r for r in recs if r[0] not in bad]
+        keep = np.fromiter((verdict[sh] is None for sh in shards), dtype=bool, count=len(shards))
+        misplaced = [(r, sh) for r, sh, k in zip(survivors, shards, keep.tolist(), strict=True)
+                     if not k]
+        idx = np.flatnonzero(keep)
+        kept = Decoded(d.items[idx], d.shards[idx],
+                       None if d.units is None else d.units[idx],
+                       None if d.weights is None else d.weights[idx], d.dead)
+        return kept, misplaced
 
     async def drain(self, ps: PartitionState, topic: str, now: int) -> int:
         """Event time: apply held records the watermark has reached, tick by tick.
@@ -78,14 +278,31 @@ class Ingest:
         assert ps.events is not None
         applied = 0
         suspect = self._held_suspects.get((topic, ps.partition), set())
-        for g, group in ps.events.due(now):
+        self.set_cap(ps)
+        groups = [(g, group, True) for g, group in ps.events.due(now)]
+        if ps.forwarded is not None and len(ps.forwarded):
+            rtopic = repartition_topic(ps.topology.input.topic)
+            groups += [(g, group, False) for g, group in ps.forwarded.due(now)]
+            groups.sort(key=lambda x: (x[0], not x[2]))
+        for g, group, own in groups:
             at = g * ps.topology.privacy.tick_ms
             await self.schedule.run(ps, at)  # releases before tick g
+            if not own:  # forwarded records (repartition offsets): applied, never forwarded
+                try:
+                    decoded = decode_batch(ps.topology.input, group, ps.gate)
+                    applied += await self._apply(ps, rtopic, decoded, at, now, None)
+                except self.s.reraise:
+                    raise
+                except Exception as exc:  # popped already: reset to the checkpoint
+                    ps.failed = HeldRecordsFailed(rtopic, ps.partition, group, exc)
+                    raise ps.failed from exc
+                continue
             one_by_one = bool(suspect) and any(r[0] in suspect for r in group)
             for chunk in ([r] for r in group) if one_by_one else (group,):
                 try:
                     decoded = decode_batch(ps.topology.input, chunk, ps.gate)
-                    applied += await self._apply(ps, topic, decoded, at, now)
+                    # misplaced records were forwarded when read (_forward_misplaced)
+                    applied += await self._apply(ps, topic, decoded, at, now, None)
                 except self.s.reraise:
                     raise
                 except Exception as exc:
@@ -99,7 +316,7 @@ class Ingest:
         return applied
 
     async def _apply(self, ps: PartitionState, topic: str, decoded: Decoded, at: int,
-                     now: int) -> int:
+                     now: int, source: Sequence[Record] | None) -> int:
         """Apply decoded events; tick clock: all at the tick of time ``at`` (ms).
 
         Processing time: ``at == now``. Event time: ``at`` is the start of the
@@ -109,7 +326,14 @@ class Ingest:
         never makes a tick-clock release (a new shard of an open set starts at ``at``).
         """
         topo, m = ps.topology, self.s.metrics
-        await self.dead_letters(ps, topic, decoded.dead)
+        dead = decoded.dead
+        if source is not None and any(d.reason == "wrong_partition" for d in dead):
+            # records of another partition's shard (any producer's partitioner): forwarded
+            # through the repartition topic, counted once there (worker/ingest/repartition.py)
+            wrong = {d.offset for d in dead if d.reason == "wrong_partition"}
+            dead = [d for d in dead if d.reason != "wrong_partition"]
+            dead += await self.forward(ps, [r for r in source if r[0] in wrong])
+        await self.dead_letters(ps, topic, dead)
         dropped = applied = over_total = 0
         for shard, idx in group_by_shard(decoded.shards):
             st = ps.shards.get(shard)

@@ -34,6 +34,7 @@ from worker.engine.checkpoint import PartitionCheckpoint
 from worker.engine.shard_state import ShardState
 from worker.errors import HeldRecordsFailed
 from worker.ingest.event_time import EventTimeQueue
+from worker.ingest.repartition import Inbox
 from worker.ingest.routing import ShardGate
 
 
@@ -64,9 +65,10 @@ class Sink(Protocol):
     """Where releases and dead letters go (a Kafka producer in production)."""
 
     async def publish(self, topic: str, key: bytes, value: bytes,
-                      timestamp_ms: int | None = None) -> None:
+                      timestamp_ms: int | None = None, partition: int | None = None) -> None:
         """Send one record; ``timestamp_ms`` (releases: ``published_at``) sets its
-        Kafka timestamp, None lets the producer stamp the send time."""
+        Kafka timestamp, None lets the producer stamp the send time; ``partition`` (the
+        repartition topic: the shard's) None lets the producer's partitioner choose."""
     async def flush(self) -> None: ...
 
 
@@ -96,11 +98,32 @@ class PartitionState:
     failed: HeldRecordsFailed | None = None
     """Event time: a drain of held records raised; the state is suspect (records were popped
     from the queue) and must be discarded and restored, never checkpointed."""
+    inbox: Inbox = field(default_factory=Inbox)
+    """What this partition took from the repartition topic (dedup by source offset)."""
+    forwarded: EventTimeQueue | None = None
+    """Event time: forwarded records (repartition offsets, source timestamps) waiting for
+    the watermark of this partition (they follow :attr:`events`' watermark)."""
+    unflushed_forwards: bool = False
+    """Records were forwarded since the last flush: flush before the next checkpoint."""
+    forward_prev: dict[int, int] = field(default_factory=dict)
+    """Repartition partition -> the last source offset forwarded to it by this state (the
+    chain a receiver checks; a restored partition starts a new one)."""
+    forward_error: BaseException | None = None
+    """The flush of this partition's forwards failed: it is never checkpointed again; the
+    next record of it raises this, and the driver restores the partition (re-forwards)."""
+    last_mark: tuple[int, float] | None = None
+    """Event time: ``(watermark, wall clock s)`` of the last marks this partition sent."""
 
     def __post_init__(self) -> None:
         p = self.topology.privacy
         if self.events is None and p.clock == "tick" and p.time == "event":
             self.events = EventTimeQueue(p.tick_ms, p.allowed_lateness_ms)
+        if self.events is not None and self.topology.input.partitions > 1:
+            # no mark of the other partitions yet: the watermark holds (Ingest.set_cap)
+            self.events.cap = -(1 << 62)
+        if self.events is not None and self.forwarded is None:
+            self.forwarded = EventTimeQueue(p.tick_ms, p.allowed_lateness_ms,
+                                            follow=self.events)
 
 
 class NoiseFactory:

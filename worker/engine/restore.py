@@ -33,6 +33,7 @@ from worker.engine.partition import PartitionState, boundary_ms
 from worker.engine.schedule import Schedule
 from worker.engine.shard_state import ShardState
 from worker.engine.state import EngineState, log
+from worker.ingest.repartition import Inbox, repartition_topic
 from worker.ingest.routing import ShardGate
 from worker.release.envelope import release_key
 from worker.release.epoch_params import check_hard, epoch_params, soft_changes, topology_at
@@ -47,7 +48,10 @@ class Restore:
 
     async def assign(self, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
         """See :meth:`worker.engine.engine.Engine.assign` (the caller holds the lock)."""
-        tps = [tp for tp in tps if tp[0] in self.s.by_topic]
+        # partition p of an input topic and of its repartition topic are one state
+        asked = set(tps := list(tps))
+        tps = list(dict.fromkeys((src, p) for src, p in (
+            (self.s.input_of(t), p) for t, p in tps) if src is not None))
         if not tps:
             return {}
         store, m = self.s.store, self.s.metrics
@@ -72,11 +76,22 @@ class Restore:
                     # the "no release for N periods" alert counts from the assignment
                     m.last_release.labels(topology=topo.name).set(self.s.now_ms() / 1000)
                 off = ps.next_offset if ps.next_offset > 0 else None
-                if (topic, p) not in out:
+                if (topic, p) not in asked:
+                    pass
+                elif (topic, p) not in out:
                     out[(topic, p)] = off
                 else:
                     prev = out[(topic, p)]
                     out[(topic, p)] = None if prev is None or off is None else min(prev, off)
+                rtp = (repartition_topic(topic), p)
+                if rtp not in asked:  # the driver seeks what it asked for
+                    continue
+                roff = ps.inbox.next_offset if ps.inbox.next_offset > 0 else None
+                if rtp not in out:
+                    out[rtp] = roff
+                else:
+                    prev = out[rtp]
+                    out[rtp] = None if prev is None or roff is None else min(prev, roff)
         return out
 
     async def _restore(self, topo: Topology, p: int) -> PartitionState:
@@ -110,6 +125,11 @@ class Restore:
             ps.gate.admit(st.shard)
             self.gauges.shard(topo, st)
         ps.next_offset = ps.covered_offset = cp.next_offset
+        if cp.repartition is not None:  # absent in checkpoints written before it: empty
+            rep = cp.repartition
+            ps.inbox = Inbox(rep["seen"], rep["next"])
+            if ps.forwarded is not None:
+                ps.forwarded.done = set(rep["done"])
         if ps.events is not None:
             ps.events.done = set(cp.done)
             # never below a tick a restored clock has closed (a version-1 checkpoint of a
@@ -123,7 +143,7 @@ class Restore:
             await self.s.sink.publish(topo.release.topic, release_key(topo.name, doc["shard"]),
                                       raw, timestamp_ms=int(doc["published_at"]))
         if cp.pending:
-            await self.s.sink.flush()
+            await self.commit.flush()
         log.info("topology %s partition %d: restored %d shards at offset %d, re-published %d "
                  "pending releases", topo.name, p, len(ps.shards), cp.next_offset,
                  len(cp.pending))
@@ -186,10 +206,13 @@ class Restore:
     async def leave(self, tps: Iterable[tuple[str, int]], *, checkpoint: bool) -> None:
         """Drop every state of the given input partitions, checkpointing it first if
         ``checkpoint`` (revoke) or not (discard: the state may be half-updated)."""
+        tps = list(dict.fromkeys((src, p) for src, p in (
+            (self.s.input_of(t), p) for t, p in tps) if src is not None))
         for topic, p in tps:
             for topo in self.s.by_topic.get(topic, []):
                 ps = self.s.parts.pop((topo.name, p), None)
                 if ps is not None:
-                    if checkpoint:
+                    # never past a lost forward: the next owner reads from the checkpoint
+                    if checkpoint and ps.forward_error is None:
                         await self.commit.commit(ps, force=True)
                     self.commit.drop(ps)

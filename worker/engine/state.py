@@ -77,6 +77,16 @@ class EngineState:
     dead_letter_log: DeadLetterSummary = field(default_factory=DeadLetterSummary)
     """Dead letters per topology and reason, one WARNING summary per interval
     (:mod:`worker.observe.dead_letters`); flushed by the timer round."""
+    repartition: dict[str, str] = field(default_factory=dict)
+    """Repartition topic -> the input topic it belongs to (:mod:`worker.ingest.repartition`)."""
+    hinted: set[str] = field(default_factory=set)
+    """Input topics whose first forwarded record was logged (one line per topic)."""
+
+    def input_of(self, topic: str) -> str | None:
+        """The input topic of ``topic`` (itself, or the one it repartitions); None if neither."""
+        if topic in self.by_topic:
+            return topic
+        return self.repartition.get(topic)
 
     def now_ms(self) -> int:
         """Wall-clock milliseconds (the tick clock's processing time)."""

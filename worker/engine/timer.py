@@ -45,8 +45,8 @@ class Timer:
         """See :meth:`worker.engine.engine.Engine.on_timer` (the caller holds the lock)."""
         now = self.s.now_ms()
         for ps in list(self.s.parts.values()):
-            if ps.failed is not None:
-                continue  # waiting for the worker's reset (take_failed_drains)
+            if ps.failed is not None or ps.forward_error is not None:
+                continue  # waiting for the worker's reset (take_failed_drains, lost_forwards)
             with log_context(topology=ps.topology.name, partition=ps.partition):
                 try:
                     await self._partition(ps, now)
@@ -84,6 +84,7 @@ class Timer:
         every = topo.release.every_ticks
         if ps.events is not None:  # apply what the watermark reached, then close
             await self.ingest.drain(ps, topo.input.topic, now)
+            await self.ingest.send_marks(ps, now)  # how far this partition was read
         at = schedule_ms(ps, now)
         await self.schedule.run(ps, at)  # O(1) unless a boundary was crossed
         if topo.privacy.clock != "tick":

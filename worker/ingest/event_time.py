@@ -94,8 +94,17 @@ TIMESTAMP_TYPE = "message.timestamp.type"
 class EventTimeQueue:
     """Records of one input partition waiting for the watermark to reach their tick."""
 
-    def __init__(self, tick_ms: int, lateness_ms: int) -> None:
+    def __init__(self, tick_ms: int, lateness_ms: int,
+                 follow: EventTimeQueue | None = None) -> None:
         self.tick_ms, self.lateness_ms = int(tick_ms), int(lateness_ms)
+        self.follow = follow
+        """Forwarded records (:mod:`worker.ingest.repartition`): this queue holds them by
+        their source timestamps, which do not grow along the repartition topic, so it
+        never moves a watermark; it uses ``follow``'s (the input partition's)."""
+        self.cap: int | None = None
+        """The watermark never moves past this (ms; None: no cap): the lowest mark of the
+        other partitions forwarding into this one (:meth:`worker.ingest.repartition.Inbox.
+        marks_floor`), so a forwarded record is never late because of the hop."""
         self._held: list[tuple[int, int, Record]] = []  # (tick, offset, record)
         self._sorted = True  # _held sorted by (tick, offset)
         self._watermark: int | None = None
@@ -103,13 +112,20 @@ class EventTimeQueue:
         self._end_ms: int | None = None   # (b): last time the consumer was at the log's end
         self.done: set[int] = set()
 
-    def _progress(self, now_ms: int) -> int | None:
+    def read_progress(self, now_ms: int) -> int | None:
         """How far reading has got: ``max(newest read, log end seen) - lateness``,
-        capped at ``now_ms - lateness`` (None: no progress yet)."""
+        capped at ``now_ms - lateness`` (None: no progress yet); not capped by
+        :attr:`cap` (what a mark of this partition says: worker/ingest/repartition.py)."""
         seen = max((x for x in (self._read_ms, self._end_ms) if x is not None), default=None)
         if seen is None:
             return None
         return min(int(now_ms), seen) - self.lateness_ms
+
+    def _progress(self, now_ms: int) -> int | None:
+        progress = self.read_progress(now_ms)
+        if progress is None or self.cap is None:
+            return progress
+        return min(progress, self.cap)
 
     def watermark_ms(self, now_ms: int) -> int:
         """The watermark (ms): ticks ending at or before it are closed; never moves back.
@@ -120,6 +136,8 @@ class EventTimeQueue:
         where it was, so a closed tick never reopens. Before :meth:`resume` it
         starts at ``now_ms - allowed_lateness_ms``.
         """
+        if self.follow is not None:
+            return self.follow.watermark_ms(now_ms)
         if self._watermark is None:
             self._watermark = int(now_ms) - self.lateness_ms
         progress = self._progress(now_ms)
@@ -163,6 +181,8 @@ class EventTimeQueue:
         wm = self.watermark_ms(now_ms)
         w = wm // self.tick_ms
         limit = int(now_ms) - self.lateness_ms
+        if self.cap is not None:
+            limit = min(limit, self.cap)
         ahead = (int(now_ms) + self.lateness_ms + self.tick_ms) // self.tick_ms
         read = self._read_ms
         late: list[Record] = []
@@ -181,12 +201,15 @@ class EventTimeQueue:
                 self.done.add(off)
             else:
                 self._held.append((g, off, rec))
+                if self.follow is not None:
+                    continue  # forwarded: source timestamps say nothing of read progress
                 if read is None or ts > read:  # (a): everything before it has been read
                     read = ts
                     if min(limit, ts - self.lateness_ms) > wm:
                         wm = min(limit, ts - self.lateness_ms)
                         w = wm // self.tick_ms
-        self._read_ms, self._watermark = read, wm
+        if self.follow is None:
+            self._read_ms, self._watermark = read, wm
         self._sorted = False
         return late, future
 

@@ -7,10 +7,13 @@ exactly one partition::
     partition = (murmur2(utf8(shard_key)) & 0x7fffffff) % partitions
 
 (the Java client's and aiokafka's default). The worker keeps state per
-``(topology, partition, shard)`` and only accepts a shard on the partition this
-rule assigns it to; events of a shard on another partition are dead-lettered
-as ``wrong_partition``, because accepting them would create a second, parallel
-state for the same public release identity ``(topology, shard, epoch, seq)``.
+``(topology, partition, shard)`` and only counts a shard on the partition this
+rule assigns it to (counting it elsewhere would create a second, parallel state
+for the same public release identity ``(topology, shard, epoch, seq)``). The
+gate says ``wrong_partition`` for a shard of another partition: the engine
+forwards such input records to that partition through the repartition topic
+(:mod:`worker.ingest.repartition`); only a record already on the repartition
+topic is dead-lettered with that reason.
 
 Examples
 --------

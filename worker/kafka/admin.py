@@ -37,6 +37,7 @@ from sketches.errors import SpecError
 from worker.config.settings import Settings
 from worker.config.topology import Topology
 from worker.ingest.event_time import TIMESTAMP_TYPE, check_timestamp_types, topic_configs
+from worker.ingest.repartition import repartition_topic
 from worker.kafka.client_config import aiokafka_kwargs
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ def wanted_topics(settings: Settings, topologies: Sequence[Topology]
         input_cfg, release_cfg = topic_configs(t)  # LogAppendTime / CreateTime
         prev = wanted.get(t.input.topic, (0, {}))[1]  # topologies sharing the topic
         wanted[t.input.topic] = (t.input.partitions, {**prev, **input_cfg})
+        # internal: records forwarded to their shard's partition (same partition count;
+        # the frame carries the source timestamp, so no timestamp config is needed)
+        wanted[repartition_topic(t.input.topic)] = (t.input.partitions, {})
         wanted[t.release.topic] = (t.release.partitions, release_cfg)
         wanted[t.dead_letter_topic] = (1, {})
     return wanted
@@ -117,13 +121,17 @@ async def check_partitions(consumer: AIOKafkaConsumer, topologies: Sequence[Topo
         The counts differ (the message names the topology, the topic and both counts).
     """
     for t in topologies:
-        parts = consumer.partitions_for_topic(t.input.topic)
-        for _ in range(50):
-            if parts:
-                break
-            await consumer._client.force_metadata_update()
-            parts = consumer.partitions_for_topic(t.input.topic)
-        if parts and len(parts) != t.input.partitions:
-            raise SpecError(
-                f"{t.source}: input.partitions: topic {t.input.topic!r} has {len(parts)} "
-                f"partitions, the topology says {t.input.partitions}; make them equal")
+        for topic in (t.input.topic, repartition_topic(t.input.topic)):
+            parts = consumer.partitions_for_topic(topic)
+            for _ in range(50):
+                if parts:
+                    break
+                await consumer._client.force_metadata_update()
+                parts = consumer.partitions_for_topic(topic)
+            if parts and len(parts) != t.input.partitions:
+                raise SpecError(
+                    f"{t.source}: input.partitions: topic {topic!r} has {len(parts)} "
+                    f"partitions, the topology says {t.input.partitions}; make them equal"
+                    + ("" if topic == t.input.topic else
+                       " (the internal repartition topic: delete it while no worker runs, "
+                       "the workers create it again)"))

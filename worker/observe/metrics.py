@@ -67,6 +67,14 @@ class Metrics:
                                     "topic", ["topology", "reason"], registry=r)
         self.dropped = Counter("dpstream_contributions_dropped", "Events dropped by the exact "
                                "per-unit contribution cap", t, registry=r)
+        self.repartition_forwarded = Counter(
+            "dpstream_repartition_forwarded", "Input records not on their shard's partition "
+            "(the producer's partitioner is not murmur2 of the shard key), forwarded to the "
+            "repartition topic to be counted there", t, registry=r)
+        self.repartition_deduplicated = Counter(
+            "dpstream_repartition_deduplicated", "Forwarded records skipped because their "
+            "source offset was taken already (copies re-forwarded after a crash)", t,
+            registry=r)
         self.over_horizon = Counter("dpstream_events_over_horizon", "Events dropped because "
                                     "the epoch's public event bound was reached", t, registry=r)
         self.releases = Counter("dpstream_releases_published", "Releases published", ts,
@@ -125,7 +133,8 @@ class Metrics:
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
-    _PER_TOPOLOGY = ("events_in", "messages_in", "dropped", "over_horizon", "timer_errors")
+    _PER_TOPOLOGY = ("events_in", "messages_in", "dropped", "over_horizon", "timer_errors",
+                     "repartition_forwarded", "repartition_deduplicated")
 
     def init_topology(self, topology: str, reasons: tuple[str, ...]) -> None:
         """Create every error and throughput series of ``topology`` at 0, so that

@@ -46,11 +46,21 @@ class Assignment:
         """Restore assigned partitions from checkpoints and seek to the covered offsets."""
         state = self.state
         state.rebalancing = True
+        # partition p of an input topic and of its repartition topic are one state:
+        # restored and seeked together
+        tps = list(dict.fromkeys(TopicPartition(t, p) for tp in tps
+                                 for t, p in state.engine.partners(tp.topic, tp.partition)))
         for tp in tps:  # records fetched before now are stale for these partitions
             self.repositioned[tp] = self.repositioned.get(tp, 0) + 1
         offsets = await state.engine.assign([(tp.topic, tp.partition) for tp in tps])
+        owned = state.consumer.assignment()
         for (topic, p), off in offsets.items():
             tp = TopicPartition(topic, p)
+            if tp not in owned:
+                log.error("%s/%d is not assigned to this worker with its co-partition: the "
+                          "group's assignor must be the range assignor on every member "
+                          "(docs/OPERATIONS.md \"Repartition topic\")", topic, p)
+                continue
             # No checkpoint: offset 0; if retention removed it, auto_offset_reset=earliest
             # moves to the first available record (seek_to_beginning would block here).
             state.consumer.seek(tp, 0 if off is None else off)

@@ -34,10 +34,12 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from worker.config.mechanism_loader import load_mechanisms
 from worker.engine.checkpoint import CheckpointStore
 from worker.engine.engine import Engine
+from worker.ingest.repartition import repartition_topic
 from worker.kafka.admin import check_partitions, declare_topics
 from worker.kafka.broker_watch import BrokerUnavailable, BrokerWatch, install_rate_limit
 from worker.kafka.client_config import aiokafka_kwargs
@@ -127,12 +129,19 @@ class Lifecycle:
         # record tuples: the fast fetch path, or the public getmany path (record_tuples.py)
         consumer = state.consumer = input_consumer_class()(**aiokafka_kwargs(s, "input", {
             "group_id": s.group_id, "enable_auto_commit": False,
-            "auto_offset_reset": "earliest", "value_deserializer": state.fetch_mode}))
+            "auto_offset_reset": "earliest", "value_deserializer": state.fetch_mode,
+            # range: partition p of an input topic and of its repartition topic (same
+            # count) go to the same member (co-partitioned: worker/ingest/repartition.py)
+            "partition_assignment_strategy": (RangePartitionAssignor,)}))
         await consumer.start()
         await check_partitions(consumer, state.topologies)
-        topics = sorted({t.input.topic for t in state.topologies})
+        # every input topic and its repartition topic (records forwarded to their shard's
+        # partition: worker/ingest/repartition.py)
+        topics = sorted({x for t in state.topologies
+                         for x in (t.input.topic, repartition_topic(t.input.topic))})
         if s.assignment == "static":
-            tps = [TopicPartition(t.input.topic, p) for t in state.topologies
+            tps = [TopicPartition(x, p) for t in state.topologies
+                   for x in (t.input.topic, repartition_topic(t.input.topic))
                    for p in range(t.input.partitions)]
             consumer.assign(sorted(set(tps)))
             await self.assignment.restore_and_seek(tps)

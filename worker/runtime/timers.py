@@ -82,6 +82,10 @@ class ReleaseTimer:
                                    failed.records, failed.__cause__ or failed,
                                    functools.partial(self.assignment.restore_and_seek, [tp]),
                                    held=True)
+        for topic, p in engine.lost_forwards():  # a flush failed: restore, forward again
+            tp = TopicPartition(topic, p)
+            if not state.rebalancing and tp in state.consumer.assignment():
+                await self.assignment.reset_after_outage(tp)
         await self.update_lag()
         return True
 

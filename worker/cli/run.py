@@ -95,7 +95,7 @@ def _run_faust(app: Any, settings: Settings) -> int:
         worker.execute_from_commandline()
     except SystemExit as exc:
         code = int(exc.code or 0)
-    failed = getattr(getattr(app, "dpstream_worker", None), "failed", None)
+    failed = app.dpstream_worker.failed  # set by create_faust_app
     if failed is None:
         return code
     if isinstance(failed, DPStreamError):

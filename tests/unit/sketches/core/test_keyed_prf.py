@@ -9,6 +9,7 @@ import pytest
 from sketches.core.keyed_prf import (
     KEY_BYTES,
     collision_bound,
+    item_bytes,
     siphash24,
     siphash24_multi,
     siphash24_scalar,
@@ -65,3 +66,15 @@ def test_scalar_reference_uses_the_whole_16_byte_key() -> None:
         h = siphash24_scalar(bytes(key), b"abc")
         assert h != base
         assert h == int(siphash24(bytes(key), [b"abc"])[0])
+
+
+def test_an_items_array_of_any_shape_is_read_in_c_order() -> None:
+    """``item_bytes`` (and so ``siphash24``) reads a numpy batch flattened in C order, for
+    object, str (``U``) and bytes (``S``) arrays alike: one key per item, as for the 1-D
+    batch of the same items."""
+    flat = ["a", "bc", "d\u00e9", "", "xyz", "q"]
+    for arr in (np.array(flat, dtype=object).reshape(2, 3),
+                np.array(flat).reshape(3, 2),
+                np.array([s.encode() for s in flat]).reshape(2, 3)):
+        assert item_bytes(arr) == [s.encode() for s in flat]
+        assert siphash24(KEY, arr).tolist() == siphash24(KEY, flat).tolist()

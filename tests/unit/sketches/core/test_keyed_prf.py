@@ -78,3 +78,14 @@ def test_an_items_array_of_any_shape_is_read_in_c_order() -> None:
                 np.array([s.encode() for s in flat]).reshape(2, 3)):
         assert item_bytes(arr) == [s.encode() for s in flat]
         assert siphash24(KEY, arr).tolist() == siphash24(KEY, flat).tolist()
+
+
+@pytest.mark.parametrize("arr", [np.array([1, 2], dtype=np.uint64), np.array([1, 2]),
+                                 np.array([1.5]), np.array([True])])
+def test_a_numeric_items_array_is_refused_with_a_spec_error(arr: np.ndarray) -> None:
+    """Only str and bytes items have a key: a numeric array (unsigned, signed, float, bool)
+    is refused with a SpecError naming the items, not hashed and not an AttributeError."""
+    with pytest.raises(SpecError, match="items"):
+        item_bytes(arr)
+    with pytest.raises(SpecError, match="items"):
+        siphash24(KEY, arr)

@@ -352,3 +352,47 @@ def test_psd_square_root_reproduces_the_matrix() -> None:
     v = np.array([[1.0, 2.0], [2.0, 4.0]])  # rank 1
     L = _psd_sqrt(v)
     np.testing.assert_allclose(L @ L.T, v, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_restored_counter_does_not_share_arrays_with_the_checkpoint(kind: str) -> None:
+    """Writing into the arrays a counter was restored from (a reused checkpoint buffer)
+    does not change the restored counter's releases or state."""
+    _, hdr, arr = _state(kind)
+    d = FactorizedCounters(2, 16, 1.0, True, Pattern(), kind=kind)
+    d.restore(hdr, arr)
+    q, q_behind, blob = d.query(), d.query(behind=np.array([True, True])), d.to_bytes()
+    for a in arr.values():
+        a[...] = 99
+    assert d.query().tolist() == q.tolist()
+    assert d.query(behind=np.array([True, True])).tolist() == q_behind.tolist()
+    assert d.to_bytes() == blob
+
+
+def _without(blob: bytes, key: str) -> bytes:
+    """``blob`` re-packed with ``key`` dropped from its JSON header."""
+    import json
+    import struct
+
+    pre = struct.Struct("<4sHI")
+    magic, version, hlen = pre.unpack_from(blob, 0)
+    header = json.loads(blob[pre.size:pre.size + hlen])
+    del header[key]
+    hjson = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    return pre.pack(magic, version, len(hjson)) + hjson + blob[pre.size + hlen:]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_from_bytes_refuses_a_state_without_its_fields(kind: str) -> None:
+    c, _, _ = _state(kind)
+    blob = c.to_bytes()
+    assert FactorizedCounters.from_bytes(blob, Pattern()).to_bytes() == blob
+    for key in ("state", "spec"):
+        with pytest.raises(SerializationError):
+            FactorizedCounters.from_bytes(_without(blob, key), Pattern())
+
+
+def test_error_bound_defaults_to_one_release_of_every_counter() -> None:
+    c = FactorizedCounters(4, 64, 2.0, True, Pattern(), kind="blt")
+    assert c.error_bound(beta=0.01) == c.error_bound(beta=0.01, steps=1, counters=4)
+    assert c.error_bound(beta=0.01, counters=1) < c.error_bound(beta=0.01)

@@ -164,3 +164,18 @@ def test_range_errors_name_the_parameter() -> None:
         validate_table_sigma(1e-9)
     with pytest.raises(SpecError, match=r"^sigma: "):
         validate_table_sigma(1e9)
+
+
+def test_validate_with_build_builds_the_table_of_that_sigma() -> None:
+    """``build=True`` builds (and caches) the table of the sigma/scale checked, so a later
+    sampler finds it ready."""
+    discrete_gaussian_table.cache_clear()
+    discrete_laplace_table.cache_clear()
+    assert validate_table_sigma(2.75, build=True) == 2.75
+    assert validate_discrete_laplace_scale(0.75, build=True) == 0.75
+    assert discrete_gaussian_table.cache_info().currsize == 1
+    assert discrete_laplace_table.cache_info().currsize == 1
+    hits = discrete_gaussian_table.cache_info().hits
+    k = math.ceil(2.75 * math.sqrt(260 * math.log(2))) + 1
+    assert -discrete_gaussian_table(2.75).offset == k
+    assert discrete_gaussian_table.cache_info().hits == hits + 1

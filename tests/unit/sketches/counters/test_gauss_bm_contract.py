@@ -1,0 +1,85 @@
+"""ContinualCounters (the tree) beyond its noise law (issue 24, mutation survivors of
+``sketches/counters/gauss_bm.py``): its standalone state's header, the continued noise
+source after ``from_bytes``, ``restore`` without a sigma, the error bound's defaults."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sketches.core.serialization import unpack
+from sketches.counters.gauss_bm import ContinualCounters
+from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
+from sketches.errors import IncompatibleSpecError
+
+
+class Counting:
+    """Deterministic noise: an ``m``-value draw is ``m`` one-value draws."""
+
+    kind = "fast"
+
+    def __init__(self) -> None:
+        self.i = 0
+
+    def _next(self, size: int) -> np.ndarray:
+        idx = np.arange(self.i, self.i + int(size), dtype=np.int64)
+        self.i += int(size)
+        return (idx * 7919) % 2001 - 1000
+
+    def gaussian(self, sigma: float, size: int) -> np.ndarray:
+        return self._next(size) * 0.37 + 0.1
+
+    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
+        return self._next(size)
+
+
+@pytest.mark.parametrize("cls", [ContinualCounters, LazyNoiseCounters])
+@pytest.mark.parametrize("integer", [True, False])
+def test_to_bytes_names_the_tree_counter_and_whether_it_is_lazy(cls: type,
+                                                                 integer: bool) -> None:
+    c = cls(3, 16, 2.0, integer, Counting())
+    c.push(np.array([1, 2, 3]), 5)
+    header, arrays = unpack(c.to_bytes())
+    assert header["mechanism"] == "counter_tree"
+    assert header["spec"] == {"n": 3, "horizon": 16}
+    st = header["state"]
+    assert st["counter"] == "tree"
+    assert st["lazy"] is (cls is LazyNoiseCounters)
+    assert st["rounds"] == 5 and st["sigma"] == 2.0 and st["integer_noise"] is integer
+    assert st["horizon"] == 16
+    assert arrays["prefix"].tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_from_bytes_continues_with_the_noise_source_given(integer: bool) -> None:
+    """The restored counter draws its next nodes from the source passed to ``from_bytes``:
+    with that source continuing the original's draws, both release the same values."""
+    src_a = Counting()
+    a = ContinualCounters(2, 64, 1.5, integer, src_a)
+    a.push(np.array([4, 1]), 3)
+    blob = a.to_bytes()
+    src_b = Counting()
+    src_b.i = src_a.i
+    b = ContinualCounters.from_bytes(blob, src_b)
+    assert b._noise_src is src_b
+    for c in (a, b):
+        c.push(np.array([1, 1]), 5)
+    assert src_b.i == src_a.i > 0
+    assert a.query().tolist() == b.query().tolist()
+    assert a.to_bytes() == b.to_bytes()
+
+
+def test_restore_without_a_sigma_is_a_calibration_mismatch() -> None:
+    a = ContinualCounters(2, 16, 1.0, True, Counting())
+    a.push(np.array([1, 2]), 3)
+    hdr = {k: v for k, v in a.state_header().items() if k != "sigma"}
+    b = ContinualCounters(2, 16, 1.0, True, Counting())
+    with pytest.raises(IncompatibleSpecError, match="sigma"):
+        b.restore(hdr, a.state_arrays())
+    assert b.rounds == 0
+
+
+def test_error_bound_defaults_to_one_release_of_every_counter() -> None:
+    c = ContinualCounters(4, 64, 2.0, False, Counting())
+    assert c.error_bound(beta=0.01) == c.error_bound(beta=0.01, steps=1, counters=4)
+    assert c.error_bound(beta=0.01, counters=1) < c.error_bound(beta=0.01)

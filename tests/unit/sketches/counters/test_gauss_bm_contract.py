@@ -10,7 +10,7 @@ import pytest
 from sketches.core.serialization import unpack
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
-from sketches.errors import IncompatibleSpecError
+from sketches.errors import IncompatibleSpecError, SerializationError
 
 
 class Counting:
@@ -83,3 +83,34 @@ def test_error_bound_defaults_to_one_release_of_every_counter() -> None:
     c = ContinualCounters(4, 64, 2.0, False, Counting())
     assert c.error_bound(beta=0.01) == c.error_bound(beta=0.01, steps=1, counters=4)
     assert c.error_bound(beta=0.01, counters=1) < c.error_bound(beta=0.01)
+
+
+def test_integer_noise_releases_int64_for_behind_counters_too() -> None:
+    """With integer noise every release is int64, also the ``behind`` answer (round
+    ``rounds - 1``, summed by ``noise_sum``), and equals prefix + noise_sum(rounds - 1)."""
+    c = ContinualCounters(3, 16, 2.0, True, Counting())
+    c.push(np.array([1, 2, 3]), 6)
+    behind = np.array([True, False, True])
+    assert c.noise_sum(5).dtype == np.int64
+    got = c.query(behind=behind)
+    assert got.dtype == np.int64
+    want = np.where(behind, c._prefix + c.noise_sum(5), c._prefix + c.noise_sum(6))
+    assert got.tolist() == want.tolist()
+    f = ContinualCounters(3, 16, 2.0, False, Counting())
+    assert f.noise_sum(0).dtype == np.float64
+
+
+def test_restore_refuses_each_missing_or_misshapen_array_alone() -> None:
+    a = ContinualCounters(2, 16, 1.0, True, Counting())
+    a.push(np.array([1, 2]), 3)
+    hdr, arr = a.state_header(), a.state_arrays()
+    bad_cases = [{"node_noise": arr["node_noise"]}, {"prefix": arr["prefix"]},
+                 {"prefix": np.zeros(3, np.int64), "node_noise": arr["node_noise"]},
+                 {"prefix": arr["prefix"], "node_noise": np.zeros((2, 2), np.int64)}]
+    for case in bad_cases:
+        b = ContinualCounters(2, 16, 1.0, True, Counting())
+        with pytest.raises(SerializationError, match=r"prefix|node_noise|shapes"):
+            b.restore(hdr, case)
+        assert b.rounds == 0
+    with pytest.raises(SerializationError, match="shapes"):
+        ContinualCounters(2, 16, 1.0, True, Counting()).restore(hdr, bad_cases[2])

@@ -10,7 +10,7 @@ import pytest
 from sketches.core.serialization import unpack
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
-from sketches.errors import IncompatibleSpecError, SerializationError
+from sketches.errors import IncompatibleSpecError, SerializationError, SpecError
 
 
 class Counting:
@@ -114,3 +114,21 @@ def test_restore_refuses_each_missing_or_misshapen_array_alone() -> None:
         assert b.rounds == 0
     with pytest.raises(SerializationError, match="shapes"):
         ContinualCounters(2, 16, 1.0, True, Counting()).restore(hdr, bad_cases[2])
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_push_before_any_round_accepts_only_zeros(integer: bool) -> None:
+    """``push(total, 0)`` with no round open: zeros are a no-op, any count is refused (there
+    is no round to count it in); after a round, ``push(total, 0)`` joins the open round."""
+    src = Counting()
+    c = ContinualCounters(3, 16, 1.0, integer, src)
+    c.push(np.zeros(3, dtype=np.int64), 0)
+    assert c.rounds == 0 and src.i == 0 and c._prefix.tolist() == [0, 0, 0]
+    for bad in ([1, 0, 0], [0, 0, 5]):
+        with pytest.raises(SpecError, match="round"):
+            c.push(np.array(bad), 0)
+        assert c._prefix.tolist() == [0, 0, 0]
+    c.push(np.array([1, 2, 3]), 1)
+    before = c.query()
+    c.push(np.array([2, 0, 1]), 0)
+    assert (c.query() - before).tolist() == [2, 0, 1] and c.rounds == 1

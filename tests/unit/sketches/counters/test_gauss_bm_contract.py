@@ -132,3 +132,22 @@ def test_push_before_any_round_accepts_only_zeros(integer: bool) -> None:
     before = c.query()
     c.push(np.array([2, 0, 1]), 0)
     assert (c.query() - before).tolist() == [2, 0, 1] and c.rounds == 1
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_advance_empty_dtypes_empty_ends_and_ends_of_any_shape(integer: bool) -> None:
+    """No ends: a ``(0, n)`` array of the release dtype, nothing opened. Ends given as a
+    scalar, a 2-D array or float-typed whole numbers are the same ends."""
+    want = np.int64 if integer else np.float64
+    c = ContinualCounters(2, 16, 1.0, integer, Counting())
+    empty = c.advance_empty(np.array([], dtype=np.int64))
+    assert empty.shape == (0, 2) and empty.dtype == want and c.rounds == 0
+    outs = []
+    for ends in (np.array([4, 7]), [[4.0, 7.0]], np.array([[4], [7]])):
+        d = ContinualCounters(2, 16, 1.0, integer, Counting())
+        got = d.advance_empty(ends)
+        assert got.dtype == want and d.rounds == 7 and isinstance(d.rounds, int)
+        outs.append(got.tolist())
+    assert outs[0] == outs[1] == outs[2]
+    s = ContinualCounters(2, 16, 1.0, integer, Counting())
+    assert s.advance_empty(np.int64(3)).shape == (1, 2) and s.rounds == 3

@@ -151,3 +151,15 @@ def test_advance_empty_dtypes_empty_ends_and_ends_of_any_shape(integer: bool) ->
     assert outs[0] == outs[1] == outs[2]
     s = ContinualCounters(2, 16, 1.0, integer, Counting())
     assert s.advance_empty(np.int64(3)).shape == (1, 2) and s.rounds == 3
+
+
+@pytest.mark.parametrize("integer", [True, False])
+def test_one_counter_and_any_finite_sigma_from_zero_are_accepted(integer: bool) -> None:
+    for sigma in (0.0, 0.5, 1.0, 7.25):
+        c = ContinualCounters(1, 8, sigma, integer, Counting())
+        assert c.n == 1 and c.sigma == sigma
+    for bad_sigma in (-1.0, float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(SpecError, match="sigma"):
+            ContinualCounters(2, 8, bad_sigma, integer, Counting())
+    with pytest.raises(SpecError, match="n"):
+        ContinualCounters(0, 8, 1.0, integer, Counting())

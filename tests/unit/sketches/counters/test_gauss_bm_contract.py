@@ -163,3 +163,19 @@ def test_one_counter_and_any_finite_sigma_from_zero_are_accepted(integer: bool) 
             ContinualCounters(2, 8, bad_sigma, integer, Counting())
     with pytest.raises(SpecError, match="n"):
         ContinualCounters(0, 8, 1.0, integer, Counting())
+
+
+def test_an_integer_counter_builds_its_noise_table_at_construction() -> None:
+    """Integer noise: the exact sampler's table is built when the counter is made (start-up
+    cost and errors at construction, not at the first release); sigma 0 needs none."""
+    from sketches.core.noise_tables import discrete_gaussian_table
+
+    discrete_gaussian_table.cache_clear()
+    ContinualCounters(2, 16, 0.0, True, Counting())
+    ContinualCounters(2, 16, 3.25, False, Counting())
+    assert discrete_gaussian_table.cache_info().currsize == 0
+    ContinualCounters(2, 16, 3.25, True, Counting())
+    assert discrete_gaussian_table.cache_info().currsize == 1
+    hits = discrete_gaussian_table.cache_info().hits
+    discrete_gaussian_table(3.25)
+    assert discrete_gaussian_table.cache_info().hits == hits + 1

@@ -102,3 +102,75 @@ def test_output_bounds_use_the_upper_length_and_state_every_field(relation: str)
                  "failure_probability": spec.beta_value * (1 if relation == "replace" else 2)}
     if relation == "add_remove":
         assert up > n
+
+
+def _arrival_power_of_two() -> tuple[LazyHHSpec, object]:
+    """replace on the arrival clock with a horizon of 2**14 events: the search's cap is the
+    horizon and its first midpoint 2**13, both powers of two, so ``share = threshold(n) / n``
+    is exact and ``share * n == threshold(n)`` holds to the last bit at those ``n``."""
+    spec = LazyHHSpec(k=4, k_tilde=32, horizon=2**14, eps=1.0, delta=1e-3, relation="replace",
+                      clock="arrival")
+    return spec, LazyHH(spec, ZeroNoise()).params
+
+
+def _thr(spec: LazyHHSpec, params: object, n: float) -> float:
+    return float(output_bounds(spec, params, n)["threshold"])  # type: ignore[arg-type]
+
+
+def test_a_share_of_one_is_valid_and_a_share_above_one_is_refused() -> None:
+    """``share`` is in (0, 1]: an item carrying all the traffic is a valid question (it is
+    reported once ``n > threshold(n)``), a share above 1 is not."""
+    spec, params = _arrival_power_of_two()
+    n = detection_events(spec, params, 1.0)  # type: ignore[arg-type]
+    assert n is not None and n > _thr(spec, params, n) and n - 1e-3 <= _thr(spec, params, n - 1e-3)
+    for bad in (1.0 + 1e-9, 1.5, 2.0):
+        with pytest.raises(ValueError, match="share"):
+            detection_events(spec, params, bad)  # type: ignore[arg-type]
+
+
+def test_an_item_that_only_reaches_the_threshold_at_the_last_event_is_never_reported() -> None:
+    """A reported estimate must *exceed* the threshold (Alg. 6: ``est > tau``). An item whose
+    count equals the threshold exactly at the epoch's last event (the cap) never passes it:
+    None. Half an event above it at the cap, it passes before the cap."""
+    spec, params = _arrival_power_of_two()
+    cap = float(spec.horizon)
+    tie = _thr(spec, params, cap) / cap
+    assert tie * cap == _thr(spec, params, cap) and tie > min_detectable_share(spec, params)
+    assert detection_events(spec, params, tie) is None  # type: ignore[arg-type]
+    above = (_thr(spec, params, cap) + 0.5) / cap
+    n = detection_events(spec, params, above)  # type: ignore[arg-type]
+    assert n is not None and n <= cap
+    assert above * n > _thr(spec, params, n)  # passes at the answer
+    assert above * (n - 1e-3) <= _thr(spec, params, n - 1e-3)  # and not just before it
+
+
+def test_the_answer_strictly_passes_the_threshold_when_a_midpoint_ties_it() -> None:
+    """The search's first midpoint (half the cap) is where the item's count equals the
+    threshold exactly: there it is not yet reported, so the answer lies just above it, at a
+    point where it strictly passes (``share * n > threshold(n)``), within the search's
+    tolerance ``max(1e-9 n, 1e-6)``."""
+    spec, params = _arrival_power_of_two()
+    mid = spec.horizon / 2
+    share = _thr(spec, params, mid) / mid
+    assert share * mid == _thr(spec, params, mid)
+    assert share * spec.horizon > _thr(spec, params, spec.horizon)  # passes before the cap
+    n = detection_events(spec, params, share)  # type: ignore[arg-type]
+    assert n is not None
+    assert share * n > _thr(spec, params, n)
+    assert mid < n <= mid + max(1e-9 * n, 1e-6)
+
+
+def test_under_add_remove_only_the_suppression_term_uses_the_upper_length() -> None:
+    """add/remove: ``t_up = n + slack`` enters the suppression threshold ``tau2`` only; the
+    count term ``tau1 = n / k`` uses the length estimate itself (= ``n`` here). With ``k = 1``
+    and ``n`` large, ``tau1`` dominates: threshold = ``n / k + c`` exactly, below
+    ``t_up / k + c`` by the slack."""
+    spec = _tick_spec(k=1, k_tilde=8, unit_cap=3, event_horizon=10**9)
+    params = LazyHH(spec, ZeroNoise()).params
+    slack = length_slack(spec, params)
+    assert slack > 1
+    n = 1e8
+    b = output_bounds(spec, params, n)
+    assert b["tau1"] == n and b["tau2"] < n  # the count term dominates at this length
+    assert b["threshold"] == n + 3
+    assert b["coverage"] == n + 3 + params.thresholds.lambda1

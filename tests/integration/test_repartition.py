@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.integration.conftest import create_topic, latest_by_shard, read_all
+from tests.support.kafka import create_topic, latest_by_shard, read_all
 
 pytestmark = [pytest.mark.broker]
 

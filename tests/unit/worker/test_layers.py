@@ -227,3 +227,15 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
     hits = [f for f in files if f.endswith((".py", ".md", ".toml", ".yaml", ".txt"))
             and outside in (repo / f).read_text(errors="replace")]
     assert hits == []
+
+
+def test_no_test_imports_another_test_module_or_a_conftest() -> None:
+    """Shared fixtures live in tests/support/ (plain modules); a test module or a conftest is
+    never imported by another file (scripts and benchmarks included)."""
+    import re
+
+    repo = ROOT.parent
+    pattern = re.compile(r"^\s*(?:from|import)\s+tests\.[\w.]*(?:\btest_\w+|conftest)\b", re.M)
+    hits = [str(p.relative_to(repo)) for d in ("tests", "scripts", "benchmarks")
+            for p in (repo / d).rglob("*.py") if pattern.search(p.read_text())]
+    assert hits == []

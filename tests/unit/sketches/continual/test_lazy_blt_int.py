@@ -310,7 +310,7 @@ def test_lazy_sketch_blt_int_states_the_sampler_term(cls) -> None:
     tree = cls(_spec("tree"), make_noise("zero", allow_insecure=True))
     assert "sampler" not in tree.release() and tree.privacy()["delta"] == 1e-6
 
-    from tests.unit.worker.release.test_epoch_params import topo
+    from tests.support.checkpoints import epoch_topo as topo
 
     for counter, added in (("blt_int", True), ("tree", False)):
         params = f"{{depth: 2, width: 16, hash_seed: 1, counter: {counter}}}"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
-from tests.unit.worker.engine.test_worker_state import Clock, MemStore
+from tests.support.engine import Clock, MemStore
 from worker.config.topology import parse_topology
 from worker.engine.checkpoint import PartitionCheckpoint, decode_checkpoint, encode_checkpoint
 from worker.engine.engine import Engine

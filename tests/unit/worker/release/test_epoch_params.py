@@ -13,35 +13,14 @@ import pytest
 
 import tests.integration.exact_mechanism  # noqa: F401  (registers test_exact_counts)
 from sketches.errors import SerializationError, SpecError
-from tests.support.checkpoints import as_version_1
+from tests.support.checkpoints import TOPO, as_version_1
+from tests.support.checkpoints import epoch_topo as topo
 from tests.support.engine import Clock, MemSink, MemStore, ev
 from worker.config.mechanism_loader import load_mechanisms
 from worker.config.topology import parse_topology
 from worker.engine.engine import Engine
 from worker.engine.shard_state import ShardState
 from worker.release.epoch_params import HARD, check_hard, epoch_params, soft_changes
-
-TOPO = """
-name: views
-input: {{topic: in, partitions: 1, fields: {{shard: r, item: i, unit: u}}}}
-{shards}
-mechanism: {{name: {mech}, params: {params}}}
-privacy: {{eps: {eps}, delta: 1.0e-6, tick_ms: {tick_ms}, epoch_ticks: {epoch_ticks},
-          unit_cap: {cap}}}
-noise: {{kind: {noise}, {extra}allow_insecure_noise: true}}
-release: {{every_ticks: 5, topic: out}}
-dead_letter: {{topic: dlq}}
-"""
-
-
-def topo(eps: float = 4.0, cap: int = 1, mech: str = "lazy_cms",
-         params: str = "{depth: 2, width: 16, hash_seed: 1}", tick_ms: int = 100,
-         noise: str = "fast", shards: str = "", epoch_ticks: int = 50) -> Any:
-    load_mechanisms()
-    extra = "seed: 5, " if noise == "fast" else ""
-    return parse_topology(TOPO.format(eps=eps, cap=cap, mech=mech, params=params,
-                                      tick_ms=tick_ms, noise=noise, extra=extra,
-                                      shards=shards, epoch_ticks=epoch_ticks))
 
 
 def released(sink: MemSink) -> list[dict[str, Any]]:

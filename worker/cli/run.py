@@ -247,7 +247,7 @@ async def _demo(settings: Settings, rate: float, seconds: float | None,
                 embedded_exit: ExitStatus | None = None) -> None:
     from worker.runtime.worker import create_worker
 
-    worker = create_worker(settings, DEMO_TOPOLOGIES)
+    worker = create_worker(settings, DEMO_TOPOLOGIES, memory_checkpoints=True)
     worker.embedded_exit = embedded_exit
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -307,7 +307,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
                 extras.append(stop_later)
             app = create_faust_app(settings, DEMO_TOPOLOGIES, extras=extras,
-                                   crash_on_failure=False)
+                                   crash_on_failure=False, memory_checkpoints=True)
             app.dpstream_worker.embedded_exit = exit_status
             return _run_faust(app, settings)
         asyncio.run(_demo(settings, args.rate, args.seconds, _dashboard(settings, args),

@@ -293,6 +293,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         check_port("127.0.0.1", args.dashboard_port, "dashboard",
                    "pass --dashboard-port with a free port, or 0 for no dashboard")
     settings, broker, exit_status = _with_broker(settings, demo=True)
+    from worker.kafka.demo_producer import demo_worker_settings
+
+    settings = demo_worker_settings(settings)  # zstd releases (docs/OPERATIONS.md "Demo memory")
     with broker:
         if args.faust:
             from worker.runtime.faust_host import create_faust_app

@@ -2,9 +2,10 @@
 
 Starts ``dpstream demo`` (default rate, default runner, free metrics and dashboard
 ports) from ``--root`` (default: this checkout), samples the resident set size of
-its embedded Tansu child from ``/proc`` every ``--every`` seconds for
-``--seconds``, then reads the input topic's low and high watermarks (records
-produced, records still kept) and prints one Markdown section with the numbers.
+its embedded Tansu child (and of the demo process itself: the worker) from
+``/proc`` every ``--every`` seconds for ``--seconds``, then reads the input
+topic's low and high watermarks (records produced, records still kept) and the
+checkpoint topic's record count, and prints one Markdown section with the numbers.
 
 Usage: ``python scripts/demo_memory.py --seconds 600 --label after >> results/demo_memory.md``
 """
@@ -77,8 +78,8 @@ async def _parts(c: object, topic: str) -> set[int]:
     return c.partitions_for_topic(topic) or set()  # type: ignore[attr-defined]
 
 
-def _events_in(port: int) -> float:
-    """``dpstream_events_in_total`` of the demo's first topology (0 if unreadable)."""
+def _metric(port: int, name: str, how: str = "max") -> float:
+    """``name`` from the demo's metrics: the max (or sum) over its labels (0 if unreadable)."""
     import urllib.request
 
     try:
@@ -87,8 +88,8 @@ def _events_in(port: int) -> float:
     except OSError:
         return 0.0
     values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-              if line.startswith("dpstream_events_in_total{")]
-    return max(values, default=0.0)
+              if line.startswith(name + "{") or line.startswith(name + " ")]
+    return sum(values) if how == "sum" else max(values, default=0.0)
 
 
 def main() -> int:
@@ -111,7 +112,7 @@ def main() -> int:
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=args.root, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    samples: list[tuple[float, float]] = []
+    samples: list[tuple[float, float, float]] = []
     try:
         deadline = time.monotonic() + 120
         broker = None
@@ -125,16 +126,20 @@ def main() -> int:
         t0 = time.monotonic()
         while True:
             now = time.monotonic() - t0
-            rss = _rss_mb(broker)
-            if rss is None or proc.poll() is not None:
+            rss, wrss = _rss_mb(broker), _rss_mb(proc.pid)
+            if rss is None or wrss is None or proc.poll() is not None:
                 raise SystemExit(f"demo or broker ended at {now:.0f} s; see {log}")
-            samples.append((now, rss))
-            print(f"  t={now:5.0f} s broker RSS {rss:8.1f} MB", file=sys.stderr, flush=True)
+            samples.append((now, rss, wrss))
+            print(f"  t={now:5.0f} s broker RSS {rss:8.1f} MB, worker {wrss:8.1f} MB",
+                  file=sys.stderr, flush=True)
             if now >= args.seconds:
                 break
             time.sleep(min(args.every, max(0.0, args.seconds - now)))
         low, high = asyncio.run(_watermarks(_bootstrap(broker), args.topic))
-        applied = _events_in(metrics_port)
+        _, ck_records = asyncio.run(_watermarks(_bootstrap(broker), "dpstream-checkpoints"))
+        applied = _metric(metrics_port, "dpstream_events_in_total")
+        ck_bytes = _metric(metrics_port, "dpstream_checkpoint_written_bytes_total", "sum")
+        releases = _metric(metrics_port, "dpstream_releases_published_total", "sum")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
@@ -143,20 +148,24 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    (t_end, rss_end), (_, rss_start) = samples[-1], samples[0]
-    mid = [r for t, r in samples if t >= t_end / 2]
-    slope = (mid[-1] - mid[0]) / (t_end / 2) if len(mid) > 1 and t_end else 0.0
+    (t_end, rss_end, wrss_end), (_, rss_start, wrss_start) = samples[-1], samples[0]
+    mid = [(r, w) for t, r, w in samples if t >= t_end / 2]
+    slope = (mid[-1][0] - mid[0][0]) / (t_end / 2) if len(mid) > 1 and t_end else 0.0
+    wslope = (mid[-1][1] - mid[0][1]) / (t_end / 2) if len(mid) > 1 and t_end else 0.0
     print(f"\n### {args.label or 'run'} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n")
     print(f"`dpstream demo` (default rate) for {t_end:.0f} s; broker RSS sampled every "
           f"{args.every:.0f} s.\n")
-    print("| t (s) | broker RSS (MB) |\n|---:|---:|")
-    for t, r in samples:
-        print(f"| {t:.0f} | {r:.1f} |")
-    print(f"\nRSS {rss_start:.1f} MB -> {rss_end:.1f} MB (max {max(r for _, r in samples):.1f}); "
+    print("| t (s) | broker RSS (MB) | worker RSS (MB) |\n|---:|---:|---:|")
+    for t, r, w in samples:
+        print(f"| {t:.0f} | {r:.1f} | {w:.1f} |")
+    print(f"\nRSS {rss_start:.1f} MB -> {rss_end:.1f} MB (max {max(s[1] for s in samples):.1f}); "
           f"growth over the second half {slope:.2f} MB/s. Topic {args.topic!r}: {high} records "
           f"produced ({high / t_end:.0f}/s), {high - low} still kept (low watermark {low}); "
           f"the worker applied {applied:.0f} events per topology (both demo topologies "
-          "read the same input).")
+          "read the same input). Worker RSS "
+          f"{wrss_start:.1f} MB -> {wrss_end:.1f} MB (second half {wslope:.3f} MB/s); "
+          f"{releases:.0f} releases published; checkpoints: {ck_bytes / 2**20:.1f} MiB "
+          f"written, {ck_records} records on the broker's checkpoint topic.")
     cap = os.environ.get("DPSTREAM_DEMO_INPUT_MB")
     if cap is not None:
         print(f"\nDPSTREAM_DEMO_INPUT_MB={cap}.")

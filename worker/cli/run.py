@@ -248,7 +248,7 @@ async def _demo(settings: Settings, rate: float, seconds: float | None,
                 embedded_exit: ExitStatus | None = None) -> None:
     from worker.runtime.worker import create_worker
 
-    worker = create_worker(settings, DEMO_TOPOLOGIES)
+    worker = create_worker(settings, DEMO_TOPOLOGIES, memory_checkpoints=True)
     worker.embedded_exit = embedded_exit
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -294,6 +294,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         check_port("127.0.0.1", args.dashboard_port, "dashboard",
                    "pass --dashboard-port with a free port, or 0 for no dashboard")
     settings, broker, exit_status = _with_broker(settings, demo=True)
+    from worker.kafka.demo_producer import demo_worker_settings
+
+    settings = demo_worker_settings(settings)  # zstd releases (docs/OPERATIONS.md "Demo memory")
     with broker:
         if args.faust:
             from worker.runtime.faust_host import create_faust_app
@@ -308,7 +311,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
                 extras.append(stop_later)
             app = create_faust_app(settings, DEMO_TOPOLOGIES, extras=extras,
-                                   crash_on_failure=False)
+                                   crash_on_failure=False, memory_checkpoints=True)
             app.dpstream_worker.embedded_exit = exit_status
             return _run_faust(app, settings)
         asyncio.run(_demo(settings, args.rate, args.seconds, _dashboard(settings, args),

@@ -800,6 +800,62 @@ class CheckpointStore:
         return got[1]
 
 
+class MemoryCheckpointStore:
+    """Checkpoints kept in this process's memory: the store of ``dpstream demo`` only.
+
+    The demo's embedded broker lives and dies with the worker, so checkpoints on it
+    add no durability; but its in-memory storage never compacts, so every release's
+    checkpoint stayed there for good (0.25 MB/s under the demo, about 0.9 GB per
+    hour: docs/OPERATIONS.md "Demo memory"). Here a write replaces the partition's
+    previous checkpoint (:func:`merge_checkpoint`), so memory is bounded by the
+    shards held. Restores within the process (a rebalance) read it back; nothing
+    survives the process, which is what ``dpstream run`` must never accept: it
+    always uses :class:`CheckpointStore`. One writer by construction: nothing to
+    claim or fence.
+
+    >>> import asyncio
+    >>> store = MemoryCheckpointStore()
+    >>> cp = PartitionCheckpoint("t", 0, 5, [b"A", b"B"], names=["a", "b"], incremental=True)
+    >>> asyncio.run(store.write(cp))   # bytes of the shard states and pending releases
+    2
+    >>> _ = asyncio.run(store.write(PartitionCheckpoint("t", 0, 9, [b"B2"], names=["b"],
+    ...                                                 incremental=True)))
+    >>> got = store.load("t", 0)
+    >>> (got.next_offset, got.names, got.shards, store.load("t", 1))
+    (9, ['a', 'b'], [b'A', b'B2'], None)
+    """
+
+    def __init__(self) -> None:
+        self.checkpoints: dict[tuple[str, int], PartitionCheckpoint] = {}
+        self.bytes_written = 0
+
+    async def write(self, cp: PartitionCheckpoint) -> int:
+        """Merge ``cp`` over the partition's checkpoint; the bytes of ``cp``'s states."""
+        key = (cp.topology, cp.partition)
+        self.checkpoints[key] = merge_checkpoint(self.checkpoints.get(key), cp)
+        n = sum(map(len, cp.shards)) + sum(map(len, cp.pending))
+        self.bytes_written += n
+        return n
+
+    async def refresh(self) -> None:
+        """Nothing to read: every write is already here."""
+
+    def load(self, topology: str, partition: int) -> PartitionCheckpoint | None:
+        """The partition's merged checkpoint (None if none was written)."""
+        return self.checkpoints.get((topology, partition))
+
+    async def claim(self, topology: str, partition: int) -> None:
+        """One writer by construction: nothing to fence."""
+
+    def take_damaged(self, topology: str, partition: int) -> set[str]:
+        """No other writer can damage anything."""
+        return set()
+
+    def needs_repair(self, topology: str, partition: int) -> bool:
+        """No other writer: never."""
+        return False
+
+
 def merge_checkpoint(prev: PartitionCheckpoint | None,
                      cp: PartitionCheckpoint) -> PartitionCheckpoint:
     """The complete checkpoint after writing ``cp`` over ``prev`` (what a restore reads).

@@ -295,7 +295,7 @@ def _view(base: Any, handler: Any) -> Any:
 
 def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = None, *,
                      extras: Sequence[Callable[[Worker], Awaitable[None]]] = (),
-                     crash_on_failure: bool = True) -> Any:
+                     crash_on_failure: bool = True, memory_checkpoints: bool = False) -> Any:
     """Factory: a Faust app hosting the dpstream worker as a Faust-managed service.
 
     This is how ``dpstream run`` and ``dpstream demo`` run by default
@@ -312,6 +312,8 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
 
     ``extras`` are coroutines started (with the worker) once it runs, e.g.
     the demo's producer; a worker failure crashes the app (non-zero exit).
+    ``memory_checkpoints=True`` (``dpstream demo`` only) keeps the worker's
+    checkpoints in memory (:func:`~worker.runtime.worker.create_worker`).
     ``crash_on_failure=False`` (the CLI) stops the app like SIGTERM instead,
     without Faust's crash report; the runner then reports
     ``app.dpstream_worker.failed`` in one line and exits non-zero
@@ -327,7 +329,7 @@ def create_faust_app(settings: Settings, topology_paths: Sequence[str] | None = 
     from faust.app.base import BootStrategy
     from mode import Service
 
-    worker = create_worker(settings, topology_paths)
+    worker = create_worker(settings, topology_paths, memory_checkpoints=memory_checkpoints)
 
     class WorkerService(Service):
         """Starts and stops the dpstream worker with the Faust app."""

@@ -37,8 +37,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from worker.config.mechanism_loader import load_mechanisms
-from worker.engine.checkpoint import CheckpointStore
+from worker.engine.checkpoint import CheckpointStore, MemoryCheckpointStore
 from worker.engine.engine import Engine
+from worker.engine.partition import Store
 from worker.ingest.repartition import repartition_topic
 from worker.kafka.admin import check_partitions, declare_topics
 from worker.kafka.broker_watch import BrokerUnavailable, BrokerWatch, install_rate_limit
@@ -111,14 +112,21 @@ class Lifecycle:
             "enable_idempotence": False, "acks": "all", "linger_ms": 2,
             "max_request_size": s.producer_max_request_bytes}))
         await producer.start()
-        ck_consumer = state.ck_consumer = AIOKafkaConsumer(**aiokafka_kwargs(s, "checkpoint", {
-            "enable_auto_commit": False, "group_id": None, "auto_offset_reset": "earliest"}))
-        await ck_consumer.start()
-        ck_tp = TopicPartition(s.checkpoint_topic, 0)
-        ck_consumer.assign([ck_tp])
-        await ck_consumer.seek_to_beginning(ck_tp)
-        store = CheckpointStore(producer, ck_consumer, s.checkpoint_topic,
-                                deployment=s.deployment, takeover=s.takeover_from)
+        store: Store
+        if state.memory_checkpoints:  # dpstream demo only (RunState.memory_checkpoints)
+            store = MemoryCheckpointStore()
+            log.info("checkpoints are kept in memory (dpstream demo: the embedded broker "
+                     "dies with the worker, and it never compacts the checkpoint topic)")
+        else:
+            ck_consumer = state.ck_consumer = AIOKafkaConsumer(**aiokafka_kwargs(
+                s, "checkpoint", {"enable_auto_commit": False, "group_id": None,
+                                  "auto_offset_reset": "earliest"}))
+            await ck_consumer.start()
+            ck_tp = TopicPartition(s.checkpoint_topic, 0)
+            ck_consumer.assign([ck_tp])
+            await ck_consumer.seek_to_beginning(ck_tp)
+            store = CheckpointStore(producer, ck_consumer, s.checkpoint_topic,
+                                    deployment=s.deployment, takeover=s.takeover_from)
         state.engine = Engine(state.topologies, store, KafkaSink(producer), state.metrics,
                               crash_points=s.crash_probabilities(),
                               dead_letter_max_bytes=s.producer_max_request_bytes - 4096,

@@ -52,7 +52,7 @@ class RunState:
     """The shared state of one worker (see the module docstring)."""
 
     def __init__(self, settings: Settings, topologies: Sequence[Topology],
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, *, memory_checkpoints: bool = False) -> None:
         if not settings.broker:
             raise SpecError("DPSTREAM_BROKER: no broker configured; set host:port "
                             "(the `dpstream run` CLI starts an embedded broker instead)")
@@ -79,6 +79,9 @@ class RunState:
         waited: aiokafka only returns records that start at the partition's
         current position and advances it, so dropping them would lose them.
         """
+        self.memory_checkpoints = memory_checkpoints
+        """Keep checkpoints in this process (``dpstream demo`` only: its embedded broker
+        dies with the worker anyway and never compacts); False: the checkpoint topic."""
         self.producer: AIOKafkaProducer | None = None
         self.ck_consumer: AIOKafkaConsumer | None = None
         """Reads the checkpoint topic (restores)."""

@@ -61,8 +61,8 @@ class Worker(RunState):
     """
 
     def __init__(self, settings: Settings, topologies: Sequence[Topology],
-                 metrics: Metrics | None = None) -> None:
-        super().__init__(settings, topologies, metrics)
+                 metrics: Metrics | None = None, *, memory_checkpoints: bool = False) -> None:
+        super().__init__(settings, topologies, metrics, memory_checkpoints=memory_checkpoints)
         self.assignment = Assignment(self)
         self.timer = ReleaseTimer(self, self.assignment)
         self.lifecycle = Lifecycle(self, self.assignment, {"dpstream-consume": self._consume,
@@ -150,8 +150,14 @@ def listener_for(worker: Worker) -> RebalanceListener:
 
 
 def create_worker(settings: Settings, topology_paths: Sequence[str] | None = None,
-                  metrics: Metrics | None = None) -> Worker:
+                  metrics: Metrics | None = None, *, memory_checkpoints: bool = False,
+                  ) -> Worker:
     """Factory: load mechanisms and topologies, run every start-up check
     (:func:`worker.engine.startup.load_checked`: the checks ``dpstream validate``
-    makes too) and build a :class:`Worker`."""
-    return Worker(settings, load_checked(settings, topology_paths), metrics)
+    makes too) and build a :class:`Worker`.
+
+    ``memory_checkpoints=True`` keeps checkpoints in the process
+    (:class:`~worker.engine.checkpoint.MemoryCheckpointStore`): for ``dpstream demo``
+    only, whose embedded broker dies with the worker; ``dpstream run`` never sets it."""
+    return Worker(settings, load_checked(settings, topology_paths), metrics,
+                  memory_checkpoints=memory_checkpoints)

@@ -203,15 +203,15 @@ def _with_header(blob: bytes, edit) -> bytes:  # type: ignore[no-untyped-def]
     ("integer_noise", lambda h: h["state"].pop("integer_noise")),
     ("n", lambda h: h["spec"].pop("n")),
     ("horizon", lambda h: h["spec"].pop("horizon")),
-    ("n", lambda h: h["spec"].__setitem__("n", "three")),
+    ("three", lambda h: h["spec"].__setitem__("n", "three")),
 ])
 @pytest.mark.parametrize("cls", [ContinualCounters, LazyNoiseCounters])
 def test_from_bytes_refuses_an_incomplete_header_as_a_serialization_error(
         cls: type, field: str, edit) -> None:  # type: ignore[no-untyped-def]
     """A checkpoint header without its ``state``/``spec`` mappings (or a field of them) is a
-    corrupt state: ``SerializationError`` naming the field, not ``KeyError``/``TypeError``
-    (as ``FactorizedCounters.from_bytes``)."""
+    corrupt state: ``SerializationError`` naming the field (or the bad value), not
+    ``KeyError``/``TypeError`` (as ``FactorizedCounters.from_bytes``)."""
     blob = cls(3, 16, 2.0, True, Counting()).to_bytes()
     assert cls.from_bytes(_with_header(blob, lambda h: None), Counting()).n == 3
-    with pytest.raises(SerializationError, match=field):
+    with pytest.raises(SerializationError, match=f"'{field}'"):  # the name, quoted
         cls.from_bytes(_with_header(blob, edit), Counting())

@@ -402,8 +402,15 @@ class ContinualCounters(PrefixCounters):
         if header.get("mechanism") != "counter_tree":
             raise SerializationError(f"mechanism: {header.get('mechanism')!r} is not a tree"
                                      " counter state")
-        st, spec = header.get("state", {}), header.get("spec", {})
-        c = cls(int(spec["n"]), int(spec["horizon"]), float(st["sigma"]),
-                bool(st["integer_noise"]), noise)
+        st, spec = header.get("state"), header.get("spec")
+        for name, part in (("state", st), ("spec", spec)):
+            if not isinstance(part, dict):
+                raise SerializationError(f"counter state: header field {name!r} missing or"
+                                         f" not a mapping ({type(part).__name__})")
+        try:
+            c = cls(int(spec["n"]), int(spec["horizon"]), float(st["sigma"]),
+                    bool(st["integer_noise"]), noise)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SerializationError(f"counter state: malformed header ({exc!r})") from None
         c.restore(st, arrays)
         return c

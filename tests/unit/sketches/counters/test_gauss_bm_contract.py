@@ -179,3 +179,39 @@ def test_an_integer_counter_builds_its_noise_table_at_construction() -> None:
     hits = discrete_gaussian_table.cache_info().hits
     discrete_gaussian_table(3.25)
     assert discrete_gaussian_table.cache_info().hits == hits + 1
+
+
+def _with_header(blob: bytes, edit) -> bytes:  # type: ignore[no-untyped-def]
+    """``blob`` with its JSON header passed through ``edit`` (arrays and CRC unchanged)."""
+    import json
+
+    from sketches.core import serialization as ser
+
+    magic, version, hlen = ser._PREFIX.unpack_from(blob)
+    header = json.loads(blob[ser._PREFIX.size:ser._PREFIX.size + hlen])
+    edit(header)
+    hjson = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return ser._PREFIX.pack(magic, version, len(hjson)) + hjson + blob[ser._PREFIX.size + hlen:]
+
+
+@pytest.mark.parametrize(("field", "edit"), [
+    ("state", lambda h: h.pop("state")),
+    ("spec", lambda h: h.pop("spec")),
+    ("state", lambda h: h.__setitem__("state", None)),
+    ("spec", lambda h: h.__setitem__("spec", [1, 2])),
+    ("sigma", lambda h: h["state"].pop("sigma")),
+    ("integer_noise", lambda h: h["state"].pop("integer_noise")),
+    ("n", lambda h: h["spec"].pop("n")),
+    ("horizon", lambda h: h["spec"].pop("horizon")),
+    ("three", lambda h: h["spec"].__setitem__("n", "three")),
+])
+@pytest.mark.parametrize("cls", [ContinualCounters, LazyNoiseCounters])
+def test_from_bytes_refuses_an_incomplete_header_as_a_serialization_error(
+        cls: type, field: str, edit) -> None:  # type: ignore[no-untyped-def]
+    """A checkpoint header without its ``state``/``spec`` mappings (or a field of them) is a
+    corrupt state: ``SerializationError`` naming the field (or the bad value), not
+    ``KeyError``/``TypeError`` (as ``FactorizedCounters.from_bytes``)."""
+    blob = cls(3, 16, 2.0, True, Counting()).to_bytes()
+    assert cls.from_bytes(_with_header(blob, lambda h: None), Counting()).n == 3
+    with pytest.raises(SerializationError, match=f"'{field}'"):  # the name, quoted
+        cls.from_bytes(_with_header(blob, edit), Counting())

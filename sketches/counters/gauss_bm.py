@@ -407,6 +407,7 @@ class ContinualCounters(PrefixCounters):
             if not isinstance(part, dict):
                 raise SerializationError(f"counter state: header field {name!r} missing or"
                                          f" not a mapping ({type(part).__name__})")
+        assert isinstance(st, dict) and isinstance(spec, dict)  # narrowed above
         try:
             c = cls(int(spec["n"]), int(spec["horizon"]), float(st["sigma"]),
                     bool(st["integer_noise"]), noise)

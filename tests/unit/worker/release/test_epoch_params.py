@@ -480,3 +480,28 @@ def test_a_production_topology_with_the_lattice_counter_runs_and_says_private() 
     for rel in rels:
         assert rel["private"] is True and rel["noise"] == "secure"
         assert rel["payload"]["budget"]["sketch"]["counter"] == "blt_int"
+
+
+def test_topology_at_restores_every_privacy_knob_of_the_block() -> None:
+    """An epoch finishing on its checkpointed block runs as that block says: eps, delta,
+    relation, unit cap and the mechanism's params each come from the block (a topology
+    edited mid-epoch must not change what the epoch's releases state), and each falls back
+    to the topology when the block lacks it (a block written before the field existed)."""
+    from worker.release.epoch_params import topology_at
+
+    old = topo(eps=1.0, cap=3)
+    edited = topo(eps=4.0, cap=7, params="{depth: 2, width: 32, hash_seed: 1}")
+    block = epoch_params(old)
+    block_delta = 3.0e-7
+    at = topology_at(edited, dict(block, delta=block_delta, relation="replace"))
+    assert (at.privacy.eps, at.privacy.delta, at.privacy.relation, at.privacy.unit_cap) \
+        == (1.0, block_delta, "replace", 3)
+    assert at.mechanism_params == old.mechanism_params != edited.mechanism_params
+    assert isinstance(at.privacy.eps, float) and isinstance(at.privacy.unit_cap, int)
+    # the topology's values where the block is silent
+    bare = topology_at(edited, {})
+    assert (bare.privacy.eps, bare.privacy.delta, bare.privacy.relation, bare.privacy.unit_cap,
+            bare.mechanism_params) == (4.0, edited.privacy.delta, edited.privacy.relation, 7,
+                                       edited.mechanism_params)
+    # the structural parts are the edited topology's own (only SOFT knobs are restored)
+    assert at.name == edited.name and at.input == edited.input and at.release == edited.release

@@ -88,12 +88,11 @@ from worker.config.topology import InputSpec
 from worker.ingest.columnar import RowErrors
 from worker.ingest.records import (
     BadRecord,
-    DeadLetter,
     Decoded,
     Gate,
     Record,
     check_event_count,
-    empty_decoded,
+    decode_messages,
     gated,
     text_field,
 )
@@ -727,45 +726,18 @@ def _decode_one(spec: InputSpec, value: bytes | None, gate: Gate
 
 
 def decode_arrow(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
-    f = spec.fields
-    parts_items: list[np.ndarray] = []
-    shards: list[str] = []
-    parts_units: list[np.ndarray] = []
-    parts_weights: list[np.ndarray] = []
-    dead: list[DeadLetter] = []
-    for record in records:
-        offset, key, value, ts = record
-        try:
-            shard, errs, items, units, weights = _decode_one(spec, value, gate)
-        except BadRecord as bad:
-            dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
-            continue
-        if errs.by_reason:
-            dead.append(errs.dead_letter(record))
-            items, units, weights = errs.good_rows(items, units, weights)
-        parts_items.append(items)
-        shards.append(shard)
-        if units is not None:
-            parts_units.append(units)
-        if weights is not None:
-            parts_weights.append(weights)
-    if not parts_items:
-        return empty_decoded(spec, dead)
-    counts = [p.shape[0] for p in parts_items]
-    if spec.item_type == "str" and any(p.dtype == np.uint32 for p in parts_items):
-        if all(p.dtype == np.uint32 for p in parts_items):  # one conversion per batch
-            items = ipv4_text(np.concatenate(parts_items))
-        else:
-            items = np.concatenate([ipv4_text(p) if p.dtype == np.uint32 else p
-                                    for p in parts_items])
-    else:
-        items = np.concatenate(parts_items)
-    # shard keys fixed-width, not object (NUL-free keys survive it): filling an
-    # object array costs ~50 ns per event in reference counting
-    return Decoded(
-        items, np.repeat(np.array(shards), counts),
-        np.concatenate(parts_units) if f.unit else None,
-        np.concatenate(parts_weights) if f.weight else None, dead)
+    return decode_messages(spec, records, gate, _decode_one,
+                           items_of=lambda parts: _join_items(spec, parts))
+
+
+def _join_items(spec: InputSpec, parts: list[np.ndarray]) -> np.ndarray:
+    """The messages' items as one array; IPv4 ``uint32`` columns become text where the
+    topology's items are strings (one conversion per batch when every message has them)."""
+    if spec.item_type == "str" and any(p.dtype == np.uint32 for p in parts):
+        if all(p.dtype == np.uint32 for p in parts):
+            return ipv4_text(np.concatenate(parts))
+        return np.concatenate([ipv4_text(p) if p.dtype == np.uint32 else p for p in parts])
+    return np.concatenate(parts)
 
 
 def arrow_message(shard: str, items: np.ndarray | Sequence[Any],

@@ -49,7 +49,7 @@ from worker.ingest.records import (
     Gate,
     Record,
     check_event_count,
-    empty_decoded,
+    decode_messages,
     gated,
     key_str,
     load_json_rows,
@@ -267,31 +267,4 @@ def _message(spec: InputSpec, value: bytes | None, gate: Gate
 
 
 def decode_columnar(spec: InputSpec, records: Sequence[Record], gate: Gate) -> Decoded:
-    f = spec.fields
-    parts_items: list[np.ndarray] = []
-    parts_shards: list[np.ndarray] = []
-    parts_units: list[np.ndarray] = []
-    parts_weights: list[np.ndarray] = []
-    dead: list[DeadLetter] = []
-    for record in records:
-        offset, key, value, ts = record
-        try:
-            shard, errs, items, units, weights = _message(spec, value, gate)
-        except BadRecord as bad:
-            dead.append(DeadLetter(offset, key, value, ts, bad.reason, bad.detail))
-            continue
-        if errs.by_reason:
-            dead.append(errs.dead_letter(record))
-            items, units, weights = errs.good_rows(items, units, weights)
-        parts_items.append(items)
-        parts_shards.append(np.full(items.shape[0], shard, dtype=object))
-        if units is not None:
-            parts_units.append(units)
-        if weights is not None:
-            parts_weights.append(weights)
-    if not parts_items:
-        return empty_decoded(spec, dead)
-    return Decoded(
-        np.concatenate(parts_items), np.concatenate(parts_shards),
-        np.concatenate(parts_units) if f.unit else None,
-        np.concatenate(parts_weights) if f.weight else None, dead)
+    return decode_messages(spec, records, gate, _message, shard_dtype=object)

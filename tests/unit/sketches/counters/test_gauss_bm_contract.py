@@ -11,26 +11,7 @@ from sketches.core.serialization import unpack
 from sketches.counters.gauss_bm import ContinualCounters
 from sketches.counters.gauss_bm_lazy import LazyNoiseCounters
 from sketches.errors import IncompatibleSpecError, SerializationError, SpecError
-
-
-class Counting:
-    """Deterministic noise: an ``m``-value draw is ``m`` one-value draws."""
-
-    kind = "fast"
-
-    def __init__(self) -> None:
-        self.i = 0
-
-    def _next(self, size: int) -> np.ndarray:
-        idx = np.arange(self.i, self.i + int(size), dtype=np.int64)
-        self.i += int(size)
-        return (idx * 7919) % 2001 - 1000
-
-    def gaussian(self, sigma: float, size: int) -> np.ndarray:
-        return self._next(size) * 0.37 + 0.1
-
-    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
-        return self._next(size)
+from tests.support.noise_sources import Pattern as Counting
 
 
 @pytest.mark.parametrize("cls", [ContinualCounters, LazyNoiseCounters])

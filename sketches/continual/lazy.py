@@ -104,10 +104,12 @@ class _LazySketch:
             raise SpecError(f"spec: expected LazySketchSpec, got {type(spec).__name__}")
         self.spec = spec
         self.hash = spec.hash_spec
-        if spec.counter is CounterKind.BLT_INT and spec.steps_per_round != 1:
+        if spec.counter is CounterKind.BLT_INT and spec.steps_per_round != 1 \
+                and not spec.aligned:
             raise SpecError(
                 "counter: 'blt_int' releases a round once, when it opens, so every column must"
                 " be pushed at once: use the tick clock with columns_per_tick unset (= width),"
+                " or aligned rounds (round_ticks),"
                 f" got clock={spec.clock.value!r}, columns_per_tick={spec.columns_per_tick!r}")
         self.calibration: Calibration = spec.calibration(signed=self.signed)
         self._noise = noise
@@ -116,7 +118,9 @@ class _LazySketch:
         # tree (ContinualCounters) or factorized (FactorizedCounters): one interface
         self._counters = make_counters(spec.counter, d * w, spec.rounds, self.calibration, noise)
         self._steps = 0  # steps closed (arrival: events seen; tick: ticks closed)
-        self._slot = np.arange(w, dtype=np.int64) // spec.cpt
+        # the step of its round at which a column is pushed (aligned rounds: the last)
+        self._slot = (np.full(w, spec.steps_per_round - 1, dtype=np.int64) if spec.aligned
+                      else np.arange(w, dtype=np.int64) // spec.cpt)
         self._work: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
         self._limbs = np.empty((3, 0), dtype=np.uint64)  # key limbs + hash scratch
 
@@ -192,7 +196,7 @@ class _LazySketch:
         p_pushed = pushed_columns(self._slot, spr, s0, close_to)
         pushed = sums[0] + np.where(p_pushed, self._P, 0)
         new_p = sums[1] + np.where(p_pushed, 0, self._P)
-        new_rounds = -(-close_to // spr) - self._counters.rounds
+        new_rounds = spec.rounds_at(close_to) - self._counters.rounds
         if new_rounds > 0 or close_to > s0:
             # atomic: push() draws all noise before changing the counters; P and the
             # step count change only after it succeeded (a failed draw leaves the
@@ -204,7 +208,7 @@ class _LazySketch:
     # ------------------------------------------------------------- queries
     def _behind(self) -> np.ndarray | None:
         pos = self._steps % self.spec.steps_per_round
-        if pos == 0:
+        if pos == 0 or self.spec.aligned:  # aligned: every cell is at the last round
             return None
         return np.broadcast_to(self._slot >= pos, (self.spec.depth, self.spec.width)).ravel()
 
@@ -304,7 +308,7 @@ class _LazySketch:
         sketch._counters.restore(state, arrays)
         sketch._P = p.astype(np.int64)
         steps = int(state["steps"])
-        if sketch._counters.rounds != -(-steps // spec.steps_per_round):
+        if sketch._counters.rounds != spec.rounds_at(steps):
             raise SerializationError("state: steps and rounds are inconsistent; corrupt state")
         sketch._steps = steps
         return sketch
@@ -379,15 +383,17 @@ def default_counter(spec: LazySketchSpec, *, signed: bool) -> LazySketchSpec:
     Applies to specs built from topology parameters without a ``counter`` key (new
     epochs); a checkpoint keeps its own recorded counter (a stored spec without the
     field is a tree: the dataclass default). ``blt_int`` wins when it is eligible
-    (``discrete`` calibrator, tick clock, every column per tick, a lattice scale within
-    the sampler's range) and :func:`sketches.counters.family.lattice_wins` (lower epoch
-    error bound at the same ``(eps, delta)``, memory within 1.5x of the tree's).
+    (``discrete`` calibrator, tick clock, every column per tick or aligned rounds, a
+    lattice scale within the sampler's range) and
+    :func:`sketches.counters.family.lattice_wins` (lower epoch error bound at the same
+    ``(eps, delta)``, memory within 1.5x of the tree's).
     """
     from sketches.counters.family import DEFAULT_LATTICE_MAX_ROUNDS, lattice_wins
 
     if spec.counter is not CounterKind.TREE or spec.calibrator is not Calibrator.DISCRETE \
-            or spec.clock is not Clock.TICK or spec.steps_per_round != 1 \
-            or spec.horizon > DEFAULT_LATTICE_MAX_ROUNDS:
+            or spec.clock is not Clock.TICK \
+            or (spec.steps_per_round != 1 and not spec.aligned) \
+            or spec.rounds > DEFAULT_LATTICE_MAX_ROUNDS:
         return spec
     try:
         lat = dataclasses.replace(spec, counter=CounterKind.BLT_INT)
@@ -426,7 +432,7 @@ def _register() -> None:
             continual=True,
             capabilities=Capabilities(
                 tick_clock=True, memory_model=LazySketchSpec.memory_bytes,
-                counters=tuple(k.value for k in CounterKind),
+                counters=tuple(k.value for k in CounterKind), aligned_rounds=True,
                 # blt_int clamps each round's per-cell increment (docs/PRIVACY.md 13.1): the
                 # per-cell bound is enforced on the data path, so the capability stays False
                 noise=_noise,

@@ -120,7 +120,9 @@ def split_sums(
     ``s' = s - pos + slot + R [slot < pos]``, i.e. within ``R - 1`` steps.
     So every event with ``s <= close_to - R`` is pushed (one add per row);
     only the tail needs the comparison ``s' >= close_to``, done in column
-    units as ``j + w [j < pos c] >= (close_to - s + pos) c``. Row by row, in
+    units as ``j + w [j < pos c] >= (close_to - s + pos) c``. Aligned rounds
+    (``round_ticks``) push every column at the round's last step: the events of the
+    open round (``s >= close_to - close_to mod R``) wait, all others are pushed. Row by row, in
     place, one integer ``bincount`` over ``2 d w`` bins (``4 d w`` for CS:
     events with sign -1 go to a second half and are subtracted).
 
@@ -131,12 +133,16 @@ def split_sums(
     d, w, spr, cpt = spec.depth, spec.width, spec.steps_per_round, spec.cpt
     dw = d * w
     n = keys.shape[0]
-    head = int(np.searchsorted(steps, close_to - spr, side="right"))
+    aligned = spec.aligned
+    if aligned:  # pushed iff its round ended: s < the last round boundary <= close_to
+        head = int(np.searchsorted(steps, close_to - close_to % spr, side="left"))
+    else:
+        head = int(np.searchsorted(steps, close_to - spr, side="right"))
     idx, tmp, weights = work
     lo, hi, hscratch = limbs
     np.bitwise_and(keys, np.uint64(0xFFFFFFFF), out=lo)
     np.right_shift(keys, np.uint64(32), out=hi)
-    if head < n:
+    if head < n and not aligned:
         tail_steps = steps[head:]
         pos = tail_steps % spr
         limit = pos * cpt
@@ -146,7 +152,9 @@ def split_sums(
         o = idx[i]
         hash_spec.row_into((lo, hi), i, o, None if weights is None else weights[i],
                            scratch=hscratch)
-        if head < n:
+        if head < n and aligned:
+            o[head:] += dw  # the open round's events all wait in P
+        elif head < n:
             col, t = o[head:], tmp[head:]
             np.subtract(col, limit, out=t)  # < 0  <=>  slot already pushed this round
             t >>= 63
@@ -172,7 +180,8 @@ def pushed_columns(slot: np.ndarray, steps_per_round: int, s0: int, close_to: in
     """Which pending ``P`` columns a batch closing steps ``s0 .. close_to - 1`` pushes.
 
     A column with slot ``q`` is pushed at the next step ``>= s0`` serving
-    ``q``: ``s0 - pos0 + q + R [q < pos0]`` with ``pos0 = s0 mod R``.
+    ``q``: ``s0 - pos0 + q + R [q < pos0]`` with ``pos0 = s0 mod R``. Aligned rounds
+    give every column the slot ``R - 1`` (pushed at the round's last step).
     """
     pos0 = s0 % steps_per_round
     p_step = s0 - pos0 + slot + steps_per_round * (slot < pos0)

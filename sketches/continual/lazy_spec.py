@@ -11,6 +11,10 @@ Examples
 ...                       columns_per_tick=64)
 >>> spec.steps_per_round, spec.rounds
 (16, 5400)
+>>> aligned = LazySketchSpec(depth=4, width=1024, horizon=3600, eps=1.0, delta=1e-6,
+...                          round_ticks=60)   # release every 60 ticks: 60 rounds
+>>> aligned.steps_per_round, aligned.rounds, aligned.rounds_at(119), aligned.rounds_at(120)
+(60, 60, 1, 2)
 >>> LazySketchSpec(depth=4, width=1024, horizon=10, eps=1.0, delta=1e-6,
 ...                columns_per_tick=3)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
@@ -93,6 +97,15 @@ class LazySketchSpec:
         Tick clock: columns pushed per tick, must divide ``width``; ``None``
         means ``width`` (one round per tick, no lag at tick boundaries).
         Arrival clock: must be ``None`` or 1.
+    round_ticks : int or None
+        Tick clock only: *aligned rounds* of this many ticks. Every column is pushed at
+        once, when the round's last tick closes, so a release at a multiple of
+        ``round_ticks`` sees every event before it (no lag), and the counters run
+        ``horizon / round_ticks`` rounds instead of ``horizon`` (less noise, and for
+        ``blt_int`` one draw per cell and round). Must divide ``horizon``; excludes a
+        ``columns_per_tick`` below ``width``. ``None`` (default): one round per
+        ``width / columns_per_tick`` ticks, staggered (Algorithm 5). The worker sets it to
+        ``release.every_ticks`` (docs/PRIVACY.md 13.2).
     calibrator : Calibrator
         ``discrete`` (default, integer noise), ``analytic`` or ``paper``.
     hash_seed : int
@@ -127,6 +140,7 @@ class LazySketchSpec:
     unit_cap: int = 1
     counter: CounterKind = field(default=CounterKind.TREE,
                                  metadata={"omit_if_default": True})
+    round_ticks: int | None = field(default=None, metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
         coerce_enums(self, (("relation", Relation), ("clock", Clock), ("calibrator", Calibrator),
@@ -151,7 +165,29 @@ class LazySketchSpec:
         if cpt is not None:
             object.__setattr__(self, "columns_per_tick", int(cpt))
         check_clock(self.relation, self.clock)
+        self._check_round_ticks()
         self._check_counter()
+
+    def _check_round_ticks(self) -> None:
+        """Aligned rounds: tick clock, a divisor of ``horizon``, no staggered columns."""
+        r = self.round_ticks
+        if r is None:
+            return
+        if isinstance(r, bool) or not isinstance(r, int | np.integer) or r < 1:
+            raise SpecError(f"round_ticks: must be an integer >= 1, got {r!r}")
+        r = int(r)
+        object.__setattr__(self, "round_ticks", r)
+        if self.clock is not Clock.TICK:
+            raise SpecError("round_ticks: aligned rounds are ticks; the arrival clock has none,"
+                            " leave round_ticks unset or use clock='tick'")
+        if self.horizon % r:
+            raise SpecError(f"round_ticks: must divide horizon={self.horizon}, got {r}; pick a"
+                            " divisor (e.g. the release interval of an epoch that is a"
+                            " multiple of it)")
+        if self.columns_per_tick is not None and self.columns_per_tick != self.width:
+            raise SpecError(
+                f"round_ticks: aligned rounds push every column at once; columns_per_tick="
+                f"{self.columns_per_tick} staggers them: leave columns_per_tick unset")
 
     def _check_counter(self) -> None:
         """Refuse counter/calibrator pairs without a guarantee and a too-large ``sqrt``."""
@@ -183,14 +219,28 @@ class LazySketchSpec:
         return self.width if self.columns_per_tick is None else int(self.columns_per_tick)
 
     @property
+    def aligned(self) -> bool:
+        """Aligned rounds (``round_ticks`` set): every column pushed at a round's end."""
+        return self.round_ticks is not None
+
+    @property
     def steps_per_round(self) -> int:
-        """Steps (events or ticks) per round: ``width / cpt``."""
+        """Steps (events or ticks) per round: ``round_ticks``, else ``width / cpt``."""
+        if self.round_ticks is not None:
+            return int(self.round_ticks)
         return self.width // self.cpt
 
     @property
     def rounds(self) -> int:
         """GaussBM horizon in rounds: ``ceil(horizon / steps_per_round)``."""
         return -(-self.horizon // self.steps_per_round)
+
+    def rounds_at(self, steps: int) -> int:
+        """Rounds opened once ``steps`` steps are closed: a staggered round opens with its
+        first step (``ceil``), an aligned one when its last step closes (``floor``)."""
+        if self.round_ticks is not None:
+            return steps // int(self.round_ticks)
+        return -(-steps // self.steps_per_round)
 
     @property
     def hash_spec(self) -> HashSpec:

@@ -47,6 +47,9 @@ Registered with :func:`register` as a :class:`MechanismEntry`: its name (the
   fixed bound; a memory limit refuses the mechanism.
 - ``counters``: the values its spec's ``counter`` field accepts (the continual
   counters it can run); empty: no such field.
+- ``aligned_rounds``: its spec takes ``round_ticks`` (counter rounds of that many ticks,
+  every cell pushed at a round's last tick); the worker sets it to
+  ``release.every_ticks`` unless the topology pins it (docs/PRIVACY.md 13.2).
 - ``unbounded_lattice_cells``: ``counter: blt_int`` has no public, enforced
   per-cell count bound, so it is not certified (production refuses it).
 - ``noise(mechanism) -> NoiseSummary``: sigma, counter, per-cell error and
@@ -157,6 +160,9 @@ class Capabilities:
     memory_for_item_bytes: Callable[[Any, int], int] | None = None
     state_growth: str | None = None
     counters: tuple[str, ...] = ()
+    #: the spec takes ``round_ticks`` (aligned counter rounds, every cell pushed at a
+    #: round's end): the worker sets it to ``release.every_ticks`` unless pinned
+    aligned_rounds: bool = False
     unbounded_lattice_cells: bool = False
     noise: Callable[[Any], NoiseSummary] | None = None
     point_query: Callable[[Any, float, float], tuple[float, float]] | None = None

@@ -52,13 +52,13 @@ __all__ = ["DEFAULT_TO_LATTICE", "DEFAULT_TO_LATTICE_HH", "MEMORY_TOLERANCE",
 MEMORY_TOLERANCE = 1.5
 
 #: Whether LazyCMS/LazyCS specs built from topology parameters without ``counter`` get
-#: ``blt_int`` where :func:`lattice_wins`. Off: the lattice counter draws one exact discrete
-#: Gaussian per cell and round, the tree a few nodes per cell and release, so on a sparse
-#: sketch (d=4, w=1024, 1M events over 3,600 one-second rounds) ``blt_int`` takes 5.9x the
-#: tree's CPU and a catch-up to round 3,000 0.08 s against 0.4 ms (results/counters.md,
-#: issue 20b), above issue 20's 1.5x; the OS CSPRNG alone (~5 bytes per draw at ~580 MB/s)
-#: costs more than 1.5x the tree there.
-DEFAULT_TO_LATTICE = False
+#: ``blt_int`` where :func:`lattice_wins`. On (issue 20c): the lattice counter draws one exact
+#: discrete Gaussian per cell and round, so its cost is per round, not per event; with
+#: rounds aligned to the release interval (``round_ticks``, which the worker sets) a sparse
+#: sketch (d=4, w=1024, 1M events over 3,600 one-second ticks, a release every 60) runs
+#: within 1.5x of the tree's CPU (results/counters.md). With a round every tick it is 5.9x
+#: there (about 0.1 ms of draws per round at w=1024: 0.01% of a core at one-second ticks).
+DEFAULT_TO_LATTICE = True
 #: The same for LazyHH's sketch cells. On (issue 20b): at the issue's production setting
 #: ``blt_int`` runs within 1.31x of the tree's CPU (1.16-1.20x at the netmon setting), with a
 #: third of its noise (gamma 1718 against 5487) and 0.76x its state.

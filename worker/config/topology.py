@@ -182,7 +182,28 @@ class Topology:
             horizon=self.horizon,
             unit_cap=self.calibration_cap,
         )
+        rounds = self.release_rounds()
+        if rounds is not None:
+            params["round_ticks"] = rounds
         return params
+
+    def release_rounds(self) -> int | None:
+        """The ``round_ticks`` the worker gives a mechanism with aligned rounds: counter
+        rounds of ``release.every_ticks`` ticks, so every release sees all its ticks and
+        the counters run one round per release (docs/PRIVACY.md 13.2). None when the
+        topology pins ``round_ticks`` or ``columns_per_tick``, on the arrival clock, for
+        releases every tick, or when ``every_ticks`` does not divide ``epoch_ticks``."""
+        from sketches import lookup, registered
+
+        every = self.release.every_ticks
+        if (self.privacy.clock != "tick" or every <= 1
+                or self.privacy.epoch_ticks % every
+                or "round_ticks" in self.mechanism_params
+                or "columns_per_tick" in self.mechanism_params
+                or self.mechanism not in registered()
+                or not lookup(self.mechanism).capabilities.aligned_rounds):
+            return None
+        return every
 
     @property
     def calibration_cap(self) -> int:

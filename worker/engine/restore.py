@@ -167,6 +167,9 @@ class Restore:
                     # an unpinned counter is a default of new specs (issue 20): a checkpoint
                     # keeps the counter it recorded (a tree, if it has no such field)
                     ours = dataclasses.replace(ours, counter=spec.counter)
+                if st.capabilities.aligned_rounds and topo.release_rounds() is not None:
+                    # so are aligned rounds (issue 20): the checkpoint keeps its own
+                    ours = dataclasses.replace(ours, round_ticks=spec.round_ticks)
                 same = spec is not None and bool(spec == ours)
             except (TypeError, ValueError):  # not comparable: treat as different
                 same = False

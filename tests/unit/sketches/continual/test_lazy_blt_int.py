@@ -168,11 +168,13 @@ def test_the_default_rule_picks_blt_int_where_it_wins(name: str, monkeypatch) ->
     from sketches.counters import family
 
     build = lookup(name).build_spec
-    assert build(PROD).counter == "tree"  # DEFAULT_TO_LATTICE is off (speed, issue 20)
+    assert build(PROD).counter == "blt_int"  # DEFAULT_TO_LATTICE is on (issue 20c)
+    assert build({**PROD, "round_ticks": 60}).counter == "blt_int"  # aligned rounds
+    monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", False)
+    assert build(PROD).counter == "tree"
     monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", True)
-    assert build(PROD).counter == "blt_int"
     assert build({**PROD, "counter": "tree"}).counter == "tree"  # a pinned counter stays
-    assert build({**PROD, "columns_per_tick": 64}).counter == "tree"  # not eligible
+    assert build({**PROD, "columns_per_tick": 64}).counter == "tree"  # staggered: not eligible
     assert build({**PROD, "calibrator": "analytic"}).counter == "tree"
     assert build({**PROD, "relation": "replace", "clock": "arrival"}).counter == "tree"
     # a stored spec (checkpoint) without the field is the tree: the dataclass default
@@ -199,7 +201,7 @@ def test_lazyhh_default_rule(monkeypatch) -> None:
     from sketches.counters import family
 
     build = lookup("lazy_hh").build_spec
-    assert family.DEFAULT_TO_LATTICE_HH and not family.DEFAULT_TO_LATTICE
+    assert family.DEFAULT_TO_LATTICE_HH and family.DEFAULT_TO_LATTICE
     assert build(HH_PROD).counter == "blt_int"
     assert build({**HH_PROD, "counter": "tree"}).counter == "tree"
     monkeypatch.setattr(family, "DEFAULT_TO_LATTICE_HH", False)

@@ -58,11 +58,12 @@ def test_lazy_cms_sigma_noise_and_point_query_match_closed_forms() -> None:
     d, w, eps, delta, epoch = 4, 256, 0.5, 1e-6, 3600
     p = planmod.plan_topology(topo(params=f"{{depth: {d}, width: {w}, calibrator: paper}}",
                                    eps=eps, delta=delta, epoch=epoch), rate=20.0)
-    h = tree_levels(epoch)  # one round per tick (all columns pushed per tick)
+    rounds = epoch // 60  # one round per release (aligned rounds, every_ticks = 60)
+    h = tree_levels(rounds)
     sigma = math.sqrt(2 * h * d * math.log(1.25 / delta)) / eps
     assert p["sigma"]["sketch"] == pytest.approx(sigma, rel=1e-12)
     beta = p["bounds"]["beta"]
-    noise = sigma * math.sqrt(2 * h * math.log(2 * epoch * d * w / beta))
+    noise = sigma * math.sqrt(2 * h * math.log(2 * rounds * d * w / beta))
     assert p["bounds"]["cell_noise"] == pytest.approx(noise, rel=1e-12)
     n = 20.0 / 2 * epoch  # 20 events/s over the 2 allowed shards, one hour
     lo, hi = p["bounds"]["epoch_end"]["point_query"]
@@ -77,7 +78,7 @@ def test_lazy_cs_point_query_uses_worst_case_f2_and_signed_sensitivity_under_rep
     p = planmod.plan_topology(topo("lazy_cs", f"{{depth: {d}, width: {w}, calibrator: paper}}",
                                    eps=eps, delta=delta, epoch=epoch, relation="replace"),
                               rate=4.0)
-    h = tree_levels(epoch)
+    h = tree_levels(epoch // 60)  # one round per release (aligned rounds)
     sigma = math.sqrt(2 * h * 4 * d * math.log(1.25 / delta)) / eps
     assert p["sigma"]["sketch"] == pytest.approx(sigma, rel=1e-12)
     noise = p["bounds"]["cell_noise"]
@@ -302,7 +303,7 @@ class _SpecWithCounter:
 
 
 def test_what_if_lists_each_other_counter_when_the_spec_has_a_counter_field() -> None:
-    t = topo()
+    t = topo(params="{depth: 4, width: 256, counter: tree}")  # the ratios below are to the tree
     labels = [label for label, _ in planmod.variations(t, _SpecWithCounter())]
     assert labels == ["eps x2", "eps /2", "width x2", "epoch x2", "epoch /2",
                       "counter blt", "counter sqrt"]
@@ -331,7 +332,8 @@ def test_plan_shows_the_counter_its_error_and_lazyhh_detection(mech: str) -> Non
     c, ct = p["counter"], q["counter"]
     assert c["counter"] == "blt_int" and c["scale"] > 1 and "certified" in c["note"]
     assert ct["counter"] == "tree" and ct["scale"] is None
-    assert 0.25 < c["error"] / ct["error"] < 0.4
+    # LazyHH: per-tick rounds, 0.33; LazyCMS: 60 aligned rounds (a release every 60), 0.40
+    assert 0.25 < c["error"] / ct["error"] < 0.42
     assert p["private"] is True  # LazyCMS too: its cells are clamped per round (issue 20b)
     text = planmod.render([p])
     assert "counter: blt_int (lattice BLT" in text and "every released cell within" in text

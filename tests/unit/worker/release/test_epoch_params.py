@@ -17,7 +17,7 @@ from tests.support.checkpoints import TOPO, as_version_1
 from tests.support.checkpoints import epoch_topo as topo
 from tests.support.engine import Clock, MemSink, MemStore, ev
 from worker.config.mechanism_loader import load_mechanisms
-from worker.config.topology import parse_topology
+from worker.config.topology import Topology, parse_topology
 from worker.engine.engine import Engine
 from worker.engine.shard_state import ShardState
 from worker.release.epoch_params import HARD, check_hard, epoch_params, soft_changes
@@ -416,29 +416,37 @@ def test_a_tree_checkpoint_restores_under_the_lattice_default_then_new_epochs_us
     monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", True)
 
     store, clock = MemStore(), Clock(1_000_000.0)
-    tree = topo(params="{depth: 2, width: 16, hash_seed: 1, counter: tree}")
-    run_epoch_start(tree, store, clock, [ev(0, "r1", "a", "u1")])
+    # 200 ticks released every 5: 40 aligned rounds, where blt_int wins (at 10 the tree does)
+    tree = topo(params="{depth: 2, width: 16, hash_seed: 1, counter: tree}", epoch_ticks=200)
+    with monkeypatch.context() as m:  # written before issue 20c: per-tick rounds
+        m.setattr(Topology, "release_rounds", lambda self: None)
+        run_epoch_start(tree, store, clock, [ev(0, "r1", "a", "u1")])
     if version_1:
         cp = decode_checkpoint(store.data[("views", 0)])
         cp.shards = [as_version_1(s) for s in cp.shards]
         store.data[("views", 0)] = encode_checkpoint(cp)
-    eng = Engine([topo()], store, MemSink(), clock=clock)
+    eng = Engine([topo(epoch_ticks=200)], store, MemSink(), clock=clock)
     assert eng.specs["views"].counter == "blt_int"
 
     async def go() -> None:
         await eng.assign([("in", 0)])
         st: ShardState = eng.parts[("views", 0)].shards["r1"]
         assert st.mechanism.spec.counter == "tree" and "counter" not in st.mechanism.spec.to_dict()
-        clock.t += 5.0  # past the epoch's end: the rest of the epoch, then the next one
+        assert st.mechanism.spec.round_ticks is None
+        clock.t += 20.0  # past the epoch's end: the rest of the epoch, then the next one
         await eng.on_timer()
 
     asyncio.run(go())
     rels = released(eng.sink)  # type: ignore[arg-type]
-    old = [r for r in rels if r["epoch"] == 200_000]
-    new = [r for r in rels if r["epoch"] == 200_001]
+    old = [r for r in rels if r["epoch"] == 50_000]
+    new = [r for r in rels if r["epoch"] == 50_001]
     assert old and all("counter" not in r["payload"]["error_bound"] for r in old)
     assert new and all(r["payload"]["error_bound"]["counter"] == "blt_int" for r in new)
     assert eng.parts[("views", 0)].shards["r1"].mechanism.spec.counter == "blt_int"
+    # the new epoch also gets rounds aligned to the releases; the old one kept per-tick rounds
+    assert eng.parts[("views", 0)].shards["r1"].mechanism.spec.round_ticks == 5
+    assert all(r["payload"]["lag_bound_ticks"] == 1 for r in old)
+    assert all(r["payload"]["lag_bound_ticks"] == 5 for r in new)
 
 
 def test_a_production_topology_with_the_lattice_counter_runs_and_says_private() -> None:

@@ -126,7 +126,9 @@ def prefix_errors(n: int, rounds: int) -> list[dict]:
 
 # ------------------------------------------------------------ 2. LazyCMS
 def lazycms(name: str, items: np.ndarray, depth: int, width: int,
-            kinds: tuple[str, ...]) -> list[dict]:
+            kinds: tuple[str, ...], round_ticks: int | None = None) -> list[dict]:
+    """Released-cell noise, point queries and CPU of each counter (``round_ticks``: rounds
+    aligned to the 60-tick release interval, docs/PRIVACY.md 13.2; None: one per tick)."""
     ticks = np.sort(np.random.default_rng(3).integers(0, TICKS, items.size))
     truth = np.bincount(items)
     top = np.argsort(truth)[::-1][:1000]
@@ -135,7 +137,10 @@ def lazycms(name: str, items: np.ndarray, depth: int, width: int,
     spec0 = LazySketchSpec(depth=depth, width=width, horizon=TICKS, eps=EPS, delta=DELTA)
     exact_sk = LazyCMS(spec0, zero)
     sketches = {k: LazyCMS(LazySketchSpec(depth=depth, width=width, horizon=TICKS, eps=EPS,
-                                          delta=DELTA, counter=k), quiet()) for k in kinds}
+                                          delta=DELTA, counter=k, round_ticks=round_ticks),
+                           quiet()) for k in kinds}
+    for sk in sketches.values():  # calibration and tables built outside the timing
+        sk.calibration  # noqa: B018
     times = dict.fromkeys(kinds, 0.0)
     cell_sq = dict.fromkeys(kinds, 0.0)
     cell_max = dict.fromkeys(kinds, 0.0)
@@ -165,7 +170,7 @@ def lazycms(name: str, items: np.ndarray, depth: int, width: int,
     for k, sk in sketches.items():
         qt = sk.query(top) - truth[top]
         qr = sk.query(rnd) - truth[rnd]
-        rows.append({"data": name, "counter": k, "events": items.size,
+        rows.append({"data": name, "counter": k, "events": items.size, "round_ticks": round_ticks,
                      "cell_rmse": (cell_sq[k] / cells_seen) ** 0.5, "cell_max": cell_max[k],
                      "bound": sk.release()["error_bound"]["noise"],
                      "top_rmse": float(np.sqrt(np.mean(qt.astype(float) ** 2))),
@@ -265,12 +270,15 @@ def min4_rms(d: int) -> float:
     return float(math.sqrt(np.sum(x * x * dens) * (x[1] - x[0])))
 
 
-def production_lazycms_point(trials: int, kinds: tuple[str, ...]) -> list[dict]:
-    """LazyCMS d=4, w=256: an item with 10 events at tick 0, read at tick 3000."""
+def production_lazycms_point(trials: int, kinds: tuple[str, ...],
+                             round_ticks: int | None = None) -> list[dict]:
+    """LazyCMS d=4, w=256: an item with 10 events at tick 0, read at tick 3000 (round 3000,
+    or 50 with rounds aligned to a 60-tick release interval)."""
     rows = []
+    at = 3000 // (round_ticks or 1)
     for kind in kinds:
         spec = LazySketchSpec(depth=4, width=256, horizon=TICKS, eps=EPS, delta=DELTA,
-                              counter=kind, hash_seed=11)
+                              counter=kind, hash_seed=11, round_ticks=round_ticks)
         noise = make_noise("secure")
         LazyCMS(spec, noise).advance_to(1)  # the table build, outside the timing
         errs = np.empty(trials)
@@ -283,9 +291,10 @@ def production_lazycms_point(trials: int, kinds: tuple[str, ...]) -> list[dict]:
         dt = clock() - t0
         cal = spec.calibration()
         f = factorization(kind, spec.rounds)
-        cell_sd = cal.release_sigma * math.sqrt(  # the read's noise: nodes of 3000 / B row
-            bin(3000).count("1") if kind == "tree" else f.row_norm_sq(3000))
-        rows.append({"counter": kind, "trials": trials, "rmse": float(np.sqrt(np.mean(errs**2))),
+        cell_sd = cal.release_sigma * math.sqrt(  # the read's noise: nodes of the round / B row
+            bin(at).count("1") if kind == "tree" else f.row_norm_sq(at))
+        rows.append({"counter": kind if round_ticks is None else f"{kind}, R={round_ticks}",
+                     "trials": trials, "rmse": float(np.sqrt(np.mean(errs**2))),
                      "expected": cell_sd * min4_rms(spec.depth),
                      "mean": float(errs.mean()), "max": float(np.abs(errs).max()),
                      "sigma": spec.calibration().release_sigma,
@@ -301,18 +310,23 @@ def plot(prefix: list[dict], cms: list[dict], out: Path) -> None:
 
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
     ks = [r["counter"] for r in prefix]
-    colors = {"tree": "#888888", "blt": "#1f77b4", "blt_int": "#d62728", "sqrt": "#2ca02c"}
+    colors = {"tree": "#888888", "blt": "#1f77b4", "blt_int": "#d62728", "sqrt": "#2ca02c",
+              "tree, R=60": "#cccccc", "blt_int, R=60": "#ff9896"}
     ax[0].bar(ks, [r["rmse"] for r in prefix], color=[colors[k] for k in ks])
     ax[0].set_title("released prefix RMSE (one counter,\nhourly epoch, eps=1, delta=1e-6)")
+
+    def lab(r: dict) -> str:
+        return r["counter"] + ("" if r.get("round_ticks") is None else f", R={r['round_ticks']}")
+
     datas = sorted({r["data"] for r in cms}, key=[r["data"] for r in cms].index)
     x = np.arange(len(datas))
-    kinds = sorted({r["counter"] for r in cms}, key=COUNTERS.index)
+    kinds = sorted({lab(r) for r in cms}, key=list(colors).index)
     for i, k in enumerate(kinds):
-        vals = [next((r["cell_rmse"] for r in cms if r["data"] == d and r["counter"] == k),
+        vals = [next((r["cell_rmse"] for r in cms if r["data"] == d and lab(r) == k),
                      0.0) for d in datas]
         wid = 0.8 / len(kinds)
         ax[1].bar(x + wid * (i - (len(kinds) - 1) / 2), vals, wid, label=k, color=colors[k])
-        mem = [next((r["mem"] for r in cms if r["data"] == d and r["counter"] == k), 0) / 1024
+        mem = [next((r["mem"] for r in cms if r["data"] == d and lab(r) == k), 0) / 1024
                for d in datas]
         ax[2].bar(x + wid * (i - (len(kinds) - 1) / 2), mem, wid, label=k, color=colors[k])
     ax[1].set_xticks(x, datas)
@@ -333,8 +347,14 @@ def targets_section(args: argparse.Namespace) -> list[str]:
     n_hh = 200_000 if quick else int(args.hh_events)
     caida = stream(thin(caida_counts(), n_hh, 0), 1)
     hh = production_lazyhh(caida, kinds)
-    pq = production_lazycms_point(5 if quick else int(args.trials), kinds)
+    trials = 5 if quick else int(args.trials)
+    pq = production_lazycms_point(trials, kinds)
+    pq += production_lazycms_point(trials, ("tree", "blt_int"), round_ticks=60)
     tree_pq = next(r["rmse"] for r in pq if r["counter"] == "tree")
+    n_sp = 50_000 if quick else int(args.events)
+    sp_items = stream(thin(caida_counts(), n_sp, 0), 1)
+    speed = [r for _ in range(2) for rt in (None, 60)  # twice: alternated, same run
+             for r in lazycms("CAIDA", sp_items, 4, 1024, ("tree", "blt_int"), rt)]
     lines = ["## 4. Issue 20 targets (secure noise)", "",
              f"(a) LazyHH k=64, k~=512, d={hh[0]['depth']}, eps=1, delta=1e-6, add/remove,"
              f" 3600 one-second ticks, event horizon 5e7, output every tick; CAIDA minute"
@@ -370,7 +390,29 @@ def targets_section(args: argparse.Namespace) -> list[str]:
               " sketches per counter; the expected columns use each counter's exact noise"
               " variance at"
               " round 3000 (tree: 7 nodes, popcount(3000); BLT: ||B row 3000||^2) and a"
-              " Gaussian approximation of the minimum over the 4 rows."]
+              " Gaussian approximation of the minimum over the 4 rows. `R=60`: rounds"
+              " aligned to a release every 60 ticks (docs/PRIVACY.md 13.2, what the worker"
+              " runs since issue 20c), the read at round 50; ratios are to the per-tick"
+              " tree (the issue's baseline).", ""]
+    lines += [f"(c) LazyCMS speed, d=4, w=1024, CAIDA ({sp_items.size:,} events over 3600"
+              " ticks), released every 60 ticks, process CPU time of updates, advances and"
+              " releases, each configuration run twice alternated in this run. Target"
+              " (issue 20): the production counter within 1.5x of the tree's CPU.", "",
+              "| rounds | counter | updates/s (run 1) | updates/s (run 2) | CPU vs tree, same"
+              " rounds | CPU vs per-tick tree | noise bound |", "|---|---|---|---|---|---|---|"]
+    for rt in (None, 60):
+        for k in ("tree", "blt_int"):
+            ups = [r["ups"] for r in speed if r["round_ticks"] == rt and r["counter"] == k]
+            base = [r["ups"] for r in speed if r["round_ticks"] == rt and r["counter"] == "tree"]
+            tick = [r["ups"] for r in speed if r["round_ticks"] is None
+                    and r["counter"] == "tree"]
+            bound = next(r["bound"] for r in speed if r["round_ticks"] == rt
+                         and r["counter"] == k)
+            ratio = float(np.median(base)) / float(np.median(ups))
+            ratio_tick = float(np.median(tick)) / float(np.median(ups))
+            label = "every tick (3600)" if rt is None else f"aligned, R={rt} (60)"
+            lines.append(f"| {label} | {k} | {ups[0]:,.0f} | {ups[1]:,.0f} | {ratio:.2f}x |"
+                         f" {ratio_tick:.2f}x | {bound:.0f} |")
     return lines
 
 
@@ -402,6 +444,8 @@ def main() -> None:
     cms: list[dict] = []
     for name, items in sets.items():
         cms += lazycms(name, items, 4, 1024, ("tree", "blt", "blt_int"))
+        # what the worker runs since issue 20c: rounds aligned to the 60-tick releases
+        cms += lazycms(name, items, 4, 1024, ("tree", "blt_int"), round_ticks=60)
     # the exact square root on a sketch small enough for its rounds x cells history
     cms += lazycms("Zipf w=64", sets["Zipf"], 4, 64, COUNTERS)
     hh: list[dict] = []
@@ -436,13 +480,16 @@ def main() -> None:
                      f" {r['rounds_per_s']:.0f} | {r['mem']:,} |")
     lines += ["", "## 2. LazyCMS (d=4, tick clock, 3600 ticks, all columns per tick)", "",
               "cell noise: released matrix minus the zero-noise sketch's, every 60 ticks;"
-              " point queries at the epoch end (noise + collisions; CMS min estimator).", "",
+              " point queries at the epoch end (noise + collisions; CMS min estimator)."
+              " `R=60`: rounds aligned to the 60-tick releases (docs/PRIVACY.md 13.2; what"
+              " the worker runs since issue 20c): 60 rounds instead of 3600.", "",
               "| data | w | counter | events | cell RMSE | cell max | noise bound |"
               " top-1000 RMSE | top-1000 max | random-1000 RMSE | state bytes | updates/s |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in cms:
         w = 64 if "w=64" in r["data"] else 1024
-        lines.append(f"| {r['data']} | {w} | {r['counter']} | {r['events']:,} |"
+        label = r["counter"] + ("" if r["round_ticks"] is None else f", R={r['round_ticks']}")
+        lines.append(f"| {r['data']} | {w} | {label} | {r['events']:,} |"
                      f" {r['cell_rmse']:.1f} | {r['cell_max']:.0f} | {r['bound']:.0f} |"
                      f" {r['top_rmse']:.1f} | {r['top_max']:.0f} | {r['rnd_rmse']:.1f} |"
                      f" {r['mem']:,} | {r['ups']:,.0f} |")

@@ -167,14 +167,16 @@ def _estimate(release: dict[str, Any], label: Any) -> float:
 
 
 # ---------------------------------------------------------------- LazyCMS / LazyCS
-def _lazy(kind: str) -> Case:
+def _lazy(kind: str, round_ticks: int | None = None) -> Case:
     # netmon_prefixes.yaml: eps 1, delta 1e-6, add/remove, tick clock, epoch 3600 ticks,
     # all columns per tick, depth 4 (width 1024 there: width does not enter sigma)
     # relation add_remove and the tick clock are the spec defaults
+    # round_ticks: aligned rounds (docs/PRIVACY.md 13.2): round r is read at tick r * R
     spec = LazySketchSpec(depth=4, width=16, horizon=3600, eps=1.0, delta=1e-6,
-                          hash_seed=20240601)
+                          hash_seed=20240601, round_ticks=round_ticks)
+    step = 1 if round_ticks is None else round_ticks
     cls = LazyCMS if kind == "cms" else LazyCS
-    powers = [1 << j for j in range(spec.horizon.bit_length()) if 1 << j <= spec.horizon]
+    powers = [1 << j for j in range(spec.rounds.bit_length()) if 1 << j <= spec.rounds]
     bg = np.array([11, 12, 13, 14], dtype=np.int64)  # fixed background, same in X and X'
 
     def run(noise: NoiseSource, neighbour: bool) -> float:
@@ -183,16 +185,20 @@ def _lazy(kind: str) -> Case:
         sk.update_batch(items, ticks=np.zeros(items.size, np.int64))
         total = 0.0
         for r in powers:
-            sk.advance_to(r)  # round r closed: its prefix is the single node [1, r]
+            sk.advance_to(r * step)  # round r closed: its prefix is the single node [1, r]
             total += _cells_sum(sk.release(), [IP_INT], signed=kind == "cs")
         return total
 
     return Case(
-        name=f"lazy_{kind}", mechanism=f"lazy_{kind}", clock="tick", relation="add_remove",
+        name=f"lazy_{kind}" + ("" if round_ticks is None else "_tree_aligned"),
+        mechanism=f"lazy_{kind}" + ("" if round_ticks is None else
+                                    f" (tree, {spec.rounds} rounds of {round_ticks} ticks)"),
+        clock="tick", relation="add_remove",
         source="topologies/netmon_prefixes.yaml (width 16, d=4, horizon 3600)",
         statistic=f"sum of the item's {spec.depth} cells over the releases at rounds "
                   f"1,2,4,..,{powers[-1]} ({len(powers)} nodes per cell; LR-optimal linear)",
-        inputs="X: 4 background events at tick 0; X' = X + 1 event of the item at tick 0",
+        inputs="X: 4 background events at tick 0; X' = X + 1 event of the item at tick 0"
+               + ("" if round_ticks is None else " (both in round 1)"),
         run=run, claim=(spec.eps, spec.delta),
         parametric=Parametric(
             mu_calibrated=math.sqrt(spec.depth * len(powers))
@@ -200,7 +206,7 @@ def _lazy(kind: str) -> Case:
             claim=(spec.eps, spec.delta), claim_note="release", mean0=_mean0(run)))
 
 
-def _lazy_factorized(counter: str, observed: int = 128) -> Case:
+def _lazy_factorized(counter: str, observed: int = 128, round_ticks: int | None = None) -> Case:
     """LazyCMS over a factorized counter (docs/PRIVACY.md 13): the event at tick 0 shifts
     every release of its ``d`` cells by +1; the releases' noise is ``round(B z)``, so the
     likelihood-ratio-optimal linear statistic over rounds ``1..R`` weighs the per-round
@@ -208,11 +214,15 @@ def _lazy_factorized(counter: str, observed: int = 128) -> Case:
     ``C = B^-1 A``): shift ``d ||c_R||^2``, standard deviation ``sigma sqrt(d) ||c_R||``,
     i.e. ``mu = sqrt(d sum_{j<R} c_j^2) / sigma`` (``R = observed``; the full epoch's
     ``sum_{j<n} c_j^2`` is the calibrated sensitivity, so the audit sees ``R``'s share).
+    ``round_ticks``: aligned rounds (docs/PRIVACY.md 13.2, the worker's default since issue
+    20c): the releases are read at every round boundary, ``r * round_ticks``.
     """
     from sketches.counters.factorization import CounterKind, factorization, sqrt_coeffs
 
     spec = LazySketchSpec(depth=4, width=16, horizon=3600, eps=1.0, delta=1e-6,
-                          hash_seed=20240601, counter=CounterKind(counter))
+                          hash_seed=20240601, counter=CounterKind(counter),
+                          round_ticks=round_ticks)
+    step = 1 if round_ticks is None else round_ticks
     lattice = CounterKind(counter) is CounterKind.BLT_INT
     f = factorization(counter, spec.rounds)
     b = f.b_coeffs(observed) if hasattr(f, "b_coeffs") else sqrt_coeffs(observed)
@@ -228,7 +238,7 @@ def _lazy_factorized(counter: str, observed: int = 128) -> Case:
         sk.update_batch(items, ticks=np.zeros(items.size, np.int64))
         sums = np.empty(observed)
         for r in range(1, observed + 1):
-            sk.advance_to(r)
+            sk.advance_to(r * step)
             sums[r - 1] = _cells_sum(sk.release(), [IP_INT], signed=False)
         return float(w @ sums)
 
@@ -236,13 +246,16 @@ def _lazy_factorized(counter: str, observed: int = 128) -> Case:
     # weights, noise standard deviation sigma_L / s per unit of B (docs/PRIVACY.md 13)
     sigma = LazyCMS(spec, SecureNoise()).calibration.release_sigma
     sampler = "exact lattice sampler, production path" if lattice else "float sampler"
+    aligned = "" if round_ticks is None else f", {spec.rounds} rounds of {round_ticks} ticks"
     return Case(
-        name=f"lazy_cms_{counter}", mechanism=f"lazy_cms (counter: {counter}, {sampler})",
+        name=f"lazy_cms_{counter}" if round_ticks is None else "lazy_cms_aligned",
+        mechanism=f"lazy_cms (counter: {counter}, {sampler}{aligned})",
         clock="tick", relation="add_remove",
         source=f"topologies/netmon_prefixes.yaml with counter: {counter} (width 16, d=4)",
         statistic=f"(B_R B_R^T)^-1 1 weighted sum of the item's {spec.depth} cells over the"
                   f" releases at rounds 1..{observed} (LR-optimal linear for round(B z) noise)",
-        inputs="X: 4 background events at tick 0; X' = X + 1 event of the item at tick 0",
+        inputs="X: 4 background events at tick 0; X' = X + 1 event of the item at tick 0"
+               + ("" if round_ticks is None else " (both in round 1)"),
         run=run, claim=(spec.eps, spec.delta),
         parametric=Parametric(
             mu_calibrated=math.sqrt(spec.depth * float(c_r @ c_r)) / sigma,
@@ -611,6 +624,11 @@ CASES: dict[str, Callable[[], Case]] = {
     "lazy_cms_blt": lambda: _lazy_factorized("blt"),
     # the lattice BLT at the production noise path (SecureNoise's exact table sampler)
     "lazy_cms_blt_int": lambda: _lazy_factorized("blt_int", observed=512),
+    # the production default since issue 20c: blt_int on rounds aligned to the releases
+    # (3600 ticks released every 60: all 60 rounds of the epoch observed)
+    "lazy_cms_aligned": lambda: _lazy_factorized("blt_int", observed=60, round_ticks=60),
+    # the tree on aligned rounds (the default where blt_int does not win: short epochs)
+    "lazy_cms_tree_aligned": lambda: _lazy("cms", round_ticks=60),
     "columnar_neighbour": _columnar,
     "dp_cms": lambda: _dp_linear("cms"),
     "dp_cs": lambda: _dp_linear("cs"),

@@ -45,18 +45,22 @@ TRIALS = {
     "pmg_str": 6000, "merged_mg": 3000, "pamg": 2000, "lazy_hh": 1000, "lazy_hh_truncated": 1000,
     "triehh_note": 8000,
     "triehh_exact": 8000, "dp_cms_hh": 1500, "dyadic_quantiles": 1500, "fp_sketch": 1000,
-    "lazy_cms_blt_int": 1500,
+    "lazy_cms_blt_int": 1500, "lazy_cms_aligned": 1500, "lazy_cms_tree_aligned": 6000,
 }
 BROKEN = {"pmg_int": 5000}  # Clopper-Pearson power check: noise scale / 4
 # parametric power check, noise x 1/sqrt(2), one-sample runs on X' (every Gaussian case)
 SQRT2_TRIALS = {"lazy_cms": 3000, "lazy_cs": 3000, "dp_cms": 4000, "dp_cs": 4000,
-                "dyadic_quantiles": 1000, "lazy_hh": 1000, "lazy_hh_truncated": 1000}
+                "dyadic_quantiles": 1000, "lazy_hh": 1000, "lazy_hh_truncated": 1000,
+                "lazy_cms_tree_aligned": 3000}
 # LazyHH's length counter (eps 0.1) moves t_estimate by mu ~ 0.02: x 1/sqrt2 is out of reach
 # (~1M runs); a stronger miscalibration (noise / 10) is what these trial counts can catch
 EXTRA_POWER = {"lazy_hh_truncated": (0.1, 1000),
                # issue 20: the lattice BLT's audit must catch sigma / 2 (miss probability
                # 3e-7 at 2000 runs: privacy_audit.miss_probability, mu 0.37 vs mu_max 0.24)
-               "lazy_cms_blt_int": (0.5, 2000)}
+               "lazy_cms_blt_int": (0.5, 2000),
+               # issue 20c: the production default, blt_int on aligned rounds (mu 0.44 at
+               # sigma / 2 vs mu_max 0.24: miss probability 2e-11 at 2000 runs)
+               "lazy_cms_aligned": (0.5, 2000)}
 
 INTRO = """# Empirical privacy audit
 

@@ -384,16 +384,22 @@ def default_counter(spec: LazySketchSpec, *, signed: bool) -> LazySketchSpec:
     epochs); a checkpoint keeps its own recorded counter (a stored spec without the
     field is a tree: the dataclass default). ``blt_int`` wins when it is eligible
     (``discrete`` calibrator, tick clock, every column per tick or aligned rounds, a
-    lattice scale within the sampler's range) and
+    lattice scale within the sampler's range, at most
+    :data:`~sketches.counters.family.DEFAULT_LATTICE_MAX_DRAWS` draws an epoch) and
     :func:`sketches.counters.family.lattice_wins` (lower epoch error bound at the same
     ``(eps, delta)``, memory within 1.5x of the tree's).
     """
-    from sketches.counters.family import DEFAULT_LATTICE_MAX_ROUNDS, lattice_wins
+    from sketches.counters.family import (
+        DEFAULT_LATTICE_MAX_DRAWS,
+        DEFAULT_LATTICE_MAX_ROUNDS,
+        lattice_wins,
+    )
 
     if spec.counter is not CounterKind.TREE or spec.calibrator is not Calibrator.DISCRETE \
             or spec.clock is not Clock.TICK \
             or (spec.steps_per_round != 1 and not spec.aligned) \
-            or spec.rounds > DEFAULT_LATTICE_MAX_ROUNDS:
+            or spec.rounds > DEFAULT_LATTICE_MAX_ROUNDS \
+            or spec.depth * spec.width * spec.rounds > DEFAULT_LATTICE_MAX_DRAWS:
         return spec
     try:
         lat = dataclasses.replace(spec, counter=CounterKind.BLT_INT)

@@ -44,7 +44,8 @@ from sketches.counters.lattice import (
 from sketches.errors import SpecError
 from sketches.privacy import Calibration, Calibrator, calibrate
 
-__all__ = ["DEFAULT_TO_LATTICE", "DEFAULT_TO_LATTICE_HH", "MEMORY_TOLERANCE",
+__all__ = ["DEFAULT_LATTICE_MAX_DRAWS", "DEFAULT_TO_LATTICE", "DEFAULT_TO_LATTICE_HH",
+           "MEMORY_TOLERANCE",
            "calibrate_counter", "counter_memory_bytes", "lattice_wins", "make_counters"]
 
 #: ``blt_int`` becomes the default counter of a new spec only when its state is at most this
@@ -59,6 +60,13 @@ MEMORY_TOLERANCE = 1.5
 #: within 1.5x of the tree's CPU (results/counters.md). With a round every tick it is 5.9x
 #: there (about 0.1 ms of draws per round at w=1024: 0.01% of a core at one-second ticks).
 DEFAULT_TO_LATTICE = True
+#: ... but only when an epoch's draws, ``depth x width x rounds``, stay within this: a shard
+#: state created (or first fed) late in its epoch draws every earlier round's noise of every
+#: cell at once (there is no exact jump over empty lattice rounds, docs/PRIVACY.md 13.1), at
+#: 35-60M draws/s here, so the cap bounds that catch-up at about 0.1 s a shard. An hourly
+#: epoch released every minute (60 aligned rounds) at d=4, w=1024 is 245,760 draws; the same
+#: sketch with a round every tick (14.7M draws, 5.9x the tree's CPU) keeps the tree.
+DEFAULT_LATTICE_MAX_DRAWS = 1 << 22
 #: The same for LazyHH's sketch cells. On (issue 20b): at the issue's production setting
 #: ``blt_int`` runs within 1.31x of the tree's CPU (1.16-1.20x at the netmon setting), with a
 #: third of its noise (gamma 1718 against 5487) and 0.76x its state.

@@ -175,6 +175,16 @@ def test_the_default_rule_picks_blt_int_where_it_wins(name: str, monkeypatch) ->
     monkeypatch.setattr(family, "DEFAULT_TO_LATTICE", True)
     assert build({**PROD, "counter": "tree"}).counter == "tree"  # a pinned counter stays
     assert build({**PROD, "columns_per_tick": 64}).counter == "tree"  # staggered: not eligible
+    # an epoch's draws (the catch-up of a late shard) within DEFAULT_LATTICE_MAX_DRAWS: at
+    # w = 1024 a round every tick is 14.7M draws (the tree), 60 aligned rounds 245,760
+    wide = {**PROD, "width": 1024}
+    assert 4 * 1024 * 3600 > family.DEFAULT_LATTICE_MAX_DRAWS >= 4 * 256 * 3600
+    assert build(wide).counter == "tree"
+    assert build({**wide, "round_ticks": 60}).counter == "blt_int"
+    monkeypatch.setattr(family, "DEFAULT_LATTICE_MAX_DRAWS", 4 * 256 * 3600 - 1)
+    assert build(PROD).counter == "tree"
+    monkeypatch.setattr(family, "DEFAULT_LATTICE_MAX_DRAWS", 4 * 256 * 3600)
+    assert build(PROD).counter == "blt_int"
     assert build({**PROD, "calibrator": "analytic"}).counter == "tree"
     assert build({**PROD, "relation": "replace", "clock": "arrival"}).counter == "tree"
     # a stored spec (checkpoint) without the field is the tree: the dataclass default

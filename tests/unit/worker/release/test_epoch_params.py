@@ -490,6 +490,47 @@ def test_a_production_topology_with_the_lattice_counter_runs_and_says_private() 
         assert rel["payload"]["budget"]["sketch"]["counter"] == "blt_int"
 
 
+@pytest.mark.parametrize("noise", ["secure", "zero"])
+def test_a_default_lazy_cms_runs_blt_int_on_rounds_aligned_to_its_releases(noise: str) -> None:
+    """Issue 20c's "done": a topology without `counter` (here `production: true` on secure
+    noise) gets blt_int on rounds of `release.every_ticks` ticks; its releases say
+    `private: true`, state the counter and a lag of one round, and (zero noise) every release
+    counts exactly the events of every tick before its boundary, none after it."""
+    text = TOPO.format(eps=1.0, cap=1, mech="lazy_cms", params="{depth: 2, width: 16}",
+                       tick_ms=100, noise=noise, extra="", shards="shards: {allowed: [r1]}",
+                       epoch_ticks=200)
+    if noise == "secure":
+        text = (text.replace("name: views", "name: views\nproduction: true")
+                .replace("allow_insecure_noise: true", "allow_insecure_noise: false"))
+    t = parse_topology(text)
+    clock = Clock(1_000_000.0)  # the epoch starts here (200 ticks of 100 ms = 20 s)
+    eng = Engine([t], MemStore(), MemSink(), clock=clock)
+    assert eng.specs["views"].counter == "blt_int" and eng.specs["views"].round_ticks == 5
+    start = int(clock.t * 1000)
+
+    async def go() -> None:
+        await eng.assign([("in", 0)])
+        for k in range(12):  # k + 1 events at tick k (100 ms apart)
+            now = start + 100 * k
+            clock.t = now / 1000
+            await eng.process_batch("in", 0, [(100 * k + j, b"r1", json.dumps(
+                {"r": "r1", "i": "a", "u": f"u{k}-{j}"}).encode(), now) for j in range(k + 1)])
+        clock.t = (start + 1500) / 1000  # 15 ticks: releases at ticks 5, 10, 15
+        eng.log_end("in", 0, start + 1500)
+        await eng.on_timer()
+
+    asyncio.run(go())
+    rels = released(eng.sink)  # type: ignore[arg-type]
+    assert len(rels) == 3  # slots 1, 2, 3
+    for rel in rels:
+        assert rel["private"] is (noise == "secure")
+        assert rel["payload"]["error_bound"]["counter"] == "blt_int"
+        assert rel["payload"]["lag_bound_ticks"] == 5
+    if noise == "zero":  # a row of a CMS sums every counted event
+        totals = [sum(rel["payload"]["matrix"][0]) for rel in rels]
+        assert totals == [sum(range(1, 6)), sum(range(1, 11)), sum(range(1, 13))]
+
+
 def test_topology_at_restores_every_privacy_knob_of_the_block() -> None:
     """An epoch finishing on its checkpointed block runs as that block says: eps, delta,
     relation, unit cap and the mechanism's params each come from the block (a topology

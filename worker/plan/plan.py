@@ -29,10 +29,10 @@ Examples
 ... privacy: {eps: 1.0, delta: 1.0e-6, epoch_ticks: 3600}
 ... release: {every_ticks: 60, topic: views-out}
 ... dead_letter: {topic: views-dlq}''', "views.yaml")
->>> p = plan_topology(topo, rate=1.0)
+>>> p = plan_topology(topo, rate=0.1)
 >>> p["guarantee"]["eps"], p["guarantee"]["relation"], p["guarantee"]["unit"], p["private"]
 (1.0, 'add_remove', 'event', True)
->>> p["verdict"]["status"]     # 3,600 events an hour: no page stands out of the noise
+>>> p["verdict"]["status"]     # 360 events an hour: no page stands out of the noise
 'noise_dominates'
 >>> [v["label"] for v in p["what_if"]][:3]
 ['eps x2', 'eps /2', 'width x2']

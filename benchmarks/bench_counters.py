@@ -308,7 +308,7 @@ def plot(prefix: list[dict], cms: list[dict], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, ax = plt.subplots(1, 3, figsize=(13, 4.4))
     ks = [r["counter"] for r in prefix]
     colors = {"tree": "#888888", "blt": "#1f77b4", "blt_int": "#d62728", "sqrt": "#2ca02c",
               "tree, R=60": "#cccccc", "blt_int, R=60": "#ff9896"}
@@ -332,7 +332,7 @@ def plot(prefix: list[dict], cms: list[dict], out: Path) -> None:
     ax[1].set_xticks(x, datas)
     ax[1].set_title("LazyCMS released cell noise RMSE\n(d=4, w=1024, hourly epoch)")
     ax[0].set_ylabel("RMSE (counts)")
-    ax[1].legend()
+    ax[1].legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     ax[2].set_xticks(x, datas)
     ax[2].set_yscale("log")
     ax[2].set_title("LazyCMS state (KiB, log)")

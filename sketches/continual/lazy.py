@@ -152,7 +152,10 @@ class _LazySketch:
             return
         steps, close_to = batch
         keys = self.hash.item_keys(items.reshape(-1))
-        self._ingest(steps, keys, close_to)
+        if self.spec.counter is CounterKind.BLT_INT:
+            self._ingest_by_round(steps, keys, close_to)
+        else:
+            self._ingest(steps, keys, close_to)
 
     def advance_to(self, tick: int) -> None:
         """Tick clock: close every tick ``< tick`` (empty ticks push their columns)."""
@@ -180,6 +183,41 @@ class _LazySketch:
             self._limbs = np.empty((3, n), dtype=np.uint64)
         idx, tmp, weights = self._work
         return idx[:, :n], tmp[:n], None if weights is None else weights[:, :n]
+
+    def _ingest_by_round(self, steps: np.ndarray, keys: np.ndarray, close_to: int) -> None:
+        """``blt_int``: ingest a batch one counter round at a time, so that every event enters
+        the round of its own tick (``tick // steps_per_round``).
+
+        :meth:`_ingest` puts everything a call pushes into the *first* round it opens; for
+        the tree and the float factorizations a release depends only on the prefix sum, so
+        that is harmless, but a lattice release rounds ``s (C x)`` and depends on where each
+        increment sits, and which rounds one call closes depends on the tick of the batch's
+        last event (data): independent review of issue 20c, finding 1 (docs/PRIVACY.md
+        13.1). Atomic: a failed draw leaves the sketch as it was before the call.
+        """
+        spr = self.spec.steps_per_round  # 1 (a round per tick) or R (aligned rounds)
+        rounds = steps // spr
+        cuts = np.flatnonzero(rounds[1:] != rounds[:-1]) + 1
+        if not cuts.size:
+            self._ingest(steps, keys, close_to)
+            return
+        saved = (self._P.copy(), self._steps, dict(self._counters.state_header()),
+                 {k: v.copy() for k, v in self._counters.state_arrays().items()})
+        empty_s, empty_k = np.zeros(0, np.int64), np.zeros(0, np.uint64)
+        try:
+            starts = [0, *cuts.tolist()]
+            ends = [*cuts.tolist(), steps.size]
+            for a, b in zip(starts, ends, strict=True):
+                first = int(rounds[a]) * spr  # the first step of this group's round
+                if first > self._steps:  # close the rounds before it (P into its own)
+                    self._ingest(empty_s, empty_k, first)
+                end = close_to if b == steps.size else first + spr
+                self._ingest(steps[a:b], keys[a:b], end)
+        except BaseException:
+            p, st, header, arrays = saved
+            self._counters.restore(header, arrays)
+            self._P, self._steps = p, st
+            raise
 
     def _ingest(self, steps: np.ndarray, keys: np.ndarray, close_to: int) -> None:
         spec = self.spec

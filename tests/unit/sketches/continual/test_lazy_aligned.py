@@ -69,8 +69,9 @@ def test_any_batching_gives_the_state_of_one_tick_at_a_time(cls, counter) -> Non
                 many.advance_to(int(ticks[b]) if b < items.size else H)
         many.advance_to(H)
         assert np.array_equal(many.noisy_matrix(), one.noisy_matrix())
-        if counter != "blt_int":  # the lattice's buffers keep where a batch put its total
-            assert many.to_bytes() == one.to_bytes()
+        # every event in the round of its own tick, however the batches cut the stream (a
+        # lattice release depends on where each increment sits: review of issue 20c, F1)
+        assert many.to_bytes() == one.to_bytes()
 
 
 def test_mid_round_events_wait_in_p_and_a_query_sees_the_last_boundary() -> None:
@@ -139,3 +140,48 @@ def test_a_state_whose_rounds_disagree_with_its_aligned_steps_is_refused() -> No
     state["steps"] = 10  # 10 closed ticks are 2 aligned rounds, the counters hold 1
     with pytest.raises(SerializationError, match="inconsistent"):
         LazyCMS.from_bytes(state_to_bytes("lazy_cms", spec, state, arrays), ZERO)
+
+
+class _FailOnDraw:
+    """A seeded FastNoise whose ``fail_at``-th lattice draw call (1-based) raises."""
+
+    def __init__(self, fail_at: int) -> None:
+        from sketches.core.noise import FastNoise
+
+        self.inner, self.calls, self.fail_at = FastNoise(7), 0, fail_at
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def discrete_gaussian32(self, sigma: float, size):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("noise source failed")
+        return self.inner.discrete_gaussian32(sigma, size)
+
+
+@pytest.mark.parametrize("round_ticks", [None, R])
+def test_blt_int_puts_each_event_in_its_own_round_atomically(round_ticks) -> None:
+    """Per-tick and aligned rounds: a batch closing many rounds gives the state of one tick
+    at a time (review of issue 20c, F1), and a draw failing in its third round leaves the
+    sketch byte-identical to before the call; it then continues as if nothing happened."""
+    items, ticks = _stream(5)
+    spec = LazySketchSpec(depth=2, width=8, horizon=H, eps=1.0, delta=1e-6,
+                          counter="blt_int", round_ticks=round_ticks)
+    one = LazyCMS(spec, ZERO)
+    for t in range(H):
+        m = ticks == t
+        one.update_batch(items[m], ticks[m])
+    noise = _FailOnDraw(fail_at=0)
+    sk = LazyCMS(spec, noise)  # type: ignore[arg-type]
+    head = ticks < 30
+    sk.update_batch(items[head], ticks[head])
+    before = sk.to_bytes()
+    noise.fail_at = noise.calls + 3
+    with pytest.raises(RuntimeError):
+        sk.update_batch(items[~head], ticks[~head])
+    assert sk.to_bytes() == before
+    sk.update_batch(items[~head], ticks[~head])
+    zero = LazyCMS(spec, ZERO)
+    zero.update_batch(items, ticks)
+    assert zero.to_bytes() == one.to_bytes()  # every event in its own tick's round

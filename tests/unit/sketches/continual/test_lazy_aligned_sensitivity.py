@@ -84,11 +84,11 @@ def _neighbours(seed: int) -> tuple[tuple[list, list], list]:
     n = int(rng.integers(1, 6))
     items, ticks = list(rng.integers(0, 4, n)), list(rng.integers(0, H, n))
     ev = [(i, t) for i in ITEMS for t in range(H)]
-    add_one = [(items + [i], ticks + [t]) for i, t in ev]
+    add_one = [([*items, i], [*ticks, t]) for i, t in ev]
     add_one += [(items[:k] + items[k + 1:], ticks[:k] + ticks[k + 1:]) for k in range(n)]
-    add_two = [(items + [a[0], b[0]], ticks + [a[1], b[1]])
+    add_two = [([*items, a[0], b[0]], [*ticks, a[1], b[1]])
                for a, b in itertools.combinations_with_replacement(ev, 2)]
-    replace = [(items[:k] + [i] + items[k + 1:], ticks[:k] + [t] + ticks[k + 1:])
+    replace = [([*items[:k], i, *items[k + 1:]], [*ticks[:k], t, *ticks[k + 1:]])
                for k in range(n) for i, t in ev]
     return (items, ticks), [("add_remove", 1, add_one), ("add_remove", 2, add_two),
                             ("replace", 1, replace)]

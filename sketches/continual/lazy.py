@@ -21,10 +21,18 @@ A round is ``w / c`` steps.
 - Tick clock: step = tick. A tick carries a (possibly empty) batch of events.
   ``update_batch(items, ticks)`` closes every tick before the last tick of the
   batch (the last one stays open for more events); ``advance_to(k)`` closes
-  every tick ``< k``, empty ones included, so the schedule never depends on
-  the data. Horizon: ``T`` ticks, ``ceil(T / (w/c))`` rounds. Per round every
-  cell still receives one increment, so Theorem 2's sensitivity argument
-  carries over (m = 2d replace, d add/remove).
+  every tick ``< k``, empty ones included, so which columns are pushed when
+  depends on the ticks only. Horizon: ``T`` ticks, ``ceil(T / (w/c))`` rounds. Per
+  round every cell still receives one increment, so Theorem 2's sensitivity
+  argument carries over (m = 2d replace, d add/remove).
+- Aligned rounds (``round_ticks = R``, tick clock): every column is pushed when
+  a round's last tick closes, ``T / R`` rounds (docs/PRIVACY.md 13.2).
+
+Where a call that closes several rounds puts their events: the tree and the float
+factorizations get their sum in the first new round (their releases depend on prefix
+sums only); ``blt_int`` gets one round at a time, so every event enters the round of
+its own tick (a lattice release depends on where each increment sits;
+:meth:`_LazySketch._ingest_by_round`).
 
 Vectorised update
 -----------------

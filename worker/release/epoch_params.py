@@ -18,11 +18,12 @@ it with the topology:
   ends (its presence was revealed); a block without the field states false.
 - **structural fields** (``HARD``: ``mechanism``, ``clock``, ``time``,
   ``tick_ms``, ``epoch_ticks``, ``epoch_events``, ``unit``, ``noise``,
-  ``item_type``, ``max_events_per_message``, ``encoding``): they decide which epoch and tick
-  an event belongs to, what kind of noise the epoch draws, or (the message bound
-  of a many-event encoding) which messages the decoder accepts for noise already
-  calibrated, so the old epoch cannot be finished consistently under the new
-  topology. The worker refuses to start with an
+  ``item_type``, ``max_events_per_message``, ``encoding``, ``every_ticks``): they decide
+  which epoch and tick an event belongs to, what kind of noise the epoch draws, (the
+  message bound of a many-event encoding) which messages the decoder accepts for noise
+  already calibrated, or (the release interval) the units of the epoch's release slots and
+  of a LazyCMS's aligned rounds, so the old epoch cannot be finished consistently under the
+  new topology. The worker refuses to start with an
   error naming the field, both values and the fix.
 
 Examples
@@ -79,6 +80,7 @@ HARD: dict[str, str] = {
     "item_type": "input.item_type",
     "max_events_per_message": "input.max_events_per_message",
     "encoding": "input.encoding",
+    "every_ticks": "release.every_ticks",
 }
 """Structural fields (key -> topology field path): a mid-epoch change is refused."""
 
@@ -99,6 +101,8 @@ def epoch_params(topo: Topology) -> dict[str, Any]:
         "tick_ms": p.tick_ms,
         "epoch_ticks": p.epoch_ticks,
         "epoch_events": p.epoch_events,
+        # the release slots (and a LazyCMS's aligned rounds) are counted in its units
+        "every_ticks": topo.release.every_ticks,
         "unit": p.unit_field or "event",
         "unit_cap": p.unit_cap if p.unit_field else 1,
         "noise": topo.noise.kind,
@@ -127,10 +131,11 @@ def soft_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[An
 def check_hard(old: dict[str, Any], new: dict[str, Any], source: str, shard: str) -> None:
     """Raise SpecError naming the first structural field that differs, and the fix."""
     for key, path in HARD.items():
-        if key == "encoding" and key not in old:
+        if key in ("encoding", "every_ticks") and key not in old:
             # a block from before issue 19: its calibration had no message bound, which
             # `max_events_per_message` (None then) checks; the envelope judges privacy
-            # from the current topology's encoding too (worker.release.envelope.envelope)
+            # from the current topology's encoding too (worker.release.envelope.envelope).
+            # A block from before issue 20c does not record the release interval.
             continue
         if old.get(key) != new[key]:
             raise SpecError(

@@ -149,6 +149,10 @@ STRUCTURAL = [
         t, input=dataclasses.replace(t.input, encoding="columnar", max_events_per_message=5))),
     ("encoding", "input.encoding", lambda t: dataclasses.replace(
         t, input=dataclasses.replace(t.input, encoding="columnar"))),
+    # the release slots are counted in its units (independent review of issue 20c, F4:
+    # edited 4 -> 1 mid-epoch, releases were stamped ticks 4..9 but counted ticks < 10)
+    ("every_ticks", "release.every_ticks", lambda t: dataclasses.replace(
+        t, release=dataclasses.replace(t.release, every_ticks=10))),
 ]
 
 

@@ -542,3 +542,43 @@ def test_lemma6_delta_check_names_delta_by_default_and_k_must_be_positive() -> N
         check_lemma6_delta(0.5)
     with pytest.raises(SpecError, match="k_tilde"):
         lazyhh_thresholds(1.0, k=0, k_tilde=8)
+
+
+@pytest.mark.parametrize("which", ["analytic", "discrete"])
+@pytest.mark.parametrize("sens", [1e154, 1e155, 1e300, 1e-162, 1e-170, 0.0, -1.0,
+                                  math.inf, math.nan, 1.01e100, 0.99e-100])
+def test_sigma_calibration_refuses_a_sensitivity_outside_the_documented_range(
+        which: str, sens: float) -> None:
+    """The sensitivity must be finite and in ``[1e-100, 1e100]`` (SENSITIVITY_RANGE): past
+    about 1e154 the search overflowed (``2 sigma^2`` = inf, so delta 0 was accepted: the
+    discrete sigma at 1e154 was 0.95 x sensitivity instead of 39.5 x; the analytic one was
+    inf), near 1e-162 ``sigma^2`` underflowed (ZeroDivisionError). Refused, naming it."""
+    sigma_of = {"analytic": analytic_gaussian_sigma, "discrete": discrete_gaussian_sigma}[which]
+    with pytest.raises(SpecError, match=r"^sensitivity: "):
+        sigma_of.__wrapped__(0.1, 1e-6, sens)
+
+
+@pytest.mark.parametrize("which", ["analytic", "discrete"])
+@pytest.mark.parametrize("sens", [1e-100, 1e-50, 1e-3, 1e8, 1e50, 1e100])
+def test_sigma_calibration_is_exact_across_the_documented_sensitivity_range(
+        which: str, sens: float) -> None:
+    """Inside the range sigma / sensitivity is the same as at sensitivity 1 (to the search's
+    1e-12 precision) and sigma meets delta: nothing over- or underflows."""
+    sigma_of, delta_of = {"analytic": (analytic_gaussian_sigma, analytic_gaussian_delta),
+                          "discrete": (discrete_gaussian_sigma, discrete_gaussian_delta)}[which]
+    s = sigma_of.__wrapped__(0.1, 1e-6, sens)
+    assert delta_of(0.1, s, sens) <= 1e-6
+    assert s / sens == pytest.approx(sigma_of.__wrapped__(0.1, 1e-6, 1.0), rel=1e-9)
+
+
+@pytest.mark.parametrize(("which", "eps", "delta"), [
+    ("discrete", 1e-300, 1e-300), ("discrete", 1e300, 0.5), ("analytic", 1e300, 0.5)])
+def test_sigma_calibration_refuses_a_sigma_outside_the_float_safe_range(
+        which: str, eps: float, delta: float) -> None:
+    """A valid sensitivity with an extreme (eps, delta) whose sigma would leave
+    ``[1e-150, 1e150]`` (or make ``sensitivity / sigma`` do so) is refused, naming the
+    parameters, instead of returning a sigma computed from overflowed intermediates (the
+    discrete search accepted ``2 sigma^2`` = inf as delta 0, a sigma far below the true one)."""
+    sigma_of = {"analytic": analytic_gaussian_sigma, "discrete": discrete_gaussian_sigma}[which]
+    with pytest.raises(SpecError, match=r"^eps, delta, sensitivity: "):
+        sigma_of.__wrapped__(eps, delta, 1.0)

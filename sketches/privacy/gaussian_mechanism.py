@@ -41,6 +41,16 @@ __all__ = [
     "zcdp_delta",
 ]
 
+#: The L2 sensitivities the sigma calibrators accept. Inside it, with ``sigma`` and
+#: ``sensitivity / sigma`` kept in ``[1e-150, 1e150]`` (:data:`_SIGMA_RATIO_RANGE`), every
+#: intermediate of both privacy profiles (``Δ²``, ``2σ²``, ``Δ/2σ``, ``εσ/Δ``) stays a
+#: normal float, so the calibrated sigma is exact. Outside it the search used to overflow
+#: (``2σ² = inf`` read as delta 0: a sigma far below the true one) or divide by zero.
+#: Realistic sensitivities are far inside (counters: ``unit_cap * sqrt(m * norm)``; the
+#: lattice calibration: sigma up to about 1e8).
+SENSITIVITY_RANGE = (1e-100, 1e100)
+_SIGMA_RATIO_RANGE = (1e-150, 1e150)
+
 
 def check_eps_delta(eps: float, delta: float) -> None:
     """Refuse ``eps`` that is not finite and > 0, or ``delta`` outside (0, 1) (SpecError)."""
@@ -148,11 +158,39 @@ def _smallest_sigma(f: Callable[[float], float], target: float, start: float) ->
     return hi
 
 
+def _check_sensitivity(sensitivity: float) -> None:
+    """Refuse a sensitivity that is not a finite number in :data:`SENSITIVITY_RANGE`."""
+    lo, hi = SENSITIVITY_RANGE
+    if not (lo <= sensitivity <= hi):  # also refuses nan
+        raise SpecError(f"sensitivity: must be a finite number in [{lo:g}, {hi:g}]"
+                        f" (the L2 sensitivity of one release), got {sensitivity!r}")
+
+
+def _float_safe(f: Callable[[float], float], eps: float, delta: float,
+                sensitivity: float) -> Callable[[float], float]:
+    """``f`` for the sigma search, refusing a probe where the privacy profile would over- or
+    underflow: ``sigma`` or ``sensitivity / sigma`` outside :data:`_SIGMA_RATIO_RANGE`
+    (reached only by extreme ``eps``/``delta``). Never changes a value ``f`` returns."""
+    lo, hi = _SIGMA_RATIO_RANGE
+
+    def g(sigma: float) -> float:
+        if not (lo <= sigma <= hi and lo <= sensitivity / sigma <= hi):
+            raise SpecError(f"eps, delta, sensitivity: ({eps!r}, {delta!r}, {sensitivity!r})"
+                            f" need a sigma outside the float-safe range (sigma and"
+                            f" sensitivity / sigma in [{lo:g}, {hi:g}]); use a realistic eps"
+                            f" and delta")
+        return f(sigma)
+
+    return g
+
+
 @functools.lru_cache(maxsize=1024)  # pure; a restore recalibrates every shard
 def analytic_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> float:
     """Balle & Wang 2018 analytic Gaussian mechanism: smallest exact ``σ`` for ``(ε, δ)``.
 
     Bisection on ``σ`` of :func:`analytic_gaussian_delta` (monotone in ``σ``).
+    ``sensitivity`` must lie in :data:`SENSITIVITY_RANGE`, and an ``(ε, δ)`` whose ``σ``
+    would leave the float-safe range is refused (SpecError).
 
     Examples
     --------
@@ -163,14 +201,19 @@ def analytic_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> flo
     True
     """
     check_eps_delta(eps, delta)
-    return _smallest_sigma(
-        lambda s: analytic_gaussian_delta(eps, s, sensitivity), delta, sensitivity
-    )
+    _check_sensitivity(sensitivity)
+    return _smallest_sigma(_float_safe(
+        lambda s: analytic_gaussian_delta(eps, s, sensitivity), eps, delta, sensitivity
+    ), delta, sensitivity)
 
 
 @functools.lru_cache(maxsize=1024)  # pure; a restore recalibrates every shard
 def discrete_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> float:
     """Smallest ``σ`` with ``zcdp_delta(Δ²/(2σ²), ε) <= δ`` (discrete Gaussian, CKS20).
+
+    ``sensitivity`` must lie in :data:`SENSITIVITY_RANGE`, and an ``(ε, δ)`` whose ``σ``
+    would leave the float-safe range is refused (SpecError), as for
+    :func:`analytic_gaussian_sigma`.
 
     Examples
     --------
@@ -179,6 +222,7 @@ def discrete_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> flo
     True
     """
     check_eps_delta(eps, delta)
-    return _smallest_sigma(
-        lambda s: discrete_gaussian_delta(eps, s, sensitivity), delta, sensitivity
-    )
+    _check_sensitivity(sensitivity)
+    return _smallest_sigma(_float_safe(
+        lambda s: discrete_gaussian_delta(eps, s, sensitivity), eps, delta, sensitivity
+    ), delta, sensitivity)

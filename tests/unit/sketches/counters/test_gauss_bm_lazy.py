@@ -169,3 +169,36 @@ def test_restore_from_fortran_ordered_arrays_never_redraws() -> None:
     back.query_at(np.array([1]))  # another read set: counter 0 is read afresh next
     assert np.array_equal(back.query_at(np.array([0])), again)  # its node is not redrawn
     assert first.shape == (6,)
+
+
+class _Ones:
+    def gaussian(self, sigma: float, size: int) -> np.ndarray:
+        return np.ones(size)
+
+    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
+        return np.ones(size, np.int64)
+
+
+def test_restore_reads_a_uint8_drawn_mask_as_bool() -> None:
+    """A checkpoint whose ``drawn`` mask is stored as ``|u1`` (``pack`` allows it; another
+    writer may store a 0/1 byte mask) is accepted and read as a bool mask: the restored
+    counter knows which nodes are drawn and draws only the others (without the bool
+    conversion the mask stays uint8 and ``~drawn[lin]`` in the numpy read path is integer
+    fancy indexing; mutants ``restore`` 29 and 32)."""
+    from sketches.core.serialization import pack
+
+    c = LazyNoiseCounters(n=4, horizon=8, sigma=1.0, integer_noise=True, noise=_Ones())
+    c.push(np.array([1, 2, 3, 4]), 3)
+    c.query_at([0, 2])                         # draws levels 0 and 1 of counters 0 and 2
+    st = c.state_arrays()
+    arrays = {"prefix": st["prefix"], "lazy_node_noise": st["lazy_node_noise"],
+              "drawn": st["drawn"].astype(np.uint8)}
+    hdr = {**c.state_header(), "counter": "tree", "lazy": True}
+    data = pack("counter_tree", {"n": c.n, "horizon": c.horizon}, hdr, arrays)
+    d = LazyNoiseCounters.from_bytes(data, _Ones())
+    assert d.state_arrays()["drawn"].dtype == np.bool_
+    assert d.state_arrays()["drawn"].tolist() == st["drawn"].tolist()
+    assert d.drawn_count() == 4
+    # the numpy read path (noise_sum) finds counters 1 and 3 undrawn, 0 and 2 drawn
+    assert d.noise_sum(3).tolist() == [2, 2, 2, 2]
+    assert d.drawn_count() == 8

@@ -210,3 +210,44 @@ def test_query_min_far_apart_does_not_reuse_the_old_high_levels(integer: bool) -
     assert c.query_min(cells).tolist() == truth(c, cells).min(axis=0).tolist()
     c.push(np.ones(4, dtype=np.int64), 4096 - 16)
     assert c.query_min(cells).tolist() == truth(c, cells).min(axis=0).tolist()
+
+
+class Ones:
+    """Every drawn node is 1 (float or int64)."""
+
+    def gaussian(self, sigma: float, size: int) -> np.ndarray:
+        return np.ones(size)
+
+    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
+        return np.ones(size, np.int64)
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_query_at_an_empty_list_is_an_empty_release(integer: bool) -> None:
+    """``query_at([])`` reads no counter at round 0 and later (compiled path): an empty
+    release of the noise dtype, nothing drawn. ``np.asarray([])`` is float64, so the int64
+    conversion of the cells matters (without it: IndexError at round 0, a numba TypingError
+    later; mutants ``query_at`` 3 and 5)."""
+    c = LazyNoiseCounters(n=4, horizon=8, sigma=1.0, integer_noise=integer, noise=Ones())
+    dt = np.int64 if integer else np.float64
+    out0 = c.query_at([])                      # round 0
+    assert out0.shape == (0,) and out0.dtype == dt
+    c.push(np.array([1, 2, 3, 4]), 3)
+    out = c.query_at([])                       # round 3, compiled read path
+    assert out.shape == (0,) and out.dtype == dt
+    assert c.drawn_count() == 0
+    assert c.query_at([0, 2]).tolist() == [3, 5]
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_query_min_of_rows_without_candidates_is_empty(integer: bool) -> None:
+    """``query_min([[], []])`` (d = 2 rows, no candidate) returns an empty result of the
+    noise dtype and draws nothing: the rows are converted to int64 first (without it the
+    (2, 0) float64 array reaches ``lazy_kernel.plan``: numba TypingError; mutants
+    ``query_min`` 3 and 5)."""
+    c = LazyNoiseCounters(n=4, horizon=8, sigma=1.0, integer_noise=integer, noise=Ones())
+    c.push(np.array([1, 2, 3, 4]), 3)
+    out = c.query_min([[], []])
+    assert out.shape == (0,)
+    assert out.dtype == (np.int64 if integer else np.float64)
+    assert c.drawn_count() == 0

@@ -542,3 +542,128 @@ def test_lemma6_delta_check_names_delta_by_default_and_k_must_be_positive() -> N
         check_lemma6_delta(0.5)
     with pytest.raises(SpecError, match="k_tilde"):
         lazyhh_thresholds(1.0, k=0, k_tilde=8)
+
+
+@pytest.mark.parametrize("which", ["analytic", "discrete"])
+@pytest.mark.parametrize("sens", [1e154, 1e155, 1e300, 1e-162, 1e-170, 0.0, -1.0,
+                                  math.inf, math.nan, 1.01e100, 0.99e-100])
+def test_sigma_calibration_refuses_a_sensitivity_outside_the_documented_range(
+        which: str, sens: float) -> None:
+    """The sensitivity must be finite and in ``[1e-100, 1e100]`` (SENSITIVITY_RANGE): past
+    about 1e154 the search overflowed (``2 sigma^2`` = inf, so delta 0 was accepted: the
+    discrete sigma at 1e154 was 0.95 x sensitivity instead of 39.5 x; the analytic one was
+    inf), near 1e-162 ``sigma^2`` underflowed (ZeroDivisionError). Refused, naming it."""
+    sigma_of = {"analytic": analytic_gaussian_sigma, "discrete": discrete_gaussian_sigma}[which]
+    with pytest.raises(SpecError, match=r"^sensitivity: "):
+        sigma_of.__wrapped__(0.1, 1e-6, sens)
+
+
+@pytest.mark.parametrize("which", ["analytic", "discrete"])
+@pytest.mark.parametrize("sens", [1e-100, 1e-50, 1e-3, 1e8, 1e50, 1e100])
+def test_sigma_calibration_is_exact_across_the_documented_sensitivity_range(
+        which: str, sens: float) -> None:
+    """Inside the range sigma / sensitivity is the same as at sensitivity 1 (to the search's
+    1e-12 precision) and sigma meets delta: nothing over- or underflows."""
+    sigma_of, delta_of = {"analytic": (analytic_gaussian_sigma, analytic_gaussian_delta),
+                          "discrete": (discrete_gaussian_sigma, discrete_gaussian_delta)}[which]
+    s = sigma_of.__wrapped__(0.1, 1e-6, sens)
+    assert delta_of(0.1, s, sens) <= 1e-6
+    assert s / sens == pytest.approx(sigma_of.__wrapped__(0.1, 1e-6, 1.0), rel=1e-9)
+
+
+@pytest.mark.parametrize(("which", "eps", "delta"), [
+    ("discrete", 1e-300, 1e-300), ("discrete", 1e300, 0.5), ("analytic", 1e300, 0.5)])
+def test_sigma_calibration_refuses_a_sigma_outside_the_float_safe_range(
+        which: str, eps: float, delta: float) -> None:
+    """A valid sensitivity with an extreme (eps, delta) whose sigma would leave
+    ``[1e-150, 1e150]`` (or make ``sensitivity / sigma`` do so) is refused, naming the
+    parameters, instead of returning a sigma computed from overflowed intermediates (the
+    discrete search accepted ``2 sigma^2`` = inf as delta 0, a sigma far below the true one)."""
+    sigma_of = {"analytic": analytic_gaussian_sigma, "discrete": discrete_gaussian_sigma}[which]
+    with pytest.raises(SpecError, match=r"^eps, delta, sensitivity: "):
+        sigma_of.__wrapped__(eps, delta, 1.0)
+
+
+def _documented_sigma_search(f, target: float, start: float) -> float:
+    """The search ``_smallest_sigma`` documents, step for step: double ``hi`` from the
+    sensitivity until ``f(hi) <= target``, walk down by halving while ``f(lo) <= target``,
+    then geometric bisection until ``hi - lo <= 1e-12 hi``; return ``hi``."""
+    hi = start
+    while f(hi) > target:
+        hi *= 2.0
+    lo = hi / 2.0
+    while lo > 1e-300 and f(lo) <= target:
+        hi, lo = lo, lo / 2.0
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if f(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return hi
+
+
+@pytest.mark.parametrize(("eps", "delta", "sens"), [
+    (0.01, 1e-15, 1.0), (0.5, 1e-5, 1.0), (1.0, 1e-6, 2.0), (2.0, 0.5, 1.0),
+    (2.0, 0.5, math.sqrt(2.0)), (5.0, 1e-9, 7.3), (0.1, 1e-3, 1e-3)])
+def test_calibrated_sigma_is_the_documented_search_bit_for_bit(
+        eps: float, delta: float, sens: float) -> None:
+    """The calibrators' contract is a deterministic search (bracket by doubling from the
+    sensitivity, halve down, bisect geometrically to 1e-12 relative), and the calibrated
+    sigma feeds the noise scale, the checkpoint header and the golden bytes: it must be the
+    value that search yields, bit for bit, not just any sigma within 1e-12 of the boundary
+    (another bracket growth, walk step or stop rule returns other low bits: mutants
+    ``_smallest_sigma`` 6, 9, 17, 27). ``__wrapped__`` bypasses the lru_cache."""
+    a = _documented_sigma_search(lambda s: analytic_gaussian_delta(eps, s, sens), delta, sens)
+    assert analytic_gaussian_sigma.__wrapped__(eps, delta, sens) == a
+    d = _documented_sigma_search(lambda s: discrete_gaussian_delta(eps, s, sens), delta, sens)
+    assert discrete_gaussian_sigma.__wrapped__(eps, delta, sens) == d
+
+
+@pytest.mark.parametrize("s", [0.5, math.sqrt(0.5)])
+def test_a_sigma_meeting_delta_exactly_is_the_smallest_sigma(s: float) -> None:
+    """A sigma whose delta equals the target exactly meets it (``<=``), so it is returned
+    itself when the search reaches it: 0.5 is a halving step from the start 1, sqrt(0.5) the
+    first geometric midpoint of (0.5, 1) (mutants ``_smallest_sigma`` 14 and 24, which test
+    ``<``, end 1e-12 above it)."""
+    target = analytic_gaussian_delta(1.0, s, 1.0)
+    assert analytic_gaussian_sigma.__wrapped__(1.0, target, 1.0) == s
+
+
+def test_a_sigma_near_the_top_of_the_float_safe_range_is_calibrated() -> None:
+    """The search never probes beyond its bracket: a sigma just under the float-safe limit
+    1e150 (sensitivity 1e100, the doubling ends at 1e100 * 2^166 = 9.35e149) is calibrated,
+    not refused, and scales with the sensitivity (mutant ``_smallest_sigma`` 8 first probes
+    2 hi = 1.87e150, outside the range: SpecError)."""
+    s = discrete_gaussian_sigma.__wrapped__(1e-60, 1e-50, 1e100)
+    assert 5e149 < s < 1e150 and discrete_gaussian_delta(1e-60, s, 1e100) <= 1e-50
+    assert s / 1e100 == pytest.approx(discrete_gaussian_sigma.__wrapped__(1e-60, 1e-50, 1.0),
+                                      rel=1e-9)
+
+
+def _documented_zcdp_delta(rho: float, eps: float) -> float:
+    lo, hi = 1.0 + 1e-9, max((eps + 1.0) / (2.0 * rho) + 2.0, 2.0)
+    for _ in range(200):
+        alpha = 0.5 * (lo + hi)
+        if (2 * alpha - 1) * rho - eps + math.log1p(-1.0 / alpha) < 0:
+            lo = alpha
+        else:
+            hi = alpha
+    alpha = hi  # the smallest float alpha whose derivative is >= 0 (an exact 0 included)
+    log_delta = (alpha - 1) * (alpha * rho - eps) + alpha * math.log1p(-1.0 / alpha)
+    log_delta -= math.log(alpha - 1)
+    return min(math.exp(log_delta), 1.0) if log_delta < 700 else 1.0
+
+
+@pytest.mark.parametrize(("rho", "eps"), [
+    (0.0744473274106922, 0.0016617145120820652), (0.012644402363989459, 0.001321830882684331),
+    (0.0013200884008314167, 0.01), (0.002643081486974103, 0.01)])
+def test_zcdp_delta_is_the_documented_bisection_where_the_derivative_is_exactly_zero(
+        rho: float, eps: float) -> None:
+    """``zcdp_delta`` is a deterministic bisection whose alpha is the smallest float with a
+    derivative ``>= 0``; at these (rho, eps) the computed derivative is exactly 0.0 at a
+    float, which must count as ``>= 0`` (mutant ``zcdp_delta`` 37, ``<= 0``, ends one ulp
+    higher and moves delta in the last bits, hence the discrete sigma)."""
+    assert zcdp_delta(rho, eps) == _documented_zcdp_delta(rho, eps)

@@ -471,6 +471,29 @@ def test_offsets_already_done_are_skipped_without_dropping_the_rest_of_the_batch
     assert len(q) == 2 and q.resume_offset(high=7) == 4
 
 
+def test_a_restored_done_offset_equal_to_the_next_resume_offset_is_kept() -> None:
+    """``covered_above(resume)`` keeps the done offsets ``>= resume``, the one equal to it
+    included. After a restore the done offsets lie *above* the restored offset: restored at
+    offset 10 with ``done={11}`` (11 already counted), record 10 is read and dead-lettered
+    (late), so the next checkpoint resumes at 11 and must still list 11 as done, else a
+    second restore reads record 11 again and counts it twice (mutant ``o > resume``)."""
+    from worker.ingest.event_time import EventTimeQueue
+
+    q = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    q.resume(10_000, now_ms=10_300)
+    q.done = {11}
+    late, future = q.add([_rec(10, 9_000)], now_ms=10_300)
+    assert [r[0] for r in late] == [10] and not future
+    resume = q.resume_offset(high=11)
+    assert resume == 11
+    assert q.covered_above(resume) == [11]
+    # a restore from (resume, done) skips record 11
+    r = EventTimeQueue(tick_ms=100, lateness_ms=250)
+    r.resume(q.watermark, now_ms=10_300)
+    r.done = set(q.covered_above(resume))
+    assert r.add([_rec(11, 10_200)], now_ms=10_300) == ([], []) and len(r) == 0
+
+
 def test_an_older_stamp_read_later_never_moves_read_progress_back() -> None:
     """Read progress (a) is the newest stamp read: a batch holding only older stamps (a
     clock step of the producer's broker) must not lower it, or the watermark would stall

@@ -227,3 +227,18 @@ def test_depth_is_ceil_log2_of_2n_over_beta_with_n_rounded_up(event_horizon: int
                       event_horizon=event_horizon)
     assert derive_params(spec, None, None).depth == math.ceil(
         math.log2(4 * half / spec.beta_value))
+
+
+def test_derive_params_uses_an_explicit_depth_and_defaults_to_the_spec_depth() -> None:
+    """``derive_params`` is public with ``depth: int | None``: None means the depth the spec
+    derives (also with a calibration), an explicit depth is used as given (and changes
+    gamma). Mutant ``int(depth and d)`` raised TypeError on None and replaced an explicit
+    depth by the spec's."""
+    spec = LazyHHSpec(k=1, k_tilde=4, horizon=64, eps=0.5, delta=1e-3, event_horizon=10**8)
+    d = derive_params(spec, None, None).depth
+    cal = spec.sketch_calibration(d)
+    p = derive_params(spec, cal, d)
+    q = derive_params(spec, cal, None)          # no depth given: the spec's depth
+    assert (q.depth, q.gamma) == (p.depth, p.gamma) and p.depth == d
+    other = derive_params(spec, cal, d + 2)     # an explicit depth is used as given
+    assert other.depth == d + 2 and other.gamma != p.gamma

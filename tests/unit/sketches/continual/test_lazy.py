@@ -430,3 +430,23 @@ def test_query_release_recomputes_v2_hash_and_refuses_other_versions():
     old = {**rel, "hash": {**rel["hash"], "algorithm": "dpstream-fmix64-v1", "version": 1}}
     with pytest.raises(SpecError, match=r"hash\.algorithm"):
         query_release(old, ["x"])
+
+
+def test_tick_batches_are_checked_and_normalised_like_the_schedule_needs():
+    """Survivors of the first mutation run of lazy_schedule.py (issue 20c): a decrease after
+    the first pair is refused; the horizon error names the tick and the horizon; ticks given
+    as floats or as an (n, 1) column are the int64 vector they stand for."""
+    sk = LazyCMS(_spec("tick", "add_remove", cpt=4, horizon=50), ZeroNoise())
+    with pytest.raises(SpecError, match=r"^ticks: must be non-decreasing"):
+        sk.update_batch(np.arange(3), ticks=np.array([0, 2, 1]))
+    with pytest.raises(HorizonExceededError, match=r"^horizon: tick 50 is past the horizon of 50"):
+        sk.update_batch(np.arange(1), ticks=np.array([50]))
+    items = np.array([3, 4, 4, 7])
+    ref = LazyCMS(_spec("tick", "add_remove", cpt=4, horizon=50), ZeroNoise())
+    ref.update_batch(items, ticks=np.array([0, 1, 1, 3]))
+    as_float = LazyCMS(_spec("tick", "add_remove", cpt=4, horizon=50), ZeroNoise())
+    as_float.update_batch(items, ticks=np.array([0.0, 1.0, 1.0, 3.0]))
+    column = LazyCMS(_spec("tick", "add_remove", cpt=4, horizon=50), ZeroNoise())
+    column.update_batch(items, ticks=np.array([[0], [1], [1], [3]]))
+    assert as_float.to_bytes() == ref.to_bytes() == column.to_bytes()
+    assert ref.steps_closed == 3

@@ -558,3 +558,27 @@ def test_topology_at_restores_every_privacy_knob_of_the_block() -> None:
                                        edited.mechanism_params)
     # the structural parts are the edited topology's own (only SOFT knobs are restored)
     assert at.name == edited.name and at.input == edited.input and at.release == edited.release
+
+
+def test_a_block_without_the_release_interval_accepts_its_edit_and_skips_only_that() -> None:
+    """A block written before issue 20c does not record `release.every_ticks`: an edit of it
+    is accepted (nothing to compare), and a block from before issue 19 (no `encoding`) skips
+    only that key: a later structural field that changed is still refused."""
+    old_t = topo()
+    new_t = dataclasses.replace(old_t, release=dataclasses.replace(old_t.release, every_ticks=10))
+    old = {k: v for k, v in epoch_params(old_t).items() if k != "every_ticks"}
+    check_hard(old, epoch_params(new_t), "v.yaml", "r1")  # accepted
+    older = {k: v for k, v in epoch_params(old_t).items() if k != "encoding"}
+    with pytest.raises(SpecError, match=r"^v.yaml: release.every_ticks: changed from 5 to 10"):
+        check_hard(older, epoch_params(new_t), "v.yaml", "r1")
+
+
+def test_the_block_records_the_calibration_cap_the_envelope_states() -> None:
+    """A many-event encoding calibrates for `unit_cap x max_events_per_message`; the block
+    records it (the envelope states `input.calibration_cap` from the block, falling back to
+    the unit cap for a block without it, which would understate it)."""
+    t = topo(cap=2)
+    t = dataclasses.replace(t, input=dataclasses.replace(t.input, encoding="columnar",
+                                                         max_events_per_message=5))
+    assert t.calibration_cap == 10
+    assert epoch_params(t)["calibration_cap"] == 10

@@ -294,7 +294,7 @@ def test_guarantee_prices_the_sampler_at_the_sketch_sigma_it_is_given() -> None:
     draws = params.depth * spec.k_tilde * 2 * 64 + 2 * 64
     g = guarantee(spec, params, sketch_sigma=1e7)["budget"]["sampler"]
     assert g["tv_per_draw"] == t
-    assert g["delta"] == pytest.approx((1 + math.exp(spec.eps)) * draws * t, rel=1e-12)
+    assert g["delta"] == pytest.approx((1 + math.exp(spec.eps)) * draws * t, rel=1e-12, abs=0)
     assert g["delta"] > 1.9 * sampler_delta(spec, params)  # the unknown-sigma figure
 
 
@@ -322,7 +322,7 @@ def test_sampler_tv_per_draw_at_the_edges_of_sigma() -> None:
             sampler_tv_per_draw(params, 1e-4, lattice=lattice)
     mid = (COMPOSE32_MIN + COMPOSE_THRESHOLD) / 2  # one table, but composed for the lattice
     assert sampler_tv_per_draw(params, mid) == one
-    assert sampler_tv_per_draw(params, mid, lattice=True) == pytest.approx(two, rel=1e-15)
+    assert sampler_tv_per_draw(params, mid, lattice=True) == pytest.approx(two, rel=1e-15, abs=0)
     assert sampler_tv_per_draw(params, mid, lattice=True) > two
     no_count = dataclasses.replace(params, count=dataclasses.replace(params.count, sigma=0.0))
     assert sampler_tv_per_draw(no_count, None) == one
@@ -354,10 +354,10 @@ def test_lattice_sampler_delta_takes_a_given_sigma_and_the_params_depth() -> Non
         draws = depth * spec.k_tilde * spec.sketch_rounds() + 2 * spec.horizon
         return factor * draws * lattice_sampler_tv(sigma)
 
-    assert sampler_delta(spec, params) == pytest.approx(expected(d0, s0), rel=1e-12)
+    assert sampler_delta(spec, params) == pytest.approx(expected(d0, s0), rel=1e-12, abs=0)
     deep = dataclasses.replace(params, depth=d1)
-    assert sampler_delta(spec, deep) == pytest.approx(expected(d1, s1), rel=1e-12)
+    assert sampler_delta(spec, deep) == pytest.approx(expected(d1, s1), rel=1e-12, abs=0)
     assert sampler_delta(spec, deep) > 1.9 * factor * (d1 * 4 * 64 + 128) * SAMPLER_TV_PER_DRAW
     # a given sigma is used as given: 100 is one table, s1 is composed
     assert sampler_delta(spec, deep, 100.0) == pytest.approx(
-        factor * (d1 * 4 * 64 + 128) * SAMPLER_TV_PER_DRAW, rel=1e-12)
+        factor * (d1 * 4 * 64 + 128) * SAMPLER_TV_PER_DRAW, rel=1e-12, abs=0)

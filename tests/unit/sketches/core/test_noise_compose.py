@@ -419,3 +419,33 @@ def test_composed32_exact_law_at_production_sigma(sigma: float) -> None:
     assert rel < 1e-13, rel
     assert tv < 1e-14, tv
     assert discrete_gaussian32_tv(sigma) < 2.0**-102.99
+
+
+# ------------------------------------------- edges of the rule (issue 24, session 5)
+
+
+def test_composed_params_refuses_the_threshold_itself_and_names_its_limits() -> None:
+    """Composition starts strictly above ``COMPOSE_THRESHOLD`` (one table samples the
+    threshold itself); out of range, the error names the parameter (``sigma``) and the
+    composed sampler's own limit, not the one-table limit."""
+    with pytest.raises(SpecError, match=r"^sigma: .* is sampled by one table"):
+        composed_params(COMPOSE_THRESHOLD)
+    assert composed_params(COMPOSE_THRESHOLD * (1 + 1e-9)).m == math.isqrt(
+        math.floor(COMPOSE_THRESHOLD * (1 + 1e-9)) // 3)
+    with pytest.raises(SpecError, match=r"^sigma: 2e\+08 exceeds .*\(composed-sampler limit "
+                                        r"1e\+08\)"):
+        composed_params(2e8)
+    with pytest.raises(SpecError, match=r"^sigma: must be a finite number > 0"):
+        composed_params(0.0)
+
+
+@pytest.mark.parametrize("sigma", [0.5, 1.0, 1000.0, COMPOSE32_MIN - 1])
+def test_discrete_gaussian32_support_of_one_table_is_its_half_width(sigma: float) -> None:
+    """Below ``COMPOSE32_MIN`` (one table) the largest ``|X|`` is the table's half-width
+    ``K``: positive, past ``13 sigma`` (where the tail the table drops is below its TV bound)
+    and within the ``14 sigma + 2`` the lattice's float-error bound assumes; the table's
+    first value is ``-K`` (its ``offset``)."""
+    k = discrete_gaussian32_support(sigma)
+    assert 13 * sigma < k <= 14 * sigma + 2
+    table = discrete_gaussian_table(sigma)
+    assert table.offset == -k

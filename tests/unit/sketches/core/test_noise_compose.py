@@ -449,3 +449,35 @@ def test_discrete_gaussian32_support_of_one_table_is_its_half_width(sigma: float
     assert 13 * sigma < k <= 14 * sigma + 2
     table = discrete_gaussian_table(sigma)
     assert table.offset == -k
+
+
+def test_a_composed_samplers_tv_bound_adds_its_smoothing_term() -> None:
+    """``tv_bound`` (what the guarantee charges per draw) is ``2 x 2^-104`` *plus* the
+    smoothing term, rounded up: checked on a deliberately weak split (``sigma_f = 1.92 m``,
+    ``tau`` about 1.9: a smoothing term about half the tables' ``2 x 2^-104``, so both
+    terms show in the float sum; the rule's own term, ``< 2^-250``, does not)."""
+    p = split_sigma(1e4, 100, 192)
+    assert 0.1 * TABLE_TV_BOUND < p.smoothing_tv < 2 * TABLE_TV_BOUND
+    smp = ComposedSampler(params=p, coarse=discrete_gaussian_table(p.coarse_sigma),
+                          fine=discrete_gaussian_variance_table(p.fine_variance))
+    assert smp.tv_bound == math.nextafter(2 * TABLE_TV_BOUND + p.smoothing_tv, math.inf)
+    assert smp.tv_bound > 2 * TABLE_TV_BOUND + 0.9 * p.smoothing_tv
+
+
+@pytest.mark.parametrize("broken", ["smoothing_tv", "coarse_sigma", "fine_variance"])
+def test_the_rule_refuses_a_split_outside_its_proven_bounds(monkeypatch, broken: str) -> None:
+    """The rule's own guard: a split whose smoothing term exceeds ``2^-250``, or whose
+    coarse or fine table would leave the table range, is refused (RuntimeError), each
+    condition on its own (the others in bounds)."""
+    from sketches.core import noise_compose
+
+    good = noise_compose.split_sigma
+    bad = {"smoothing_tv": 2.0**-200, "coarse_sigma": MAX_TABLE_SIGMA * 2,
+           "fine_variance": str(Decimal(repr(MAX_TABLE_SIGMA)) ** 2 * 4)}[broken]
+
+    def split(sigma: float, m: int, fine_floor: int | str) -> object:
+        return dataclasses.replace(good(sigma, m, fine_floor), **{broken: bad})
+
+    monkeypatch.setattr(noise_compose, "split_sigma", split)
+    with pytest.raises(RuntimeError, match="rule out of bounds"):
+        noise_compose._rule(1e6)

@@ -481,3 +481,22 @@ def test_the_rule_refuses_a_split_outside_its_proven_bounds(monkeypatch, broken:
     monkeypatch.setattr(noise_compose, "split_sigma", split)
     with pytest.raises(RuntimeError, match="rule out of bounds"):
         noise_compose._rule(1e6)
+
+
+@pytest.mark.parametrize("edge", ["smoothing_tv", "coarse_sigma", "fine_variance"])
+def test_the_rule_accepts_a_split_exactly_at_its_bounds(monkeypatch, edge: str) -> None:
+    """The guard's bounds are inclusive: a smoothing term of exactly ``2^-250``, a coarse
+    sigma of exactly ``MAX_TABLE_SIGMA``, a fine variance of exactly ``MAX_TABLE_SIGMA^2``
+    are inside the proven range (each table is defined up to its limit)."""
+    from sketches.core import noise_compose
+
+    good = noise_compose.split_sigma
+    at = {"smoothing_tv": noise_compose.SMOOTHING_TV_LIMIT, "coarse_sigma": MAX_TABLE_SIGMA,
+          "fine_variance": str(Decimal(repr(MAX_TABLE_SIGMA)) ** 2)}[edge]
+    assert edge != "fine_variance" or float(at) == MAX_TABLE_SIGMA**2
+
+    def split(sigma: float, m: int, fine_floor: int | str) -> object:
+        return dataclasses.replace(good(sigma, m, fine_floor), **{edge: at})
+
+    monkeypatch.setattr(noise_compose, "split_sigma", split)
+    assert getattr(noise_compose._rule(1e6), edge) == at

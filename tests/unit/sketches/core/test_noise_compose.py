@@ -500,3 +500,26 @@ def test_the_rule_accepts_a_split_exactly_at_its_bounds(monkeypatch, edge: str) 
 
     monkeypatch.setattr(noise_compose, "split_sigma", split)
     assert getattr(noise_compose._rule(1e6), edge) == at
+
+
+def test_split_sigma_is_exact_or_refused_at_its_edges() -> None:
+    """``split_sigma``'s contract at its edges: a coarse sigma below 1 is a valid split
+    (exact identity); ``fine_floor`` must be strictly below sigma; a coarse sigma that
+    rounds to 0 at 6 decimals, or that a float cannot carry exactly, is no valid split; a
+    split whose identity needs more than the 100-digit precision is refused (the Inexact
+    trap), never rounded (the identity would then be off)."""
+    import decimal
+
+    p = split_sigma(10.0, 20, 5)
+    assert p.coarse_sigma == 0.433012
+    assert Decimal(10) ** 2 == 400 * Decimal("0.433012") ** 2 + Decimal(p.fine_variance)
+    for floor in (40, 41):
+        with pytest.raises(SpecError, match=r"^fine_floor: "):
+            split_sigma(40.0, 8, floor)
+    with pytest.raises(SpecError, match=r"^split_sigma: no valid split"):
+        split_sigma(40.0, 8, "39.99999999999999")  # sigma_c about 1e-7: 0 at 6 decimals
+    with pytest.raises(SpecError, match=r"^split_sigma: no valid split"):
+        split_sigma(1e13, 1, 1)  # sigma_c = 9999999999999.999999: 19 digits
+    # sigma_c = 0.509901 is short, but m^2 sigma_c^2 has about 133 digits
+    with pytest.raises(decimal.Inexact):
+        split_sigma(5.0990195e59, 10**60 + 1, 1)

@@ -511,8 +511,20 @@ def test_split_sigma_is_exact_or_refused_at_its_edges() -> None:
     import decimal
 
     p = split_sigma(10.0, 20, 5)
-    assert p.coarse_sigma == 0.433012
+    assert (p.sigma, p.m, p.coarse_sigma) == (10.0, 20, 0.433012)
     assert Decimal(10) ** 2 == 400 * Decimal("0.433012") ** 2 + Decimal(p.fine_variance)
+    # a fine variance below 1 (fine_floor 0.5) and a multiplier of 1 are valid splits
+    q = split_sigma(10.0, 20, "0.5")
+    assert 0.25 < Decimal(q.fine_variance) < 1
+    assert Decimal(100) == 400 * Decimal(repr(q.coarse_sigma)) ** 2 + Decimal(q.fine_variance)
+    one = split_sigma(40.0, 1, 8)
+    assert one.m == 1 and Decimal(1600) == Decimal(repr(one.coarse_sigma)) ** 2 + Decimal(
+        one.fine_variance)
+    for bad_m in (0, -1, 2.0):
+        with pytest.raises(SpecError, match=r"^m: must be an int >= 1"):
+            split_sigma(40.0, bad_m, 8)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=r"^split_sigma: no valid split"):
+        split_sigma(40.0, 8, 0)  # sigma_c = 5 exactly: nothing left for the fine table
     for floor in (40, 41):
         with pytest.raises(SpecError, match=r"^fine_floor: "):
             split_sigma(40.0, 8, floor)
@@ -523,3 +535,21 @@ def test_split_sigma_is_exact_or_refused_at_its_edges() -> None:
     # sigma_c = 0.509901 is short, but m^2 sigma_c^2 has about 133 digits
     with pytest.raises(decimal.Inexact):
         split_sigma(5.0990195e59, 10**60 + 1, 1)
+    with pytest.raises(decimal.Inexact):  # a fine_floor whose square has 120 digits
+        split_sigma(40.0, 8, "3." + "3" * 59)
+
+
+@pytest.mark.parametrize(("m", "vc", "vf"), [(1, "0.2", "0.2"), (2, "4", "1"), (3, "2", "5"),
+                                             (10, "400", "900"), (1, "0.05", "0.05")])
+def test_smoothing_tv_follows_its_formula(m: int, vc: str, vf: str) -> None:
+    """``e / (1 - e)``, ``e = 2 exp(-a) / (1 - exp(-3a))``, ``a = 2 pi^2 tau^2``, ``1/tau^2 =
+    m^2/vf + 1/vc``, computed here in float64 (relative error about 1e-15) and compared at
+    1e-12: at small ``tau`` the ``1 - exp(-3a)`` term is far from 1, so each factor shows;
+    ``e >= 1`` gives the trivial bound 1."""
+    tau2 = 1.0 / (m * m / float(vf) + 1.0 / float(vc))
+    a = 2 * math.pi**2 * tau2
+    e = 2 * math.exp(-a) / (1 - math.exp(-3 * a))
+    want = 1.0 if e >= 1 else e / (1 - e)
+    got = smoothing_tv(m, Decimal(vc), Decimal(vf))
+    assert got == pytest.approx(want, rel=1e-12, abs=0)
+    assert got >= want * (1 - 1e-14)  # rounded up

@@ -553,3 +553,12 @@ def test_smoothing_tv_follows_its_formula(m: int, vc: str, vf: str) -> None:
     got = smoothing_tv(m, Decimal(vc), Decimal(vf))
     assert got == pytest.approx(want, rel=1e-12, abs=0)
     assert got >= want * (1 - 1e-14)  # rounded up
+
+
+def test_smoothing_tv_is_the_trivial_bound_when_e_is_exactly_one() -> None:
+    """At ``e = 1`` exactly (in the 60-digit arithmetic: ``tau^2`` at the root of ``2x = 1 -
+    x^3``, ``x = exp(-a)``, found by a search over the last digits) the bound is the
+    trivial 1, not ``e / (1 - e)`` (a division by zero)."""
+    v = Decimal("0.08014360945932302233844857567254521860927142944230474474927755497401509"
+                "26999996080295911880")
+    assert smoothing_tv(1, v, v) == 1.0

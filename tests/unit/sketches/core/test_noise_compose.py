@@ -540,16 +540,18 @@ def test_split_sigma_is_exact_or_refused_at_its_edges() -> None:
 
 
 @pytest.mark.parametrize(("m", "vc", "vf"), [(1, "0.2", "0.2"), (2, "4", "1"), (3, "2", "5"),
-                                             (10, "400", "900"), (1, "0.05", "0.05")])
+                                             (10, "400", "900"), (1, "0.1", "0.1"),
+                                             (1, "0.05", "0.05")])
 def test_smoothing_tv_follows_its_formula(m: int, vc: str, vf: str) -> None:
     """``e / (1 - e)``, ``e = 2 exp(-a) / (1 - exp(-3a))``, ``a = 2 pi^2 tau^2``, ``1/tau^2 =
     m^2/vf + 1/vc``, computed here in float64 (relative error about 1e-15) and compared at
     1e-12: at small ``tau`` the ``1 - exp(-3a)`` term is far from 1, so each factor shows;
-    ``e >= 1`` gives the trivial bound 1."""
+    ``e >= 1``, or ``e / (1 - e) > 1`` (``tau^2 = 0.05``: ``e`` about 0.79), gives the
+    trivial bound 1."""
     tau2 = 1.0 / (m * m / float(vf) + 1.0 / float(vc))
     a = 2 * math.pi**2 * tau2
     e = 2 * math.exp(-a) / (1 - math.exp(-3 * a))
-    want = 1.0 if e >= 1 else e / (1 - e)
+    want = 1.0 if e >= 1 else min(1.0, e / (1 - e))
     got = smoothing_tv(m, Decimal(vc), Decimal(vf))
     assert got == pytest.approx(want, rel=1e-12, abs=0)
     assert got >= want * (1 - 1e-14)  # rounded up
@@ -562,3 +564,13 @@ def test_smoothing_tv_is_the_trivial_bound_when_e_is_exactly_one() -> None:
     v = Decimal("0.08014360945932302233844857567254521860927142944230474474927755497401509"
                 "26999996080295911880")
     assert smoothing_tv(1, v, v) == 1.0
+
+
+def test_the_threshold_itself_is_sampled_by_one_table(monkeypatch) -> None:
+    """``discrete_gaussian_sampler(COMPOSE_THRESHOLD)`` is the one table of that sigma (the
+    largest one: building it takes seconds, so the builder is replaced by a recorder)."""
+    from sketches.core import noise_compose
+
+    monkeypatch.setattr(noise_compose, "discrete_gaussian_table", lambda s: ("table", s))
+    assert noise_compose.discrete_gaussian_sampler(COMPOSE_THRESHOLD) == (
+        "table", COMPOSE_THRESHOLD)

@@ -574,3 +574,11 @@ def test_the_threshold_itself_is_sampled_by_one_table(monkeypatch) -> None:
     monkeypatch.setattr(noise_compose, "discrete_gaussian_table", lambda s: ("table", s))
     assert noise_compose.discrete_gaussian_sampler(COMPOSE_THRESHOLD) == (
         "table", COMPOSE_THRESHOLD)
+
+
+def test_validate_discrete_sigma_names_sigma_and_the_composed_limit() -> None:
+    """Above ``MAX_DISCRETE_SIGMA`` the refusal names the parameter and the composed
+    sampler's limit (the one-table limit is not the one that applies)."""
+    with pytest.raises(SpecError, match=r"^sigma: 1e\+09 exceeds .*\(composed-sampler limit "
+                                        r"1e\+08\); lower it: raise eps"):
+        validate_discrete_sigma(1e9)

@@ -571,9 +571,15 @@ def test_the_threshold_itself_is_sampled_by_one_table(monkeypatch) -> None:
     largest one: building it takes seconds, so the builder is replaced by a recorder)."""
     from sketches.core import noise_compose
 
-    monkeypatch.setattr(noise_compose, "discrete_gaussian_table", lambda s: ("table", s))
+    built: list[float] = []
+    monkeypatch.setattr(noise_compose, "discrete_gaussian_table",
+                        lambda s: built.append(s) or ("table", s))
     assert noise_compose.discrete_gaussian_sampler(COMPOSE_THRESHOLD) == (
         "table", COMPOSE_THRESHOLD)
+    # validate_discrete_sigma(build=True) builds that same table (and no composed one)
+    assert noise_compose.validate_discrete_sigma(COMPOSE_THRESHOLD, build=True) == \
+        COMPOSE_THRESHOLD
+    assert built == [COMPOSE_THRESHOLD, COMPOSE_THRESHOLD]
 
 
 def test_validate_discrete_sigma_names_sigma_and_the_composed_limit() -> None:

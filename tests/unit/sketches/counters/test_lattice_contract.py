@@ -32,10 +32,10 @@ class FailsAtDraw(Pattern):
         return super().discrete_gaussian(sigma, size)
 
 
-def _counters(noise: object, n: int = 2) -> LatticeCounters:
+def _counters(noise: object, n: int = 2, sigma: float = 3.0) -> LatticeCounters:
     lat = calibrate_lattice(HORIZON, eps=1.0, delta=1e-6, m=1, unit_cap=1, cells=n,
                             max_count=10**6)
-    return LatticeCounters(n, HORIZON, lat.params, 3.0, noise)  # type: ignore[arg-type]
+    return LatticeCounters(n, HORIZON, lat.params, sigma, noise)  # type: ignore[arg-type]
 
 
 def _opened(noise: object) -> LatticeCounters:
@@ -142,3 +142,222 @@ def test_lattice_params_passes_cells_max_count_and_scale_on() -> None:
     capped = lattice_params(HORIZON, **kw, max_count=5000)
     assert (capped.max_count, capped.round_cap) == (5000, 0)
     assert lattice_params(HORIZON, **kw, scale=7).scale == 7
+
+
+# ------------------------------------------------ draws, reads, the checkpoint header
+
+
+class Both(Pattern):
+    """A source with the 32-bit-read sampler too; its values differ from the 64-bit one's."""
+
+    def discrete_gaussian32(self, sigma: float, size: int) -> np.ndarray:
+        return super().discrete_gaussian(sigma, size) * 3 + 1
+
+
+def test_draws_use_the_32_bit_sampler_where_the_source_has_one() -> None:
+    """The lattice's per-draw TV is ``discrete_gaussian32``'s (``lattice_sampler_tv``):
+    a source offering it is drawn from it; any sigma > 0 draws (below 1 too); sigma 0
+    draws nothing and adds no noise."""
+    a = _counters(Both())
+    a.advance(np.array([[1, 2]]))
+    z = Both().discrete_gaussian32(3.0, 2)  # the first draw a made, if it used the 32-bit one
+    assert not np.array_equal(z, Pattern().discrete_gaussian(3.0, 2))
+    fed = _counters(type("Fed", (), {"kind": "fast",
+                                     "discrete_gaussian": lambda self, s, k: z.copy()})())
+    fed.advance(np.array([[1, 2]]))
+    assert np.array_equal(a.query(), fed.query())
+    small = Pattern()
+    c = _counters(small, sigma=0.5)
+    c.advance(np.array([[1, 2]]))
+    assert small.i == 2 and np.any(c.noise_now() != 0)
+    none = Pattern()
+    d = _counters(none, sigma=0.0)
+    d.advance(np.array([[1, 2]]))
+    assert none.i == 0 and d.query().tolist() == [1, 2] and d.query().dtype == np.int64
+
+
+def test_advance_past_the_horizon_is_refused_and_nothing_opens_nothing_drawn() -> None:
+    noise = FailsAtDraw(2)  # a second draw call would raise
+    c = _opened(noise)
+    before = c.to_bytes()
+    with pytest.raises(HorizonExceededError, match=r"^horizon: 17 rounds requested"):
+        c.advance(np.zeros((HORIZON - 2, 2), dtype=np.int64))
+    c.advance(np.zeros((0, 2), dtype=np.int64))  # no round: no draw call at all
+    assert noise.calls == 1 and c.rounds == 3 and c.to_bytes() == before
+
+
+def test_query_answers_behind_counters_one_round_back() -> None:
+    """``behind`` counters read the release of round ``rounds - 1`` (0 after the first
+    round), the others the current one; an all-False or missing mask reads the current
+    releases; the result is the caller's copy."""
+    c = _counters(Pattern())
+    c.advance(np.array([[1, 2]]))
+    r1 = c.query()
+    assert c.query(np.array([True, False])).tolist() == [0, r1[1]]
+    c.advance(np.array([[3, 4]]))
+    r2 = c.query()
+    got = c.query(np.array([True, False]))
+    assert got.dtype == np.int64 and got.tolist() == [r1[0], r2[1]]
+    assert c.query(np.array([False, False])).tolist() == r2.tolist()
+    got[:] = 99
+    c.query()[:] = 99
+    assert c.query().tolist() == r2.tolist()
+
+
+def _digest(theta: tuple[float, ...], omega: tuple[float, ...]) -> str:
+    import hashlib
+
+    raw = np.array(theta, dtype="<f8").tobytes() + np.array(omega, dtype="<f8").tobytes()
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+def test_state_header_is_the_checkpoint_format() -> None:
+    """The header a checkpoint stores, field for field (a reader of older or newer builds
+    depends on it): the BLT digest is the first 32 hex digits of SHA-256 over theta then
+    omega as little-endian float64."""
+    c = _opened(Pattern())
+    p = c.params
+    assert c.state_header() == {
+        "rounds": 3, "sigma": 3.0, "integer_noise": True, "horizon": HORIZON,
+        "counter": "blt_int", "counter_version": 1, "scale": p.scale,
+        "max_count": 10**6, "round_cap": 0, "blt": _digest(p.theta, p.omega)}
+
+
+def _restored(header: dict, arrays: dict, params: object = None) -> LatticeCounters:
+    base = _counters(Pattern())
+    c = LatticeCounters(2, HORIZON, params or base.params, 3.0, Pattern())  # type: ignore[arg-type]
+    c.restore(header, arrays)
+    return c
+
+
+def test_restore_owns_its_arrays() -> None:
+    """A restored counter copies the checkpoint's arrays: its next rounds leave them as
+    they were (a checkpoint cache keeps the arrays it handed out)."""
+    c = _opened(Pattern())
+    header, arrays = c.state_header(), {k: v.copy() for k, v in c.state_arrays().items()}
+    kept = {k: v.copy() for k, v in arrays.items()}
+    r = _restored(header, arrays)
+    r.advance(np.array([[5, 7], [1, 1]]))
+    for name, a in arrays.items():
+        assert np.array_equal(a, kept[name]), name
+
+
+@pytest.mark.parametrize("rounds", [0, HORIZON])
+def test_restore_accepts_a_fresh_and_a_finished_epoch(rounds: int) -> None:
+    c = _counters(Pattern())
+    if rounds:
+        c.advance(np.zeros((rounds, 2), dtype=np.int64))
+    r = _restored(c.state_header(), c.state_arrays())
+    assert r.rounds == rounds and r.to_bytes() == c.to_bytes()
+
+
+def test_restore_without_round_cap_is_an_unclamped_counter() -> None:
+    """Checkpoints written before the clamp existed have no ``round_cap``: they restore
+    into an unclamped counter (round_cap 0), not into a clamped one."""
+    c = _opened(Pattern())
+    header = {k: v for k, v in c.state_header().items() if k != "round_cap"}
+    assert _restored(header, c.state_arrays()).rounds == 3
+    from sketches.errors import IncompatibleSpecError
+
+    clamped = calibrate_lattice(HORIZON, eps=1.0, delta=1e-6, m=1, unit_cap=1, cells=2).params
+    assert clamped.round_cap > 0
+    with pytest.raises(IncompatibleSpecError, match=r"^calibration: "):
+        LatticeCounters(2, HORIZON, clamped, 3.0, Pattern()).restore(  # type: ignore[arg-type]
+            header, c.state_arrays())
+
+
+@pytest.mark.parametrize(("change", "error", "match"), [
+    ({"counter": "blt"}, "IncompatibleSpecError", r"^counter: checkpoint counter 'blt'"),
+    ({"counter_version": None}, "SerializationError", r"^counter_version: None unsupported"),
+    ({"counter_version": 2}, "SerializationError", r"^counter_version: 2 unsupported"),
+    ({"sigma": None}, "IncompatibleSpecError", r"^calibration: checkpoint sigma=nan"),
+    ({"sigma": 3.0 * (1 + 1e-7)}, "IncompatibleSpecError", r"^calibration: "),
+    ({"sigma": 4.5}, "IncompatibleSpecError", r"^calibration: "),
+    ({"scale": None}, "IncompatibleSpecError", r"^calibration: "),
+    ({"scale": "other"}, "IncompatibleSpecError", r"^calibration: "),
+    ({"max_count": None}, "IncompatibleSpecError", r"^calibration: "),
+    ({"max_count": 10**6 + 1}, "IncompatibleSpecError", r"^calibration: "),
+    ({"round_cap": 5}, "IncompatibleSpecError", r"^calibration: "),
+    ({"blt": None}, "IncompatibleSpecError", r"^counter: the checkpoint's BLT parameters"),
+    ({"rounds": None}, "SerializationError", r"^counters: rounds -1 outside \[0, 16\]"),
+    ({"rounds": HORIZON + 1}, "SerializationError", r"^counters: rounds 17 outside"),
+])
+def test_restore_refuses_each_mismatched_or_missing_header_field(change: dict, error: str,
+                                                                 match: str) -> None:
+    """Each field on its own (None: the field is missing): the kind, the state version,
+    the calibration (sigma to 1e-9 relative, scale, max_count, round_cap), the BLT digest,
+    the round count; nothing is loaded."""
+    import sketches.errors as errors
+
+    c = _opened(Pattern())
+    header = dict(c.state_header())
+    for k, v in change.items():
+        if v is None:
+            del header[k]
+        elif v == "other":
+            header[k] = c.params.scale + 1
+        else:
+            header[k] = v
+    fresh = _counters(Pattern())
+    before = fresh.to_bytes()
+    with pytest.raises(getattr(errors, error), match=match):
+        fresh.restore(header, c.state_arrays())
+    assert fresh.to_bytes() == before
+
+
+def test_restore_tolerates_sigma_within_1e_9_relative() -> None:
+    c = _opened(Pattern())
+    header = {**c.state_header(), "sigma": 3.0 * (1 + 1e-12)}
+    assert _restored(header, c.state_arrays()).rounds == 3
+
+
+def test_restore_refuses_missing_fields_even_where_a_default_would_match() -> None:
+    """A counter of scale 1 and max_count 1 (defaults a sloppy reader might assume): a
+    header missing ``scale``, ``max_count``, ``rounds`` or ``counter_version`` is still
+    refused, never read as 1."""
+    import dataclasses
+
+    from sketches.errors import IncompatibleSpecError, SerializationError
+
+    base = _counters(Pattern()).params
+    ones = dataclasses.replace(base, scale=1, max_count=1)
+    c = LatticeCounters(2, HORIZON, ones, 3.0, Pattern())  # type: ignore[arg-type]
+    c.advance(np.array([[1, 0]]))
+    for field, err in (("scale", IncompatibleSpecError), ("max_count", IncompatibleSpecError),
+                       ("counter_version", SerializationError)):
+        header = {k: v for k, v in c.state_header().items() if k != field}
+        with pytest.raises(err):
+            LatticeCounters(2, HORIZON, ones, 3.0, Pattern()).restore(  # type: ignore[arg-type]
+                header, c.state_arrays())
+    header = {k: v for k, v in c.state_header().items() if k != "rounds"}
+    with pytest.raises(SerializationError, match=r"^counters: rounds -1"):
+        LatticeCounters(2, HORIZON, ones, 3.0, Pattern()).restore(  # type: ignore[arg-type]
+            header, c.state_arrays())
+
+
+@pytest.mark.parametrize("bad", ["missing", "shape", "dtype"])
+def test_restore_refuses_a_missing_or_misshapen_array(bad: str) -> None:
+    from sketches.errors import SerializationError
+
+    c = _opened(Pattern())
+    arrays = dict(c.state_arrays())
+    if bad == "missing":
+        del arrays["lat_c"]
+    elif bad == "shape":
+        arrays["lat_c"] = np.zeros((arrays["lat_c"].shape[0], 3))
+    else:
+        arrays["lat_c"] = arrays["lat_c"].astype(np.float32)
+    with pytest.raises(SerializationError, match=r"^counters: array 'lat_c' missing or not"):
+        _restored(c.state_header(), arrays)
+
+
+def test_restore_refuses_other_omega_with_the_same_theta() -> None:
+    """The digest covers omega too: buffers built under other decay rates are refused."""
+    import dataclasses
+
+    from sketches.errors import IncompatibleSpecError
+
+    c = _opened(Pattern())
+    other = dataclasses.replace(c.params, omega=tuple(0.5 * w for w in c.params.omega))
+    with pytest.raises(IncompatibleSpecError, match="BLT parameters"):
+        _restored(c.state_header(), c.state_arrays(), other)

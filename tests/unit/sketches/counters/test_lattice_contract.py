@@ -361,3 +361,59 @@ def test_restore_refuses_other_omega_with_the_same_theta() -> None:
     other = dataclasses.replace(c.params, omega=tuple(0.5 * w for w in c.params.omega))
     with pytest.raises(IncompatibleSpecError, match="BLT parameters"):
         _restored(c.state_header(), c.state_arrays(), other)
+
+
+# ------------------------------------------------------- the float-error bound (eta, zeta)
+
+
+@pytest.mark.parametrize(("n", "scale", "max_count"),
+                         [(16, 1, 10**6), (64, 37, 2**31), (200, 5, 1000), (16, 3, 1)])
+def test_eta_bound_is_the_documented_derivation(n: int, scale: int, max_count: int) -> None:
+    """``eta`` and ``zeta`` transcribed from ``eta_bound``'s docstring (Higham's
+    ``gamma_k = k u / (1 - k u)``, magnitudes inflated by ``1 + kappa``, norms by 1.01,
+    the release side with the sampler's support ``K = 14 sigma + 2`` at the largest table
+    sigma), on the BLT kernels of ``n`` rounds (``_kernels``, not re-derived here)."""
+    from sketches.core.noise_tables import MAX_TABLE_SIGMA
+    from sketches.counters.lattice import _kernels, eta_bound, lattice_noise_support
+
+    f = factorization(CounterKind.BLT_INT, n)
+    th, om = f.theta, f.omega  # type: ignore[attr-defined]
+    cmax, binv, g, kmax, geo = _kernels(tuple(th), tuple(om), n)
+    u = 2.0**-53
+
+    def gam(k: int) -> float:
+        return k * u / (1 - k * u)
+
+    m, kappa, safety = float(max_count), 1e-3, 1.01
+    ubar = cmax * m * (1 + kappa)
+    sbar = [k * m * (1 + kappa) for k in kmax]
+    eps_u = gam(5) * (m + sum(abs(t) * s for t, s in zip(th, sbar, strict=True)))
+    eps_s = [gam(2) * (abs(w) * s + ubar) for w, s in zip(om, sbar, strict=True)]
+    e_max = safety * (binv * eps_u + sum(gi * ei for gi, ei in zip(g, eps_s, strict=True)))
+    eta = scale * e_max + u * scale * (ubar + e_max) * safety
+    kz = 14 * MAX_TABLE_SIGMA + 2
+    assert lattice_noise_support(MAX_TABLE_SIGMA) == kz
+    ybar = (scale * m + 0.5 + eta + kz) * 1.001
+    vbar = [(scale * k * m + gs * (0.5 + eta + kz)) * 1.001
+            for k, gs in zip(kmax, geo, strict=True)]
+    local_out = gam(5) * (ybar + sum(abs(t) * v for t, v in zip(th, vbar, strict=True)))
+    local_v = [gam(2) * (abs(w) * v + ybar) for w, v in zip(om, vbar, strict=True)]
+    out_err = local_out + sum(abs(t) * gs * lv for t, gs, lv in zip(th, geo, local_v,
+                                                                     strict=True))
+    out_mag = ybar + sum(abs(t) * v for t, v in zip(th, vbar, strict=True))
+    zeta = 1.01 * (out_err + u * (out_mag + out_err)) / scale
+    got = eta_bound(tuple(th), tuple(om), n, scale, max_count)
+    assert got[0] == pytest.approx(eta, rel=1e-12, abs=0)
+    assert got[1] == pytest.approx(zeta, rel=1e-12, abs=0)
+
+
+def test_eta_bound_refuses_count_bounds_outside_1_to_2_pow_52_and_scale_0_has_no_release() -> None:
+    from sketches.counters.lattice import eta_bound
+
+    f = factorization(CounterKind.BLT_INT, 16)
+    th, om = tuple(f.theta), tuple(f.omega)  # type: ignore[attr-defined]
+    for bad in (0, 2**52):
+        with pytest.raises(SpecError, match=r"^max_count: must be in \[1, 2\^52\)"):
+            eta_bound(th, om, 16, 1, bad)
+    assert eta_bound(th, om, 16, 0, 1000) == (0.0, 0.0)
+    assert eta_bound(th, om, 16, 1, 2**40)[0] > 0

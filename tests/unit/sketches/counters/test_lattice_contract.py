@@ -417,3 +417,51 @@ def test_eta_bound_refuses_count_bounds_outside_1_to_2_pow_52_and_scale_0_has_no
             eta_bound(th, om, 16, 1, bad)
     assert eta_bound(th, om, 16, 0, 1000) == (0.0, 0.0)
     assert eta_bound(th, om, 16, 1, 2**40)[0] > 0
+
+
+class Recording(Pattern):
+    def __init__(self, fail_at: int = 0) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+        self.fail_at = fail_at
+
+    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
+        self.sizes.append(int(size))
+        if len(self.sizes) == self.fail_at:
+            raise RuntimeError("entropy source failed")
+        return super().discrete_gaussian(sigma, size)
+
+
+def test_rounds_are_drawn_in_chunks_of_the_draw_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One draw call per ``r = max(1, _DRAW_VALUES // n)`` rounds, in round order, the
+    last chunk the rest: each row's increments in its own round, so the state equals the
+    one-call counter's (Pattern: a draw of m values is m one-value draws)."""
+    import sketches.counters.lattice as lattice_mod
+
+    rows = np.array([[1, 2, 3], [4, 0, 1], [0, 5, 0], [2, 2, 2], [7, 0, 1]])
+    one = LatticeCounters(3, HORIZON, _counters(Pattern(), n=3).params, 3.0, Recording())
+    one.advance(rows)
+    assert one._noise_src.sizes == [15]  # type: ignore[attr-defined]
+    monkeypatch.setattr(lattice_mod, "_DRAW_VALUES", 7)  # 7 // 3 = 2 rounds per call
+    src = Recording()
+    chunked = LatticeCounters(3, HORIZON, one.params, 3.0, src)
+    chunked.advance(rows)
+    assert src.sizes == [6, 6, 3]
+    assert chunked.to_bytes() == one.to_bytes()
+    monkeypatch.setattr(lattice_mod, "_DRAW_VALUES", 2)  # fewer values than counters: 1 round
+    src1 = Recording()
+    LatticeCounters(3, HORIZON, one.params, 3.0, src1).advance(rows[:3])
+    assert src1.sizes == [3, 3, 3]
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_chunked_rounds_are_atomic_when_a_draw_fails(monkeypatch: pytest.MonkeyPatch,
+                                                     fail_at: int) -> None:
+    import sketches.counters.lattice as lattice_mod
+
+    monkeypatch.setattr(lattice_mod, "_DRAW_VALUES", 7)
+    c = LatticeCounters(3, HORIZON, _counters(Pattern(), n=3).params, 3.0, Recording(fail_at))
+    before = c.to_bytes()
+    with pytest.raises(RuntimeError, match="entropy source failed"):
+        c.advance(np.arange(15).reshape(5, 3))
+    assert c.rounds == 0 and c.to_bytes() == before

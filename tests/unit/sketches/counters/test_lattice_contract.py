@@ -465,3 +465,16 @@ def test_chunked_rounds_are_atomic_when_a_draw_fails(monkeypatch: pytest.MonkeyP
     with pytest.raises(RuntimeError, match="entropy source failed"):
         c.advance(np.arange(15).reshape(5, 3))
     assert c.rounds == 0 and c.to_bytes() == before
+
+
+def test_gamma_is_highams_k_u_over_1_minus_k_u() -> None:
+    """``gamma_k = k u / (1 - k u)`` with ``u = 2^-53``, at a ``k`` where ``k u = 1/8`` so
+    every factor shows (``1/7``), and at small ``k`` to the last bit."""
+    from fractions import Fraction
+
+    from sketches.counters.lattice import _gamma
+
+    assert _gamma(2**50) == 1 / 7
+    for k in (1, 2, 5):
+        ku = Fraction(k, 2**53)
+        assert _gamma(k) == pytest.approx(float(ku / (1 - ku)), rel=1e-15, abs=0)

@@ -402,9 +402,9 @@ def test_eta_bound_is_the_documented_derivation(n: int, scale: int, max_count: i
                                                                      strict=True))
     out_mag = ybar + sum(abs(t) * v for t, v in zip(th, vbar, strict=True))
     zeta = 1.01 * (out_err + u * (out_mag + out_err)) / scale
-    got = eta_bound(tuple(th), tuple(om), n, scale, max_count)
-    assert got[0] == pytest.approx(eta, rel=1e-12, abs=0)
-    assert got[1] == pytest.approx(zeta, rel=1e-12, abs=0)
+    # the same operations in the same order: bit for bit (eta moves ybar by about 1e-13
+    # relative, below any tolerance but not below one ulp)
+    assert eta_bound(tuple(th), tuple(om), n, scale, max_count) == (eta, zeta)
 
 
 def test_eta_bound_refuses_count_bounds_outside_1_to_2_pow_52_and_scale_0_has_no_release() -> None:
@@ -478,3 +478,19 @@ def test_gamma_is_highams_k_u_over_1_minus_k_u() -> None:
     for k in (1, 2, 5):
         ku = Fraction(k, 2**53)
         assert _gamma(k) == pytest.approx(float(ku / (1 - ku)), rel=1e-15, abs=0)
+
+
+def test_changed_counters_is_at_least_one_and_at_most_the_cells() -> None:
+    from sketches.counters.lattice import changed_counters
+
+    assert changed_counters(1, 1, 5) == 1
+    assert changed_counters(4, 2, 1) == 1
+    assert changed_counters(4, 2, 3) == 3
+    assert changed_counters(4, 2, None) == 8
+
+
+@pytest.mark.parametrize("sigma", [-1.0, float("inf"), float("nan")])
+def test_a_negative_or_infinite_sigma_is_refused(sigma: float) -> None:
+    params = _counters(Pattern()).params
+    with pytest.raises(SpecError, match=r"^sigma: must be a finite number >= 0"):
+        LatticeCounters(2, HORIZON, params, sigma, Pattern())  # type: ignore[arg-type]

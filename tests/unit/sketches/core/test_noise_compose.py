@@ -419,3 +419,172 @@ def test_composed32_exact_law_at_production_sigma(sigma: float) -> None:
     assert rel < 1e-13, rel
     assert tv < 1e-14, tv
     assert discrete_gaussian32_tv(sigma) < 2.0**-102.99
+
+
+# ------------------------------------------- edges of the rule (issue 24, session 5)
+
+
+def test_composed_params_refuses_the_threshold_itself_and_names_its_limits() -> None:
+    """Composition starts strictly above ``COMPOSE_THRESHOLD`` (one table samples the
+    threshold itself); out of range, the error names the parameter (``sigma``) and the
+    composed sampler's own limit, not the one-table limit."""
+    with pytest.raises(SpecError, match=r"^sigma: .* is sampled by one table"):
+        composed_params(COMPOSE_THRESHOLD)
+    assert composed_params(COMPOSE_THRESHOLD * (1 + 1e-9)).m == math.isqrt(
+        math.floor(COMPOSE_THRESHOLD * (1 + 1e-9)) // 3)
+    with pytest.raises(SpecError, match=r"^sigma: 2e\+08 exceeds .*\(composed-sampler limit "
+                                        r"1e\+08\)"):
+        composed_params(2e8)
+    with pytest.raises(SpecError, match=r"^sigma: must be a finite number > 0"):
+        composed_params(0.0)
+
+
+@pytest.mark.parametrize("sigma", [0.5, 1.0, 1000.0, 4096.0])
+def test_discrete_gaussian32_support_of_one_table_is_its_half_width(sigma: float) -> None:
+    """Below ``COMPOSE32_MIN`` (one table) the largest ``|X|`` is the table's half-width
+    ``K``: positive, past ``13 sigma`` (where the tail the table drops is below its TV bound)
+    and within the ``14 sigma + 2`` the lattice's float-error bound assumes; the table's
+    first value is ``-K`` (its ``offset``)."""
+    k = discrete_gaussian32_support(sigma)
+    assert 13 * sigma < k <= 14 * sigma + 2
+    table = discrete_gaussian_table(sigma)
+    assert table.offset == -k
+
+
+def test_a_composed_samplers_tv_bound_adds_its_smoothing_term() -> None:
+    """``tv_bound`` (what the guarantee charges per draw) is ``2 x 2^-104`` *plus* the
+    smoothing term, rounded up: checked on a deliberately weak split (``sigma_f = 1.92 m``,
+    ``tau`` about 1.9: a smoothing term about half the tables' ``2 x 2^-104``, so both
+    terms show in the float sum; the rule's own term, ``< 2^-250``, does not)."""
+    p = split_sigma(1e4, 100, 192)
+    assert 0.1 * TABLE_TV_BOUND < p.smoothing_tv < 2 * TABLE_TV_BOUND
+    smp = ComposedSampler(params=p, coarse=discrete_gaussian_table(p.coarse_sigma),
+                          fine=discrete_gaussian_variance_table(p.fine_variance))
+    assert smp.tv_bound == math.nextafter(2 * TABLE_TV_BOUND + p.smoothing_tv, math.inf)
+    assert smp.tv_bound > 2 * TABLE_TV_BOUND + 0.9 * p.smoothing_tv
+
+
+@pytest.mark.parametrize("broken", ["smoothing_tv", "coarse_sigma", "fine_variance"])
+def test_the_rule_refuses_a_split_outside_its_proven_bounds(monkeypatch, broken: str) -> None:
+    """The rule's own guard: a split whose smoothing term exceeds ``2^-250``, or whose
+    coarse or fine table would leave the table range, is refused (RuntimeError), each
+    condition on its own (the others in bounds)."""
+    from sketches.core import noise_compose
+
+    good = noise_compose.split_sigma
+    bad = {"smoothing_tv": 2.0**-200, "coarse_sigma": MAX_TABLE_SIGMA * 2,
+           "fine_variance": str(Decimal(repr(MAX_TABLE_SIGMA)) ** 2 * 4)}[broken]
+
+    def split(sigma: float, m: int, fine_floor: int | str) -> object:
+        return dataclasses.replace(good(sigma, m, fine_floor), **{broken: bad})
+
+    monkeypatch.setattr(noise_compose, "split_sigma", split)
+    with pytest.raises(RuntimeError, match="rule out of bounds"):
+        noise_compose._rule(1e6)
+
+
+@pytest.mark.parametrize("edge", ["smoothing_tv", "coarse_sigma", "fine_variance"])
+def test_the_rule_accepts_a_split_exactly_at_its_bounds(monkeypatch, edge: str) -> None:
+    """The guard's bounds are inclusive: a smoothing term of exactly ``2^-250``, a coarse
+    sigma of exactly ``MAX_TABLE_SIGMA``, a fine variance of exactly ``MAX_TABLE_SIGMA^2``
+    are inside the proven range (each table is defined up to its limit)."""
+    from sketches.core import noise_compose
+
+    good = noise_compose.split_sigma
+    at = {"smoothing_tv": noise_compose.SMOOTHING_TV_LIMIT, "coarse_sigma": MAX_TABLE_SIGMA,
+          "fine_variance": str(Decimal(repr(MAX_TABLE_SIGMA)) ** 2)}[edge]
+    assert edge != "fine_variance" or float(at) == MAX_TABLE_SIGMA**2
+
+    def split(sigma: float, m: int, fine_floor: int | str) -> object:
+        return dataclasses.replace(good(sigma, m, fine_floor), **{edge: at})
+
+    monkeypatch.setattr(noise_compose, "split_sigma", split)
+    assert getattr(noise_compose._rule(1e6), edge) == at
+
+
+def test_split_sigma_is_exact_or_refused_at_its_edges() -> None:
+    """``split_sigma``'s contract at its edges: a coarse sigma below 1 is a valid split
+    (exact identity); ``fine_floor`` must be strictly below sigma; a coarse sigma that
+    rounds to 0 at 6 decimals, or that a float cannot carry exactly, is no valid split; a
+    split whose identity needs more than the 100-digit precision is refused (the Inexact
+    trap), never rounded (the identity would then be off)."""
+    import decimal
+
+    p = split_sigma(10.0, 20, 5)
+    assert (p.sigma, p.m, p.coarse_sigma) == (10.0, 20, 0.433012)
+    assert Decimal(10) ** 2 == 400 * Decimal("0.433012") ** 2 + Decimal(p.fine_variance)
+    # a fine variance below 1 (fine_floor 0.5) and a multiplier of 1 are valid splits
+    q = split_sigma(10.0, 20, "0.5")
+    assert 0.25 < Decimal(q.fine_variance) < 1
+    assert Decimal(100) == 400 * Decimal(repr(q.coarse_sigma)) ** 2 + Decimal(q.fine_variance)
+    one = split_sigma(40.0, 1, 8)
+    assert one.m == 1 and Decimal(1600) == Decimal(repr(one.coarse_sigma)) ** 2 + Decimal(
+        one.fine_variance)
+    for bad_m in (0, -1, 2.0):
+        with pytest.raises(SpecError, match=r"^m: must be an int >= 1"):
+            split_sigma(40.0, bad_m, 8)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=r"^split_sigma: no valid split"):
+        split_sigma(40.0, 8, 0)  # sigma_c = 5 exactly: nothing left for the fine table
+    for floor in (40, 41):
+        with pytest.raises(SpecError, match=r"^fine_floor: "):
+            split_sigma(40.0, 8, floor)
+    with pytest.raises(SpecError, match=r"^split_sigma: no valid split"):
+        split_sigma(40.0, 8, "39.99999999999999")  # sigma_c about 1e-7: 0 at 6 decimals
+    with pytest.raises(SpecError, match=r"^split_sigma: no valid split"):
+        split_sigma(1e13, 1, 1)  # sigma_c = 9999999999999.999999: 19 digits
+    # sigma_c = 0.509901 is short, but m^2 sigma_c^2 has about 133 digits
+    with pytest.raises(decimal.Inexact):
+        split_sigma(5.0990195e59, 10**60 + 1, 1)
+    with pytest.raises(decimal.Inexact):  # a fine_floor whose square has 120 digits
+        split_sigma(40.0, 8, "3." + "3" * 59)
+
+
+@pytest.mark.parametrize(("m", "vc", "vf"), [(1, "0.2", "0.2"), (2, "4", "1"), (3, "2", "5"),
+                                             (10, "400", "900"), (1, "0.1", "0.1"),
+                                             (1, "0.05", "0.05")])
+def test_smoothing_tv_follows_its_formula(m: int, vc: str, vf: str) -> None:
+    """``e / (1 - e)``, ``e = 2 exp(-a) / (1 - exp(-3a))``, ``a = 2 pi^2 tau^2``, ``1/tau^2 =
+    m^2/vf + 1/vc``, computed here in float64 (relative error about 1e-15) and compared at
+    1e-12: at small ``tau`` the ``1 - exp(-3a)`` term is far from 1, so each factor shows;
+    ``e >= 1``, or ``e / (1 - e) > 1`` (``tau^2 = 0.05``: ``e`` about 0.79), gives the
+    trivial bound 1."""
+    tau2 = 1.0 / (m * m / float(vf) + 1.0 / float(vc))
+    a = 2 * math.pi**2 * tau2
+    e = 2 * math.exp(-a) / (1 - math.exp(-3 * a))
+    want = 1.0 if e >= 1 else min(1.0, e / (1 - e))
+    got = smoothing_tv(m, Decimal(vc), Decimal(vf))
+    assert got == pytest.approx(want, rel=1e-12, abs=0)
+    assert got >= want * (1 - 1e-14)  # rounded up
+
+
+def test_smoothing_tv_is_the_trivial_bound_when_e_is_exactly_one() -> None:
+    """At ``e = 1`` exactly (in the 60-digit arithmetic: ``tau^2`` at the root of ``2x = 1 -
+    x^3``, ``x = exp(-a)``, found by a search over the last digits) the bound is the
+    trivial 1, not ``e / (1 - e)`` (a division by zero)."""
+    v = Decimal("0.08014360945932302233844857567254521860927142944230474474927755497401509"
+                "26999996080295911880")
+    assert smoothing_tv(1, v, v) == 1.0
+
+
+def test_the_threshold_itself_is_sampled_by_one_table(monkeypatch) -> None:
+    """``discrete_gaussian_sampler(COMPOSE_THRESHOLD)`` is the one table of that sigma (the
+    largest one: building it takes seconds, so the builder is replaced by a recorder)."""
+    from sketches.core import noise_compose
+
+    built: list[float] = []
+    monkeypatch.setattr(noise_compose, "discrete_gaussian_table",
+                        lambda s: built.append(s) or ("table", s))
+    assert noise_compose.discrete_gaussian_sampler(COMPOSE_THRESHOLD) == (
+        "table", COMPOSE_THRESHOLD)
+    # validate_discrete_sigma(build=True) builds that same table (and no composed one)
+    assert noise_compose.validate_discrete_sigma(COMPOSE_THRESHOLD, build=True) == \
+        COMPOSE_THRESHOLD
+    assert built == [COMPOSE_THRESHOLD, COMPOSE_THRESHOLD]
+
+
+def test_validate_discrete_sigma_names_sigma_and_the_composed_limit() -> None:
+    """Above ``MAX_DISCRETE_SIGMA`` the refusal names the parameter and the composed
+    sampler's limit (the one-table limit is not the one that applies)."""
+    with pytest.raises(SpecError, match=r"^sigma: 1e\+09 exceeds .*\(composed-sampler limit "
+                                        r"1e\+08\); lower it: raise eps"):
+        validate_discrete_sigma(1e9)

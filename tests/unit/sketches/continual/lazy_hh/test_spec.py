@@ -242,3 +242,136 @@ def test_derive_params_uses_an_explicit_depth_and_defaults_to_the_spec_depth() -
     assert (q.depth, q.gamma) == (p.depth, p.gamma) and p.depth == d
     other = derive_params(spec, cal, d + 2)     # an explicit depth is used as given
     assert other.depth == d + 2 and other.gamma != p.gamma
+
+# --- the sampler term and the statements a release carries (issue 24, session 5) -----------
+
+_ONE_TABLE_STATEMENT = (
+    "table sampler's total-variation distance to the exact discrete Gaussian, (1 + e^eps) x "
+    "draws x 2^-104 (docs/PRIVACY.md 9); 0 for the float calibrators (their guarantee is for "
+    "ideal noise)")
+_COMPOSED_STATEMENT = (
+    "table sampler's total-variation distance to the exact discrete Gaussian, (1 + e^eps) x "
+    "draws x tv_per_draw (2 x 2^-104 + the smoothing term: two composed tables, "
+    "docs/PRIVACY.md 9.1); 0 for the float calibrators (their guarantee is for ideal noise)")
+_LATTICE_NOISE = ("exact discrete Gaussian on the lattice (scale s); sigma is sigma_L, in "
+                  "lattice units; certified (docs/PRIVACY.md 13.1, Lattice BLT)")
+
+
+def _tick_spec(**kw: object) -> LazyHHSpec:
+    args: dict = dict(k=1, k_tilde=4, horizon=64, eps=1.0, delta=1e-6, clock="tick",
+                      event_horizon=99)
+    args.update(kw)
+    return LazyHHSpec(**args)
+
+
+@pytest.mark.parametrize(("calibrator", "sigma", "statement"), [
+    ("discrete", 50.0, _ONE_TABLE_STATEMENT),    # one table: t = 2^-104
+    ("discrete", 1e7, _COMPOSED_STATEMENT),      # two composed tables: t > 2 x 2^-104
+    ("analytic", 1e7, _ONE_TABLE_STATEMENT),     # float noise: no sampler term at all
+])
+def test_the_sampler_statement_is_the_one_for_its_per_draw_tv(calibrator: str, sigma: float,
+                                                               statement: str) -> None:
+    """The statement is the guarantee users read: it names the per-draw TV the delta was
+    priced with, word for word (a one-table figure on a composed sampler, or the other way
+    round, misstates the guarantee)."""
+    spec = _tick_spec(calibrator=calibrator)
+    g = guarantee(spec, derive_params(spec, None, None), sketch_sigma=sigma)
+    assert g["budget"]["sampler"]["statement"] == statement
+
+
+def test_a_lattice_sketch_states_its_exact_noise_and_scale() -> None:
+    """``counter: blt_int``: the sketch's budget names the counter, the lattice scale and
+    that the noise is the exact discrete Gaussian on the lattice (sigma in lattice units),
+    word for word; no float-noise caveat."""
+    spec = _tick_spec(counter="blt_int")
+    params = derive_params(spec, None, None)
+    sketch = guarantee(spec, params, sketch_sigma=123.0, lattice_scale=7)["budget"]["sketch"]
+    eps_s, delta_s = spec.sketch_budget
+    from sketches.privacy import delta_tilde
+
+    assert sketch == {"eps": eps_s, "delta": delta_s, "delta_tilde": delta_tilde(eps_s, delta_s),
+                      "beta": spec.beta_value, "calibrator": "discrete", "sigma": 123.0,
+                      "counter": "blt_int", "lattice_scale": 7, "noise": _LATTICE_NOISE}
+
+
+def test_guarantee_prices_the_sampler_at_the_sketch_sigma_it_is_given() -> None:
+    """A tree sketch at sigma 1e7 draws from two composed tables: the release's sampler
+    delta and ``tv_per_draw`` are those of that sigma (``(1 + e^eps) D t`` with ``D`` the
+    tree nodes of every counter, counted here), not the one-table figure an unknown sigma
+    gets."""
+    from sketches.core.noise_compose import discrete_gaussian_tv
+
+    spec = _tick_spec()
+    params = derive_params(spec, None, None)
+    t = discrete_gaussian_tv(1e7)
+    assert t > 2 * SAMPLER_TV_PER_DRAW
+    draws = params.depth * spec.k_tilde * 2 * 64 + 2 * 64
+    g = guarantee(spec, params, sketch_sigma=1e7)["budget"]["sampler"]
+    assert g["tv_per_draw"] == t
+    assert g["delta"] == pytest.approx((1 + math.exp(spec.eps)) * draws * t, rel=1e-12, abs=0)
+    assert g["delta"] > 1.9 * sampler_delta(spec, params)  # the unknown-sigma figure
+
+
+def test_sampler_tv_per_draw_at_the_edges_of_sigma() -> None:
+    """Per-draw TV: sigma 0 or None (no sketch noise drawn) counts one table, never a
+    refusal; a sigma below the sampler's range is refused, not priced as one table; the
+    lattice sampler (composed from ``COMPOSE32_MIN``) only when asked for; the length
+    counter's sigma is priced the same way, 0 meaning no draw; the larger TV wins."""
+    import dataclasses
+
+    from sketches.continual.lazy_hh.spec import sampler_tv_per_draw
+    from sketches.core.noise_compose import COMPOSE32_MIN, COMPOSE_THRESHOLD
+    from sketches.errors import SpecError
+
+    spec = _tick_spec()
+    d = derive_params(spec, None, None).depth
+    params = derive_params(spec, spec.sketch_calibration(d), d)
+    assert params.count is not None and 1.0 < params.count.sigma < COMPOSE32_MIN
+    one, two = 2.0**-104, 2.0**-103  # one table; two composed tables (+ a term < 2^-250)
+    for lattice in (False, True):
+        assert sampler_tv_per_draw(params, None, lattice=lattice) == one
+        assert sampler_tv_per_draw(params, 0.0, lattice=lattice) == one
+        assert sampler_tv_per_draw(params, 0.5, lattice=lattice) == one
+        with pytest.raises(SpecError, match=r"^sigma: "):
+            sampler_tv_per_draw(params, 1e-4, lattice=lattice)
+    mid = (COMPOSE32_MIN + COMPOSE_THRESHOLD) / 2  # one table, but composed for the lattice
+    assert sampler_tv_per_draw(params, mid) == one
+    assert sampler_tv_per_draw(params, mid, lattice=True) == pytest.approx(two, rel=1e-15, abs=0)
+    assert sampler_tv_per_draw(params, mid, lattice=True) > two
+    no_count = dataclasses.replace(params, count=dataclasses.replace(params.count, sigma=0.0))
+    assert sampler_tv_per_draw(no_count, None) == one
+    tiny = dataclasses.replace(params, count=dataclasses.replace(params.count, sigma=1e-4))
+    with pytest.raises(SpecError, match=r"^sigma: "):
+        sampler_tv_per_draw(tiny, None)
+    big = dataclasses.replace(params, count=dataclasses.replace(params.count, sigma=1e7))
+    assert sampler_tv_per_draw(big, None) == sampler_tv_per_draw(big, 50.0) > two
+
+
+def test_lattice_sampler_delta_takes_a_given_sigma_and_the_params_depth() -> None:
+    """``counter: blt_int``: a given ``sketch_sigma`` is priced as given (one table below
+    ``COMPOSE32_MIN``), never replaced by the calibration's; without one, sigma_L is the
+    calibration's at the depth whose draws are counted (``params.depth``), here a depth
+    where sigma_L crosses ``COMPOSE32_MIN`` while the spec's own depth stays below it."""
+    import dataclasses
+
+    from sketches.core.noise_compose import COMPOSE32_MIN
+    from sketches.counters.lattice import lattice_sampler_tv
+
+    spec = _tick_spec(eps=2.7, event_horizon=10**6, counter="blt_int")
+    params = derive_params(spec, None, None)
+    d0, d1 = params.depth, params.depth + 8
+    s0, s1 = spec.sketch_calibration(d0).sigma, spec.sketch_calibration(d1).sigma
+    assert s0 < COMPOSE32_MIN <= s1  # one table at d0, two composed tables at d1
+    factor = 1 + math.exp(spec.eps)
+
+    def expected(depth: int, sigma: float) -> float:
+        draws = depth * spec.k_tilde * spec.sketch_rounds() + 2 * spec.horizon
+        return factor * draws * lattice_sampler_tv(sigma)
+
+    assert sampler_delta(spec, params) == pytest.approx(expected(d0, s0), rel=1e-12, abs=0)
+    deep = dataclasses.replace(params, depth=d1)
+    assert sampler_delta(spec, deep) == pytest.approx(expected(d1, s1), rel=1e-12, abs=0)
+    assert sampler_delta(spec, deep) > 1.9 * factor * (d1 * 4 * 64 + 128) * SAMPLER_TV_PER_DRAW
+    # a given sigma is used as given: 100 is one table, s1 is composed
+    assert sampler_delta(spec, deep, 100.0) == pytest.approx(
+        factor * (d1 * 4 * 64 + 128) * SAMPLER_TV_PER_DRAW, rel=1e-12, abs=0)

@@ -10,8 +10,14 @@ import math
 import numpy as np
 import pytest
 
+from sketches.core.noise import make_noise
 from sketches.counters.factorization import CounterKind, factorization
-from sketches.counters.lattice import LatticeCounters, calibrate_lattice, lattice_params
+from sketches.counters.lattice import (
+    LatticeCounters,
+    calibrate_lattice,
+    eta_bound,
+    lattice_params,
+)
 from sketches.errors import HorizonExceededError, SpecError
 from tests.support.noise_sources import Pattern
 
@@ -494,3 +500,65 @@ def test_a_negative_or_infinite_sigma_is_refused(sigma: float) -> None:
     params = _counters(Pattern()).params
     with pytest.raises(SpecError, match=r"^sigma: must be a finite number >= 0"):
         LatticeCounters(2, HORIZON, params, sigma, Pattern())  # type: ignore[arg-type]
+
+# ---- marks the independent review of lattice.py's equivalents found distinguishable ----
+# (issue 24, session 6; each test fails on its mutant, verified on a scratch copy)
+
+
+def _eq_zero_counter():
+    zero = make_noise("zero", allow_insecure=True)
+    p = lattice_params(8, eps=1.0, delta=1e-6, m=1, unit_cap=1, cells=2)
+    return LatticeCounters(2, 8, p, sigma=1.0, noise=zero), p, zero
+
+
+def test_lattice_restore_does_not_alias_caller_mass():
+    """_load__mutmut_12/17: restore must copy lat_mass, not keep the caller's buffer."""
+    a, p, zero = _eq_zero_counter()
+    a.advance(np.array([[1, 0]]))
+    arrays = {k: v.copy() for k, v in a.state_arrays().items()}
+    b = LatticeCounters(2, 8, p, sigma=1.0, noise=zero)
+    b.restore(a.state_header(), arrays)
+    arrays["lat_mass"][:] = p.max_count  # the caller reuses its buffer
+    b.push(np.array([1, 1]), 1)  # the mutant sees mass = max_count and refuses
+    assert b.query().tolist() == [2, 1]
+
+
+def test_lattice_push_int64_max_is_clamped_up():
+    """push__mutmut_13: astype(None) sends 2^63-1 through float64 (2^63, wraps to -2^63)."""
+    c, p, _ = _eq_zero_counter()
+    assert p.round_cap > 0
+    c.push(np.array([2**63 - 1, 3], dtype=np.int64), 1)
+    assert c.query().tolist() == [p.round_cap, 3]
+
+
+def test_lattice_query_at_accepts_plain_lists():
+    """query_at__mutmut_2/4: an empty list is float64 for np.asarray, a bool list a mask."""
+    c, _, _ = _eq_zero_counter()
+    c.advance(np.array([[1, 5]]))
+    assert c.query_at([]).tolist() == []
+    assert c.query_at([True, False]).tolist() == [5, 1]  # indices 1, 0
+
+
+def test_eta_bound_self_consistency_check_fires():
+    """x_eta_bound__mutmut_85/86/94/96/101: the a-posteriori check refuses an unstable
+    recurrence (non-table theta/omega through the public eta_bound)."""
+    with pytest.raises(SpecError, match="self-consistent"):
+        eta_bound((-1.0,), (0.5,), 64, 1, 2**20)  # state_err over its limit (85, 94, 101)
+    with pytest.raises(SpecError, match="self-consistent"):
+        eta_bound((-3.0,), (-1.75,), 32, 1, 2**20)  # e_max 1.37x its limit (94, 96)
+    with pytest.raises(SpecError, match="self-consistent"):
+        eta_bound((1e-30,), (1.5,), 100, 1, 2**20)  # state_err >> limit, es >> e_max (85, 86, 94)
+
+
+def test_eta_bound_self_consistency_check_limits_not_tighter():
+    """x_eta_bound__mutmut_98/103: e_max at 0.67x and state_err at 0.96x of kappa/2
+    are accepted (the mutants' kappa/3 limits refuse)."""
+    eta, _ = eta_bound((-1.0,), (2.0,), 16, 1, 2**20)
+    assert eta > 0
+
+
+def test_eta_bound_rejects_mismatched_theta_omega():
+    """x_eta_bound__mutmut_65/68/69: zip(om, sbar, strict=True) refuses a longer omega even
+    when scale < 1 skips the release-side bound."""
+    with pytest.raises(ValueError):
+        eta_bound((0.5,), (0.5, 0.5), 16, 0, 1)

@@ -30,6 +30,7 @@ from scipy import stats as sps
 
 from privacy_audit import (
     CASES,
+    Case,
     ScaledNoise,
     case,
     clopper_pearson,
@@ -249,21 +250,29 @@ def test_lazy_cms_blt_int_statistic_shift_without_noise() -> None:
     assert shift == pytest.approx(expected, rel=0.02)
 
 
-@pytest.mark.slow
-def test_parametric_lazy_cms_blt_int_catches_noise_over_4() -> None:
-    """The lattice BLT at the production noise path (exact table sampler): sigma / 4 is
-    refuted (R = 128 observed rounds as the float BLT's check: mu about 0.73 against mu_max
-    0.2367, miss probability below 1e-9 at 400 trials). The large audit
-    (scripts/privacy_audit.py) checks sigma / 2 with 2000 trials at R = 512."""
-    from privacy_audit import miss_probability, run_shift
+def _lattice_case(name: str) -> Case:
     from privacy_audit.cases import _lazy_factorized
 
-    c = _lazy_factorized("blt_int", observed=128)
+    # R = 128 observed rounds, as the float BLT's check; the aligned case observes its 60
+    return _lazy_factorized("blt_int", observed=128) if name == "lazy_cms_blt_int" else case(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["lazy_cms_blt_int", "lazy_cms_aligned"])
+def test_parametric_lattice_cases_catch_noise_over_4(name: str) -> None:
+    """The lattice BLT at the production noise path (exact table sampler), on per-tick rounds
+    and on rounds aligned to the releases (the default since issue 20c): sigma / 4 is
+    refuted (mu about 0.73 and 0.87 against mu_max 0.2367, miss probability below 1e-9 at
+    400 trials). The large audit (scripts/privacy_audit.py) checks sigma / 2 with 2000
+    trials."""
+    from privacy_audit import miss_probability, run_shift
+
+    c = _lattice_case(name)
     assert c.parametric is not None
     assert miss_probability(c.parametric.mu_calibrated * BLT_FACTOR * 0.98, mu_max(1.0, 1e-6),
                             BLT_TRIALS, BLT_ALPHA) < 1e-9
     r = run_shift(c, BLT_TRIALS, ScaledNoise(SecureNoise(), 1 / BLT_FACTOR), alpha=BLT_ALPHA)
-    assert not r.passed, (f"lazy_cms_blt_int with sigma/{BLT_FACTOR:g} passed the parametric "
+    assert not r.passed, (f"{name} with sigma/{BLT_FACTOR:g} passed the parametric "
                           f"check: mu_hat {r.est.mu_hat:.4f} [{r.est.lo:.4f}, ..] vs mu_max "
                           f"{r.mu_max:.4f}")
 
@@ -285,20 +294,3 @@ def test_aligned_cases_shift_by_their_calibrated_statistic_without_noise() -> No
     expected = (lat.parametric.mu_calibrated
                 * LazyCMS(spec, ZeroNoise()).calibration.release_sigma) ** 2
     assert shift == pytest.approx(expected, rel=0.02)
-
-
-@pytest.mark.slow
-def test_parametric_lazy_cms_aligned_catches_noise_over_4() -> None:
-    """The production default since issue 20c (blt_int on rounds aligned to the releases, the
-    exact sampler): sigma / 4 is refuted (mu about 0.87 against mu_max 0.2367, miss
-    probability below 1e-9 at 400 trials). The large audit checks sigma / 2."""
-    from privacy_audit import miss_probability, run_shift
-
-    c = case("lazy_cms_aligned")
-    assert c.parametric is not None
-    assert miss_probability(c.parametric.mu_calibrated * BLT_FACTOR * 0.98, mu_max(1.0, 1e-6),
-                            BLT_TRIALS, BLT_ALPHA) < 1e-9
-    r = run_shift(c, BLT_TRIALS, ScaledNoise(SecureNoise(), 1 / BLT_FACTOR), alpha=BLT_ALPHA)
-    assert not r.passed, (f"lazy_cms_aligned with sigma/{BLT_FACTOR:g} passed the parametric "
-                          f"check: mu_hat {r.est.mu_hat:.4f} [{r.est.lo:.4f}, ..] vs mu_max "
-                          f"{r.mu_max:.4f}")

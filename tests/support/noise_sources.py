@@ -34,3 +34,17 @@ class Failing(Pattern):
     def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
         raise RuntimeError("entropy source failed")
 
+
+
+class FailsAtDraw(Pattern):
+    """``Pattern`` whose ``fail_at``-th integer draw call (1-based) raises; 0: never."""
+
+    def __init__(self, fail_at: int = 0) -> None:
+        super().__init__()
+        self.calls, self.fail_at = 0, fail_at
+
+    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("entropy source failed")
+        return super().discrete_gaussian(sigma, size)

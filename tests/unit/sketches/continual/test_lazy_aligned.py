@@ -13,6 +13,7 @@ import pytest
 from sketches.continual.lazy import LazyCMS, LazyCS, LazySketchSpec, sampler_term
 from sketches.core.noise import make_noise
 from sketches.errors import SerializationError, SpecError
+from tests.support.noise_sources import FailsAtDraw
 
 ZERO = make_noise("zero", allow_insecure=True)
 H, R = 120, 10
@@ -142,24 +143,6 @@ def test_a_state_whose_rounds_disagree_with_its_aligned_steps_is_refused() -> No
         LazyCMS.from_bytes(state_to_bytes("lazy_cms", spec, state, arrays), ZERO)
 
 
-class _FailOnDraw:
-    """A seeded FastNoise whose ``fail_at``-th lattice draw call (1-based) raises."""
-
-    def __init__(self, fail_at: int) -> None:
-        from sketches.core.noise import FastNoise
-
-        self.inner, self.calls, self.fail_at = FastNoise(7), 0, fail_at
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
-
-    def discrete_gaussian32(self, sigma: float, size):
-        self.calls += 1
-        if self.calls == self.fail_at:
-            raise RuntimeError("noise source failed")
-        return self.inner.discrete_gaussian32(sigma, size)
-
-
 @pytest.mark.parametrize("round_ticks", [None, R])
 def test_blt_int_puts_each_event_in_its_own_round_atomically(round_ticks) -> None:
     """Per-tick and aligned rounds: a batch closing many rounds gives the state of one tick
@@ -172,7 +155,7 @@ def test_blt_int_puts_each_event_in_its_own_round_atomically(round_ticks) -> Non
     for t in range(H):
         m = ticks == t
         one.update_batch(items[m], ticks[m])
-    noise = _FailOnDraw(fail_at=0)
+    noise = FailsAtDraw()
     sk = LazyCMS(spec, noise)  # type: ignore[arg-type]
     head = ticks < 30
     sk.update_batch(items[head], ticks[head])

@@ -19,23 +19,9 @@ from sketches.counters.lattice import (
     lattice_params,
 )
 from sketches.errors import HorizonExceededError, SpecError
-from tests.support.noise_sources import Pattern
+from tests.support.noise_sources import FailsAtDraw, Pattern
 
 HORIZON = 16
-
-
-class FailsAtDraw(Pattern):
-    """``Pattern`` whose ``fail_at``-th draw call (1-based) raises."""
-
-    def __init__(self, fail_at: int) -> None:
-        super().__init__()
-        self.calls, self.fail_at = 0, fail_at
-
-    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
-        self.calls += 1
-        if self.calls == self.fail_at:
-            raise RuntimeError("entropy source failed")
-        return super().discrete_gaussian(sigma, size)
 
 
 def _counters(noise: object, n: int = 2, sigma: float = 3.0) -> LatticeCounters:

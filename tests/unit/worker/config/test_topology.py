@@ -56,31 +56,21 @@ def test_minimal_topology_defaults() -> None:
                                "unit_cap": 1, "round_ticks": 5}
 
 
-def _doc_with(**over: object) -> dict:
-    doc = yaml.safe_load(yaml.safe_dump(BASE))
-    for path, value in over.items():
-        *head, last = path.split("__")
-        node = doc
-        for key in head:
-            node = node.setdefault(key, {})
-        node[last] = value
-    return doc
-
-
-@pytest.mark.parametrize(("over", "rounds"), [
-    ({}, 5),                                             # a release every 5 of 50 ticks
-    ({"release__every_ticks": 1}, None),                 # per-tick releases: per-tick rounds
-    ({"release__every_ticks": 7}, None),                 # 7 does not divide epoch_ticks=50
-    ({"mechanism__params__round_ticks": 10}, None),      # pinned: the topology's own value
-    ({"mechanism__params__columns_per_tick": 16}, None),  # staggered columns (Algorithm 5)
-    ({"mechanism__name": "lazy_hh", "mechanism__params": {"k": 4, "k_tilde": 16}}, None),
+@pytest.mark.parametrize(("path", "value", "rounds"), [
+    ("release.every_ticks", 5, 5),                         # a release every 5 of 50 ticks
+    ("release.every_ticks", 1, None),                      # per-tick releases: per-tick rounds
+    ("release.every_ticks", 7, None),                      # 7 does not divide epoch_ticks=50
+    ("mechanism.params.round_ticks", 10, None),            # pinned: the topology's own value
+    ("mechanism.params.columns_per_tick", 16, None),       # staggered columns (Algorithm 5)
+    ("mechanism", {"name": "lazy_hh", "params": {"k": 4, "k_tilde": 16}}, None),
 ])
-def test_continual_sketches_get_rounds_aligned_to_the_release_interval(over, rounds) -> None:
+def test_continual_sketches_get_rounds_aligned_to_the_release_interval(path, value,
+                                                                        rounds) -> None:
     """Issue 20c: the worker gives a mechanism with aligned rounds (LazyCMS/LazyCS)
     ``round_ticks = release.every_ticks``; never where the topology pins its rounds, a
     release is every tick or the interval does not divide the epoch, nor to a mechanism
     without the capability."""
-    t = parse_topology(yaml.safe_dump(_doc_with(**over)), "x.yaml")
+    t = parse_topology(_with(path, value), "x.yaml")
     assert t.release_rounds() == rounds
     params = t.spec_params()
     pinned = t.mechanism_params.get("round_ticks")

@@ -184,6 +184,16 @@ def _float_safe(f: Callable[[float], float], eps: float, delta: float,
     return g
 
 
+def _calibrated_sigma(profile: Callable[[float, float, float], float], eps: float,
+                      delta: float, sensitivity: float) -> float:
+    """The smallest ``σ`` with ``profile(eps, σ, sensitivity) <= delta``: the inputs checked,
+    the search kept in the float-safe range (both calibrators below)."""
+    check_eps_delta(eps, delta)
+    _check_sensitivity(sensitivity)
+    f = _float_safe(lambda s: profile(eps, s, sensitivity), eps, delta, sensitivity)
+    return _smallest_sigma(f, delta, sensitivity)
+
+
 @functools.lru_cache(maxsize=1024)  # pure; a restore recalibrates every shard
 def analytic_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> float:
     """Balle & Wang 2018 analytic Gaussian mechanism: smallest exact ``σ`` for ``(ε, δ)``.
@@ -200,11 +210,7 @@ def analytic_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> flo
     >>> analytic_gaussian_delta(0.5, s, 1.0) <= 1e-5
     True
     """
-    check_eps_delta(eps, delta)
-    _check_sensitivity(sensitivity)
-    return _smallest_sigma(_float_safe(
-        lambda s: analytic_gaussian_delta(eps, s, sensitivity), eps, delta, sensitivity
-    ), delta, sensitivity)
+    return _calibrated_sigma(analytic_gaussian_delta, eps, delta, sensitivity)
 
 
 @functools.lru_cache(maxsize=1024)  # pure; a restore recalibrates every shard
@@ -221,8 +227,4 @@ def discrete_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> flo
     >>> discrete_gaussian_delta(1.0, s, 1.0) <= 1e-6
     True
     """
-    check_eps_delta(eps, delta)
-    _check_sensitivity(sensitivity)
-    return _smallest_sigma(_float_safe(
-        lambda s: discrete_gaussian_delta(eps, s, sensitivity), eps, delta, sensitivity
-    ), delta, sensitivity)
+    return _calibrated_sigma(discrete_gaussian_delta, eps, delta, sensitivity)

@@ -238,8 +238,8 @@ class LazySketchSpec:
     def rounds_at(self, steps: int) -> int:
         """Rounds opened once ``steps`` steps are closed: a staggered round opens with its
         first step (``ceil``), an aligned one when its last step closes (``floor``)."""
-        if self.round_ticks is not None:
-            return steps // int(self.round_ticks)
+        if self.aligned:
+            return steps // self.steps_per_round
         return -(-steps // self.steps_per_round)
 
     @property
